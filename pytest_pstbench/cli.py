@@ -1,0 +1,158 @@
+"""`pstbench` command: demo, score, weights fetch. Drives the same engine as the pytest plugin."""
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from .errors import UserError
+
+
+def _progress(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _print_table(protocol, track, rows) -> None:
+    from .report import header_line, run_table
+
+    print(header_line(rows[-1][1], track.dataset_id))
+    print(run_table(protocol, rows))
+
+
+def _report_outcome(outcome) -> int:
+    print(f"run files: {outcome.run_dir}")
+    if not outcome.complete:
+        failures = outcome.run["failures"]
+        print(
+            f"pstbench: error: {len(failures)} of {outcome.run['n_pairs']} pairs failed; run.json says complete: false",
+            file=sys.stderr,
+        )
+        for f in failures:
+            print(f"  {f['pair']}: {f['message']}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_score(args) -> int:
+    from .protocol import load_protocol
+    from .session import RunSession, identity_summary, load_method_yaml, parse_method_info, score_run
+    from .tracks import resolve_outputs, resolve_track
+
+    protocol = load_protocol(args.protocol)
+    track = resolve_track(args.track, progress=_progress)
+    outputs = resolve_outputs(track, Path(args.outputs))
+    method_info = {**load_method_yaml(Path(args.outputs)), **parse_method_info(args.method_info)}
+    name = args.name or Path(args.outputs).resolve().name
+    session = RunSession(
+        track,
+        protocol,
+        name=name,
+        results_dir=args.results,
+        allow_resize=args.allow_resize,
+        device=args.device,
+        outputs_dir=Path(args.outputs),
+        method_info=method_info,
+        command=args.command_line,
+    )
+    outcome = score_run(session, outputs, progress=_progress)
+    rows = []
+    if name != "identity":
+        rows.append(("Identity", identity_summary(track, protocol, results_dir=args.results, device=args.device, progress=_progress)))
+    rows.append((name, outcome.summary))
+    _print_table(protocol, track, rows)
+    return _report_outcome(outcome)
+
+
+def cmd_demo(args) -> int:
+    from .baselines import write_outputs
+    from .lpips_weights import resolve_alexnet_features
+    from .protocol import load_protocol
+    from .session import RunSession, identity_summary, score_run
+    from .tracks import resolve_outputs, resolve_track
+
+    protocol = load_protocol(args.protocol)
+    track = resolve_track("demo", progress=_progress)
+    if "lpips" in protocol.metric_names:
+        resolve_alexnet_features(progress=_progress)
+    results = Path(args.results)
+    rows = [("Identity", identity_summary(track, protocol, results_dir=results, device=args.device, progress=_progress))]
+    code = 0
+    for method in args.methods:
+        out_dir = results / track.id / method / "outputs"
+        write_outputs(track.manifest, method, out_dir, progress=_progress)
+        session = RunSession(
+            track,
+            protocol,
+            name=method,
+            results_dir=results,
+            device=args.device,
+            outputs_dir=out_dir,
+            method_info={"method": method, "source": "pytest_pstbench.baselines"},
+            command=args.command_line,
+        )
+        outcome = score_run(session, resolve_outputs(track, out_dir), progress=_progress)
+        rows.append((method, outcome.summary))
+        code = max(code, 0 if outcome.complete else 1)
+    _print_table(protocol, track, rows)
+    print(f"run files: {results / track.id}/<method>/ (metrics.csv, summary.json, run.json)")
+    return code
+
+
+def cmd_weights_fetch(args) -> int:
+    from .lpips_weights import fetch_weights
+
+    info = fetch_weights(progress=_progress)
+    print(f"LPIPS AlexNet weights ready: {info.get('path')} (source: {info.get('source')})")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pstbench", description="Score photorealistic style transfer outputs under a fixed protocol."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def common(p):
+        p.add_argument("--results", default="results", help="results root; run files go to RESULTS/<track>/<name>/ (default: results)")
+        p.add_argument("--device", default="cpu", help="device for LPIPS: cpu or cuda (default: cpu)")
+        p.add_argument("--protocol", default=None, help="protocol id or YAML path (default: pstbench)")
+
+    p = sub.add_parser("demo", help="build the demo track, score Identity and a baseline, print the table")
+    common(p)
+    p.add_argument("--methods", nargs="+", default=["reinhard"], help="baselines to run (default: reinhard)")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("score", help="score an outputs folder on a track")
+    p.add_argument("--track", required=True, help="built-in track (demo) or path to a local track.yaml")
+    p.add_argument("--outputs", required=True, help="folder with one <pair_id>.png per pair")
+    p.add_argument("--name", default=None, help="run name (default: the outputs folder's name)")
+    p.add_argument("--allow-resize", action="store_true", help="resize outputs of another size to the reference size (bicubic; recorded in run.json)")
+    p.add_argument("--method-info", action="append", metavar="KEY=VALUE", help="method provenance recorded in run.json (repeatable); merged over method.yaml beside the outputs")
+    common(p)
+    p.set_defaults(func=cmd_score)
+
+    p = sub.add_parser("weights", help="manage model weights")
+    wsub = p.add_subparsers(dest="weights_command", required=True, metavar="ACTION")
+    w = wsub.add_parser("fetch", help="fetch and convert the LPIPS AlexNet weights into the cache")
+    w.set_defaults(func=cmd_weights_fetch)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    args.command_line = "pstbench " + shlex.join(argv)
+    try:
+        return args.func(args)
+    except UserError as exc:
+        print(f"pstbench: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("pstbench: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

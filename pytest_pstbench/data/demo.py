@@ -1,0 +1,407 @@
+"""The download-free ``demo`` paired track, generated locally from scikit-image's photographs.
+
+Each pair is made from real photographs that scikit-image ships inside its wheel
+(``skimage.data``; only images that load without a network download are used):
+
+* ``content/<id>.png``   -- a photograph (cropped to a landscape frame, resized);
+* ``reference/<id>.png`` -- the ground truth: that content under a seeded "photographic look";
+* ``style/<id>.png``     -- a different image under the *same* look: the other photograph of a
+  stereo pair, or another (at most partly overlapping) region of the content's photograph.
+
+The style is taken from the same scene on purpose. With unrelated photographs (scikit-image ships
+only a handful), a style's colours are dominated by its scene rather than by the look, and a global
+colour transfer (Reinhard) then lands further from the reference than the unchanged content on
+nearly every pair; with same-scene styles only the look differs, so a good colour transfer beats
+the identity, which is what makes the track meaningful as a smoke test.
+
+A look is a composition of white-balance gains, a small neutral-preserving channel mix, a
+per-channel tone curve (midtone lift and S-curve, black lift / white roll-off), a saturation
+change and split toning (one tint in the shadows, another in the highlights). The look
+parameters are drawn with ``numpy.random.default_rng([seed, pair index])`` and rounded to four
+decimals, so they are stable across NumPy versions.
+
+Determinism: the pixel pipeline uses only IEEE-exact elementwise arithmetic (``+ - * /``, no
+transcendental functions, no reductions, no BLAS), Pillow's fixed-point Lanczos resampling, and
+``np.rint`` + ``np.clip`` before the cast to ``uint8``. PNGs are written by Pillow with fixed
+options and no metadata chunks (no ICC profile, no text, no time). File bytes additionally depend
+on the zlib that Pillow is built with (same Pillow build, same bytes); the pixels do not, and
+the track's revision is a sha256 over the generator parameters and the pixels, not the file bytes. Two JPEG
+sources (``rocket``, ``hubble_deep_field``) also depend on the JPEG decoder (libjpeg-turbo in
+Pillow's wheels).
+
+The build is atomic: everything is written into a temporary directory next to the target, the
+manifest ``track.yaml`` last, and the directory is renamed into place. A target with a manifest is
+therefore always complete; a concurrent builder that loses the race uses the winner's track.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import yaml
+from PIL import Image
+
+from ..errors import UserError
+from ..paths import cache_dir
+
+GENERATOR_VERSION = 1
+
+#: Everything that determines the generated track. Recorded verbatim in ``track.yaml`` under
+#: ``generator``; a change here (or in ``GENERATOR_VERSION``) makes an existing track stale.
+DEMO_PARAMS: dict = {
+    "generator_version": GENERATOR_VERSION,
+    "seed": 20240611,
+    "source": "skimage.data",
+    "resample": "lanczos",
+    # zlib level of the PNGs (3: ~3x faster to write than 6, ~6% more bytes)
+    "png_compress_level": 3,
+    # view name -> photo (skimage.data name), crop box [left, top, right, bottom] in source
+    # pixels, output size [width, height] (Lanczos resize when it differs from the box).
+    "views": {
+        "astronaut": {"photo": "astronaut", "box": [0, 0, 512, 384], "size": [512, 384]},
+        "astronaut_lower": {"photo": "astronaut", "box": [0, 100, 480, 420], "size": [480, 320]},
+        "chelsea": {"photo": "chelsea", "box": [0, 0, 450, 300], "size": [480, 320]},
+        "chelsea_right": {"photo": "chelsea", "box": [150, 75, 450, 300], "size": [300, 225]},
+        "coffee": {"photo": "coffee", "box": [0, 0, 600, 400], "size": [600, 400]},
+        "coffee_close": {"photo": "coffee", "box": [120, 80, 600, 400], "size": [480, 320]},
+        "coffee_left": {"photo": "coffee", "box": [0, 0, 400, 300], "size": [400, 300]},
+        "rocket_left": {"photo": "rocket", "box": [0, 0, 480, 320], "size": [480, 320]},
+        "rocket_right": {"photo": "rocket", "box": [160, 107, 640, 427], "size": [480, 320]},
+        "rocket_top_left": {"photo": "rocket", "box": [0, 0, 400, 300], "size": [400, 300]},
+        "motorcycle_left": {"photo": "motorcycle_left", "box": [0, 3, 741, 497], "size": [600, 400]},
+        "motorcycle_right": {"photo": "motorcycle_right", "box": [0, 3, 741, 497], "size": [600, 400]},
+        "motorcycle_left_close": {"photo": "motorcycle_left", "box": [141, 100, 741, 500], "size": [480, 320]},
+        "motorcycle_right_close": {"photo": "motorcycle_right", "box": [60, 80, 660, 480], "size": [600, 400]},
+        "hubble_top_left": {"photo": "hubble_deep_field", "box": [0, 0, 640, 480], "size": [640, 480]},
+        "hubble_top_right": {"photo": "hubble_deep_field", "box": [360, 0, 1000, 480], "size": [640, 480]},
+        "hubble_bottom_left": {"photo": "hubble_deep_field", "box": [0, 392, 640, 872], "size": [640, 480]},
+        "hubble_bottom_right": {"photo": "hubble_deep_field", "box": [360, 392, 1000, 872], "size": [640, 480]},
+    },
+    # [pair id, content view, style view]. The style is never the content's frame: it is the
+    # other photograph of a stereo pair, or another (at most partly overlapping) region of the
+    # content's photograph, so that scene colours are comparable and only the look differs.
+    "pairs": [
+        ["demo-01", "astronaut", "astronaut_lower"],
+        ["demo-02", "chelsea", "chelsea_right"],
+        ["demo-03", "coffee", "coffee_close"],
+        ["demo-04", "rocket_left", "rocket_right"],
+        ["demo-05", "motorcycle_left", "motorcycle_right_close"],
+        ["demo-06", "motorcycle_right", "motorcycle_left_close"],
+        ["demo-07", "hubble_top_left", "hubble_bottom_right"],
+        ["demo-08", "coffee_close", "coffee_left"],
+        ["demo-09", "rocket_right", "rocket_top_left"],
+        ["demo-10", "hubble_bottom_left", "hubble_top_right"],
+    ],
+}
+
+TRACK_ID = "demo"
+TRACK_NAME = "pstbench demo (scikit-image photographs under seeded photographic looks)"
+MANIFEST_NAME = "track.yaml"
+KINDS = ("content", "style", "reference")
+
+# Rec. 709 luma weights, applied to the (non-linear) display values.
+_LUMA = (0.2126, 0.7152, 0.0722)
+
+
+# --------------------------------------------------------------------------------------------
+# Source photographs
+
+
+def _load_photo(name: str) -> np.ndarray:
+    import skimage.data as skd
+
+    if name in ("motorcycle_left", "motorcycle_right"):
+        left, right, _disp = skd.stereo_motorcycle()
+        img = left if name == "motorcycle_left" else right
+    elif name in ("astronaut", "chelsea", "coffee", "rocket", "hubble_deep_field"):
+        img = getattr(skd, name)()
+    else:  # pragma: no cover - guarded by DEMO_PARAMS
+        raise ValueError(f"unknown demo photo {name!r}")
+    img = np.asarray(img)
+    if img.dtype != np.uint8 or img.ndim != 3 or img.shape[2] != 3:
+        raise RuntimeError(f"skimage.data photo {name!r} is not 8-bit RGB: {img.dtype} {img.shape}")
+    return img
+
+
+def _render_view(photo: np.ndarray, box: list[int], size: list[int]) -> np.ndarray:
+    left, top, right, bottom = box
+    h, w = photo.shape[:2]
+    if not (0 <= left < right <= w and 0 <= top < bottom <= h):  # pragma: no cover
+        raise RuntimeError(f"crop box {box} outside a {w}x{h} photo")
+    crop = np.ascontiguousarray(photo[top:bottom, left:right])
+    im = Image.fromarray(crop, "RGB")
+    if (right - left, bottom - top) != tuple(size):
+        im = im.resize(tuple(size), Image.Resampling.LANCZOS)
+    out = np.asarray(im, dtype=np.uint8)
+    return np.ascontiguousarray(out)
+
+
+# --------------------------------------------------------------------------------------------
+# Photographic looks
+
+
+def _r4(x) -> float:
+    return round(float(x), 4)
+
+
+def draw_look(seed: int, index: int) -> dict:
+    """The look parameters of pair number ``index`` (0-based), a plain dict of floats."""
+    rng = np.random.default_rng([int(seed), int(index)])
+    u = rng.uniform
+
+    def signed(lo, hi):  # magnitude in [lo, hi], random sign
+        mag = u(lo, hi)
+        return mag if u() < 0.5 else -mag
+
+    temp = signed(0.05, 0.16)  # warm (+) / cool (-)
+    tint = u(-0.05, 0.05)  # magenta (+) / green (-)
+    # small channel mix, rows renormalised so neutrals stay neutral
+    mix = [[1.0 if i == j else u(-0.07, 0.07) for j in range(3)] for i in range(3)]
+    mix = [[_r4(v / sum(row)) for v in row] for row in mix]
+    sat = u(1.15, 1.4) if u() < 0.5 else u(0.62, 0.85)
+    sh_hue = u(0.0, 2.0 * np.pi)
+    hi_hue = sh_hue + np.pi + u(-0.8, 0.8)  # roughly complementary (teal/orange family)
+    look = {
+        "gains": [_r4(1.0 + temp), _r4(1.0 + tint), _r4(1.0 - temp)],
+        "mix": mix,
+        "midtone": _r4(u(-0.3, 0.3)),  # >0 brightens midtones
+        "contrast": _r4(u(-0.2, 0.45)),  # S-curve strength, <0 flattens
+        "black": _r4(u(0.0, 0.06)),  # faded blacks
+        "white": _r4(u(0.93, 1.0)),  # rolled-off whites
+        "saturation": _r4(sat),
+        "shadow_tint": [_r4(c) for c in _tint_vector(sh_hue, u(0.03, 0.09))],
+        "highlight_tint": [_r4(c) for c in _tint_vector(hi_hue, u(0.02, 0.07))],
+    }
+    return look
+
+
+def _tint_vector(hue: float, strength: float) -> tuple[float, float, float]:
+    """An RGB offset of zero luma pointing at ``hue`` in an opponent (a, b)-like plane."""
+    # cos/sin here act on a single scalar and are rounded to 4 decimals by the caller.
+    a, b = np.cos(hue) * strength, np.sin(hue) * strength
+    # opponent axes: a = red-green, b = yellow-blue; build RGB then remove its luma.
+    r, g, bl = a + 0.5 * b, -a + 0.5 * b, -b
+    luma = _LUMA[0] * r + _LUMA[1] * g + _LUMA[2] * bl
+    return float(r - luma), float(g - luma), float(bl - luma)
+
+
+def apply_look(img: np.ndarray, look: dict) -> np.ndarray:
+    """Apply a look to an 8-bit RGB image (elementwise float64 arithmetic only)."""
+    x = img.astype(np.float64) / 255.0
+    ch = [x[..., 0], x[..., 1], x[..., 2]]
+    # white balance
+    ch = [ch[i] * look["gains"][i] for i in range(3)]
+    # channel mix (explicit elementwise sums; no BLAS)
+    m = look["mix"]
+    ch = [m[i][0] * ch[0] + m[i][1] * ch[1] + m[i][2] * ch[2] for i in range(3)]
+    # tone curve per channel
+    b, k = look["midtone"], look["contrast"]
+    lo, hi = look["black"], look["white"]
+    out = []
+    for c in ch:
+        c = np.clip(c, 0.0, 1.0)
+        c = c + b * c * (1.0 - c)  # midtone lift, monotone for |b| < 1
+        c = c + k * c * (1.0 - c) * (2.0 * c - 1.0)  # S-curve, monotone for -2 < k < 1
+        c = lo + (hi - lo) * c
+        out.append(c)
+    ch = out
+    # saturation around luma
+    luma = _LUMA[0] * ch[0] + _LUMA[1] * ch[1] + _LUMA[2] * ch[2]
+    s = look["saturation"]
+    ch = [luma + s * (c - luma) for c in ch]
+    # split toning: shadow tint weighted by (1-L)^2, highlight tint by L^2
+    lc = np.clip(luma, 0.0, 1.0)
+    w_sh = (1.0 - lc) * (1.0 - lc)
+    w_hi = lc * lc
+    st, ht = look["shadow_tint"], look["highlight_tint"]
+    ch = [ch[i] + st[i] * w_sh + ht[i] * w_hi for i in range(3)]
+    y = np.stack(ch, axis=-1) * 255.0
+    return np.clip(np.rint(y), 0, 255).astype(np.uint8)
+
+
+# --------------------------------------------------------------------------------------------
+# Files
+
+
+def _save_png(arr: np.ndarray, path: Path) -> None:
+    """Write 8-bit RGB PNG with fixed options and no metadata chunks."""
+    im = Image.fromarray(np.ascontiguousarray(arr, dtype=np.uint8), "RGB")
+    im.info.clear()
+    im.save(path, format="PNG", optimize=False, compress_level=DEMO_PARAMS["png_compress_level"])
+
+
+def _params_json() -> str:
+    return json.dumps(DEMO_PARAMS, sort_keys=True, separators=(",", ":"))
+
+
+def _normalised_params() -> dict:
+    """DEMO_PARAMS as it reads back from YAML (tuples -> lists), in declaration order."""
+    return json.loads(json.dumps(DEMO_PARAMS))
+
+
+def _manifest_ok(manifest: Path) -> bool:
+    """True when ``manifest`` is a complete demo track made with the current parameters."""
+    try:
+        data = yaml.safe_load(manifest.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+        return False
+    if not isinstance(data, dict) or data.get("id") != TRACK_ID:
+        return False
+    if data.get("generator") != _normalised_params():
+        return False
+    pairs = data.get("pairs")
+    if not isinstance(pairs, list) or len(pairs) != len(DEMO_PARAMS["pairs"]):
+        return False
+    base = manifest.parent
+    for entry in pairs:
+        if not isinstance(entry, dict):
+            return False
+        for kind in KINDS:
+            rel = entry.get(kind)
+            if not isinstance(rel, str) or not (base / rel).is_file():
+                return False
+    return True
+
+
+def _is_demo_track_dir(path: Path) -> bool:
+    """Whether ``path`` may be replaced: empty, or holds a manifest with ``id: demo``."""
+    try:
+        entries = list(path.iterdir())
+    except FileNotFoundError:
+        return True
+    if not entries:
+        return True
+    try:
+        data = yaml.safe_load((path / MANIFEST_NAME).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+        return False
+    return isinstance(data, dict) and data.get("id") == TRACK_ID
+
+
+def _generate(dest: Path, progress: Callable[[str], None] | None) -> None:
+    """Write all files and the manifest into the (empty) directory ``dest``."""
+    say = progress or (lambda _msg: None)
+    views = DEMO_PARAMS["views"]
+    needed = []
+    for _pid, cview, sview in DEMO_PARAMS["pairs"]:
+        for v in (cview, sview):
+            if v not in needed:
+                needed.append(v)
+    say("demo track: loading scikit-image photographs")
+    photos: dict[str, np.ndarray] = {}
+    rendered: dict[str, np.ndarray] = {}
+    for v in needed:
+        spec = views[v]
+        if spec["photo"] not in photos:
+            photos[spec["photo"]] = _load_photo(spec["photo"])
+        rendered[v] = _render_view(photos[spec["photo"]], spec["box"], spec["size"])
+
+    for kind in KINDS:
+        (dest / kind).mkdir()
+    digest = hashlib.sha256()
+    digest.update(b"pstbench-demo\0")
+    digest.update(_params_json().encode("utf-8"))
+    pairs_out = []
+    for index, (pid, cview, sview) in enumerate(DEMO_PARAMS["pairs"]):
+        say(f"demo track: {pid} ({cview} <- look of {sview})")
+        look = draw_look(DEMO_PARAMS["seed"], index)
+        images = {
+            "content": rendered[cview],
+            "style": apply_look(rendered[sview], look),
+            "reference": apply_look(rendered[cview], look),
+        }
+        entry = {"id": pid}
+        for kind in KINDS:
+            rel = f"{kind}/{pid}.png"
+            _save_png(images[kind], dest / rel)
+            # The revision hashes decoded pixels, not PNG bytes (which depend on Pillow's zlib).
+            pixels = np.ascontiguousarray(images[kind], dtype=np.uint8)
+            digest.update(f"\0{rel}\0{pixels.shape}\0".encode("utf-8"))
+            digest.update(pixels.tobytes())
+            entry[kind] = rel
+        pairs_out.append(entry)
+
+    manifest = {
+        "id": TRACK_ID,
+        "name": TRACK_NAME,
+        "revision": digest.hexdigest()[:12],
+        "generator": _normalised_params(),
+        "pairs": pairs_out,
+    }
+    text = yaml.safe_dump(manifest, sort_keys=False, default_flow_style=None, width=100)
+    tmp = dest / (MANIFEST_NAME + ".tmp")
+    tmp.write_text(text, encoding="utf-8", newline="\n")
+    os.replace(tmp, dest / MANIFEST_NAME)
+
+
+def _remove_tree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def build_demo_track(root: Path | None = None, progress: Callable[[str], None] | None = None) -> Path:
+    """Build (or reuse) the demo track under ``root`` and return the path of its ``track.yaml``.
+
+    ``root`` defaults to ``cache_dir() / "tracks" / "demo"``. An existing track whose manifest
+    records the current generator parameters is reused as it is. ``progress`` is an optional
+    callable receiving one-line status messages.
+    """
+    root = Path(root) if root is not None else cache_dir() / "tracks" / TRACK_ID
+    root = root.expanduser().absolute()
+    manifest = root / MANIFEST_NAME
+    say = progress or (lambda _msg: None)
+
+    if _manifest_ok(manifest):
+        say(f"demo track: up to date at {root}")
+        return manifest
+    if root.exists() and not root.is_dir():
+        raise UserError(f"{root}: the demo track needs a directory here, but a file exists; remove it or choose another location")
+    if root.is_dir() and not _is_demo_track_dir(root):
+        raise UserError(
+            f"{root}: directory exists and is not a pstbench demo track (no track.yaml with id: demo); "
+            "remove it or choose another location for the demo track"
+        )
+
+    try:
+        root.parent.mkdir(parents=True, exist_ok=True)
+        build = Path(tempfile.mkdtemp(prefix=f".{root.name}.build-", dir=root.parent))
+        os.chmod(build, 0o755)  # mkdtemp makes it 0700; the track is an ordinary directory
+    except OSError as exc:
+        raise UserError(f"{root.parent}: cannot create the demo track here ({exc}); set PSTBENCH_CACHE to a writable directory") from exc
+
+    try:
+        _generate(build, progress)
+        for _attempt in range(5):
+            try:
+                os.rename(build, root)  # atomic; succeeds if root is absent (or an empty dir)
+                say(f"demo track: built at {root}")
+                return manifest
+            except OSError:
+                pass
+            # root exists: a concurrent builder may have won, or it is a stale track
+            if _manifest_ok(manifest):
+                say(f"demo track: using the track a concurrent build finished at {root}")
+                return manifest
+            if not _is_demo_track_dir(root):
+                raise UserError(
+                    f"{root}: directory appeared during the build and is not a pstbench demo track; "
+                    "remove it or choose another location"
+                )
+            trash = root.parent / f".{root.name}.stale-{uuid.uuid4().hex[:8]}"
+            try:
+                os.rename(root, trash)  # move the stale track aside atomically
+            except OSError:  # gone or replaced meanwhile: look again
+                continue
+            _remove_tree(trash)
+        if _manifest_ok(manifest):
+            return manifest
+        raise UserError(f"{root}: could not move the demo track into place (another process keeps replacing it); retry")
+    finally:
+        if build.exists():
+            _remove_tree(build)

@@ -1,0 +1,151 @@
+"""The protocol's I/O rules: a file -> a uint8 HxWx3 sRGB array plus notes.
+
+Everything that is not an 8-bit RGB PNG is refused with a one-line `UserError` naming the file,
+its actual format/mode, the rule and the fix, unless the protocol lists a conversion as allowed
+(`io.allowed_conversions`), in which case the conversion is applied and noted.
+"""
+from __future__ import annotations
+
+import io
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageCms, ImageOps, UnidentifiedImageError
+
+from .errors import UserError
+from .protocol import Protocol
+
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_PNG_COLOUR_TYPES = {0: "grayscale", 2: "RGB", 3: "palette", 4: "grayscale+alpha", 6: "RGBA"}
+_MODE_WORDS = {
+    "L": "8-bit grayscale",
+    "LA": "grayscale with alpha",
+    "P": "palette",
+    "PA": "palette with alpha",
+    "RGBA": "RGB with alpha",
+    "CMYK": "CMYK",
+    "I": "32-bit integer grayscale",
+    "I;16": "16-bit grayscale",
+    "I;16B": "16-bit grayscale",
+    "F": "32-bit float",
+    "1": "1-bit",
+    "YCbCr": "YCbCr",
+}
+_FIX = "fix: save it as an 8-bit RGB PNG (no alpha, no palette)"
+
+
+@dataclass
+class LoadedImage:
+    array: np.ndarray  # uint8, HxWx3
+    notes: dict = field(default_factory=dict)  # e.g. {"icc_converted": {...}, "resized": {...}}
+
+
+def _png_header(raw: bytes) -> tuple[int, int, int, int] | None:
+    """(width, height, bit depth, colour type) from a PNG's IHDR, or None if it is not a PNG."""
+    if not raw.startswith(_PNG_SIGNATURE) or len(raw) < 33 or raw[12:16] != b"IHDR":
+        return None
+    width, height, depth, ctype = struct.unpack(">IIBB", raw[16:26])
+    return width, height, depth, ctype
+
+
+def _is_srgb(profile_bytes: bytes) -> tuple[bool, str]:
+    try:
+        prof = ImageCms.ImageCmsProfile(io.BytesIO(profile_bytes))
+    except (OSError, ImageCms.PyCMSError):
+        return False, "unreadable ICC profile"
+    desc = (ImageCms.getProfileDescription(prof) or "").strip()
+    return "srgb" in desc.lower(), desc or "unnamed ICC profile"
+
+
+def load_image(path: Path, protocol: Protocol, role: str = "output") -> LoadedImage:
+    """Read `path` under the protocol's I/O rules; `role` names the file's part in error messages."""
+    path = Path(path)
+    rules = protocol.section("io")
+    where = f"{path} ({role})"
+    if not path.is_file():
+        raise UserError(f"{where}: file not found; fix: write the {role} PNG at this path")
+    raw = path.read_bytes()
+    header = _png_header(raw)
+    try:
+        img = Image.open(io.BytesIO(raw))
+        fmt = img.format
+    except UnidentifiedImageError:
+        raise UserError(
+            f"{where}: not a readable image (protocol {protocol.id}: io.format {rules['format']}); {_FIX}"
+        ) from None
+    if fmt != rules["format"] or header is None:
+        raise UserError(
+            f"{where}: is a {fmt} file, not a {rules['format']} (protocol {protocol.id}: io.format; "
+            f"the extension does not count); {_FIX}"
+        )
+    _, _, depth, ctype = header
+    try:
+        img.load()
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise UserError(
+            f"{where}: truncated or corrupt PNG ({exc}); fix: write the file again completely"
+        ) from None
+    notes: dict = {}
+    mode = img.mode
+    actual = f"{depth}-bit {_PNG_COLOUR_TYPES.get(ctype, f'colour type {ctype}')} (Pillow mode {mode})"
+    allowed = rules.get("allowed_conversions") or {}
+    wanted = rules["mode"]
+    if depth != 8 or mode != wanted:
+        key = mode if depth == 8 else f"{mode};{depth}"
+        if key in allowed or mode in allowed and depth == 8:
+            img = img.convert(wanted)
+            notes["converted"] = {"from": actual, "to": f"8-bit {wanted}", "rule": allowed.get(key, allowed.get(mode))}
+        else:
+            raise UserError(
+                f"{where}: is {actual}, but protocol {protocol.id} requires 8-bit {wanted} "
+                f"(io.mode; no conversion of this mode is allowed); {_FIX}"
+            )
+    if rules.get("exif_orientation", True):
+        orientation = img.getexif().get(0x0112, 1)
+        if orientation not in (None, 1):
+            img = ImageOps.exif_transpose(img)
+            notes["exif_orientation"] = int(orientation)
+    icc = img.info.get("icc_profile")
+    if icc:
+        is_srgb, desc = _is_srgb(icc)
+        if not is_srgb:
+            icc_rules = rules.get("icc", {})
+            intent = getattr(ImageCms.Intent, str(icc_rules.get("rendering_intent", "perceptual")).upper())
+            try:
+                src = ImageCms.ImageCmsProfile(io.BytesIO(icc))
+                dst = ImageCms.createProfile("sRGB")
+                img = ImageCms.profileToProfile(img, src, dst, renderingIntent=intent, outputMode="RGB")
+            except (OSError, ImageCms.PyCMSError) as exc:
+                raise UserError(
+                    f"{where}: its embedded ICC profile '{desc}' cannot be converted to sRGB ({exc}); "
+                    "fix: save the file in sRGB"
+                ) from None
+            notes["icc_converted"] = {"from": desc, "to": "sRGB", "intent": icc_rules.get("rendering_intent")}
+    arr = np.asarray(img, dtype=np.uint8)
+    if arr.ndim != 3 or arr.shape[2] != 3:  # pragma: no cover - guarded by the mode check
+        raise UserError(f"{where}: decoded to shape {arr.shape}, expected HxWx3; {_FIX}")
+    return LoadedImage(np.ascontiguousarray(arr), notes)
+
+
+def fit_to_reference(
+    loaded: LoadedImage, ref_shape: tuple[int, ...], path: Path, protocol: Protocol, allow_resize: bool
+) -> LoadedImage:
+    """Apply the resolution rule: the output must have the reference's size, or be resized if allowed."""
+    h, w = ref_shape[:2]
+    oh, ow = loaded.array.shape[:2]
+    if (oh, ow) == (h, w):
+        return loaded
+    if not allow_resize:
+        raise UserError(
+            f"{path} (output): size {ow}x{oh} differs from the reference's {w}x{h} "
+            f"(protocol {protocol.id}: resolution.size = reference, no crop or resampling); "
+            f"fix: write the output at {w}x{h}, or pass --allow-resize to resize it (recorded in run.json)"
+        )
+    filt = protocol.section("resolution")["allow_resize_filter"]
+    resample = getattr(Image.Resampling, str(filt).upper())
+    arr = np.asarray(Image.fromarray(loaded.array).resize((w, h), resample=resample), dtype=np.uint8)
+    notes = dict(loaded.notes)
+    notes["resized"] = {"from": [ow, oh], "to": [w, h], "filter": filt}
+    return LoadedImage(np.ascontiguousarray(arr), notes)

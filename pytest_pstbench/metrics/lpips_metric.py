@@ -1,0 +1,118 @@
+"""LPIPS as a pure metric: no network access, weights from `pytest_pstbench.lpips_weights`.
+
+The model is `lpips.LPIPS(net, version, pretrained=True, pnet_rand=True)`: the linear layers
+come from the lpips package's own bundled weights, and the AlexNet conv layers (which lpips
+would otherwise have torchvision download) are loaded from `resolve_alexnet_features()`.
+Images are scored at full size, with no resizing.
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import threading
+import warnings
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..errors import UserError
+from ..lpips_weights import resolve_alexnet_features
+
+_MODELS: dict[tuple[str, str, str], tuple[Any, dict]] = {}
+_LOCK = threading.Lock()
+
+
+def _check_package_version(expected: str) -> None:
+    try:
+        installed = importlib.metadata.version("lpips")
+    except importlib.metadata.PackageNotFoundError:
+        raise UserError(f"the protocol's LPIPS needs lpips=={expected}, which is not installed; run `pip install lpips=={expected}`.") from None
+    if installed != str(expected):
+        raise UserError(
+            f"the protocol's LPIPS needs lpips=={expected}, but lpips {installed} is installed; "
+            f"run `pip install lpips=={expected}`."
+        )
+
+
+def _check_device(device: str) -> str:
+    if device == "cpu":
+        return device
+    if device == "cuda" or device.startswith("cuda:"):
+        if not torch.cuda.is_available():
+            raise UserError(f"device '{device}' was asked for LPIPS, but CUDA is not available here (torch {torch.__version__}); use device 'cpu'.")
+        return device
+    raise UserError(f"unknown device '{device}' for LPIPS; use 'cpu' or 'cuda'.")
+
+
+def _feature_key(slice_key: str) -> str | None:
+    """'slice2.3.weight' -> 'features.3.weight' (lpips keeps torchvision's feature indices)."""
+    parts = slice_key.split(".")
+    if len(parts) == 3 and parts[0].startswith("slice"):
+        return f"features.{parts[1]}.{parts[2]}"
+    return None
+
+
+def _build(net: str, version: str, device: str) -> tuple[Any, dict]:
+    import lpips
+
+    if net != "alex":
+        raise UserError(f"protocol metrics.lpips.net is '{net}'; only 'alex' is supported (its weights are resolved offline).")
+    weights, info = resolve_alexnet_features()
+    # The random init of pnet_rand must not disturb the caller's global RNG state.
+    with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*(pretrained|weights).*", category=UserWarning)
+        model = lpips.LPIPS(net=net, version=version, pretrained=True, pnet_rand=True, verbose=False)
+    backbone = model.net
+    state = backbone.state_dict()
+    mapped = {k: _feature_key(k) for k in state}
+    if sorted(v for v in mapped.values() if v) != sorted(weights) or any(v is None for v in mapped.values()):
+        raise RuntimeError(f"unexpected lpips AlexNet layout: {sorted(state)}")
+    new_state = {k: weights[f].to(dtype=state[k].dtype) for k, f in mapped.items()}
+    backbone.load_state_dict(new_state, strict=True)
+    model = model.to(device).eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model, info
+
+
+class LpipsMetric:
+    """LPIPS distance under the protocol's `metrics.lpips` parameters."""
+
+    def __init__(self, params: dict, device: str = "cpu"):
+        self.params = dict(params)
+        self.net = str(params["net"])
+        self.version = str(params["version"])
+        scale = params.get("input_scale", [-1.0, 1.0])
+        self.lo, self.hi = float(scale[0]), float(scale[1])
+        _check_package_version(str(params["package_version"]))
+        self.device = _check_device(device)
+        key = (self.net, self.version, self.device)
+        with _LOCK:
+            if key not in _MODELS:
+                _MODELS[key] = _build(*key)
+            self.model, self.weights_info = _MODELS[key]
+
+    def _tensor(self, x: np.ndarray) -> torch.Tensor:
+        t = torch.from_numpy(np.array(x, dtype=np.uint8, order="C", copy=True)).to(self.device)
+        t = t.permute(2, 0, 1).unsqueeze(0).to(torch.float32)
+        return t * ((self.hi - self.lo) / 255.0) + self.lo
+
+    def distance(self, a: np.ndarray, b: np.ndarray) -> float:
+        """LPIPS between two uint8 HxWx3 images of the same shape, at full size."""
+        for name, x in (("a", a), ("b", b)):
+            if not isinstance(x, np.ndarray) or x.dtype != np.uint8 or x.ndim != 3 or x.shape[2] != 3:
+                raise UserError(f"LPIPS input {name} must be a uint8 HxWx3 array, got "
+                                f"{getattr(x, 'dtype', type(x).__name__)} {getattr(x, 'shape', '')}.")
+        if a.shape != b.shape:
+            raise UserError(f"LPIPS inputs differ in size: {a.shape} vs {b.shape}; score at the reference's size.")
+        with torch.inference_mode():
+            try:
+                d = self.model(self._tensor(a), self._tensor(b))
+            except RuntimeError as exc:
+                if "too small" in str(exc):
+                    raise UserError(
+                        f"image of {a.shape[1]}x{a.shape[0]} px is too small for LPIPS with AlexNet "
+                        "(it needs at least 31 px on each side)."
+                    ) from None
+                raise
+        return float(d.reshape(-1)[0].item())

@@ -1,0 +1,120 @@
+"""pytest plugin: options, fixtures, marker and thin hooks.
+
+Imports only pytest and the standard library at module level (it is loaded in every pytest run
+of an environment where pytest-pstbench is installed). Everything heavy is imported from
+`pytest_pstbench.pytest_support` when a pstbench option, fixture or marker is used.
+"""
+from __future__ import annotations
+
+import pytest
+
+# (option suffix, ini type, help). `--pstbench-<suffix>` and ini key `pstbench_<suffix with _>`.
+_OPTIONS = (
+    ("track", "string", "track to score: demo or a path to a local track.yaml; one test item per pair"),
+    ("outputs", "string", "folder with the method's outputs, one <pair_id>.png per pair"),
+    ("name", "string", "run name; run files go to RESULTS/<track>/<name>/ (default: the outputs folder's name, or 'pytest')"),
+    ("results", "string", "results root folder (default: results)"),
+    ("allow-resize", "bool", "resize outputs of another size to the reference size (bicubic), recorded per pair in run.json"),
+    ("device", "string", "device for LPIPS: cpu or cuda (default: cpu)"),
+    ("protocol", "string", "protocol id or YAML path (default: pstbench)"),
+)
+
+
+def _dest(suffix: str) -> str:
+    return "pstbench_" + suffix.replace("-", "_")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("pstbench", "pstbench: photorealistic style transfer benchmark")
+    for suffix, kind, help_text in _OPTIONS:
+        if kind == "bool":
+            group.addoption(f"--pstbench-{suffix}", action="store_true", default=None, dest=_dest(suffix), help=help_text)
+            parser.addini(_dest(suffix), help_text, type="bool", default=False)
+        else:
+            group.addoption(f"--pstbench-{suffix}", action="store", default=None, dest=_dest(suffix), help=help_text)
+            parser.addini(_dest(suffix), help_text, default=None)
+    group.addoption(
+        "--pstbench-method-info",
+        action="append",
+        default=None,
+        dest="pstbench_method_info",
+        metavar="KEY=VALUE",
+        help="method provenance recorded in run.json (repeatable); merged over method.yaml beside the outputs",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "pstbench: a test that scores method outputs with pytest-pstbench (set by the pstbench fixtures)"
+    )
+    if option_value(config, "track"):
+        from .pytest_support import PstbenchRun
+
+        config.pluginmanager.register(PstbenchRun.from_config(config), "pstbench-run")
+
+
+def option_value(config: pytest.Config, suffix: str):
+    """Command-line value, else the ini value (paths in ini are relative to the ini file's folder)."""
+    dest = _dest(suffix)
+    value = config.getoption(dest, default=None)
+    if value is not None:
+        return value
+    value = config.getini(dest)
+    if value in (None, "", []):
+        return None
+    return value
+
+
+def _run(request: pytest.FixtureRequest):
+    run = request.config.pluginmanager.get_plugin("pstbench-run")
+    if run is None:
+        raise pytest.UsageError(
+            f"{request.node.nodeid}: fixture needs a track; fix: pass --pstbench-track (e.g. demo) or set pstbench_track in the ini file"
+        )
+    return run
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "pstbench_pair" in metafunc.fixturenames:
+        run = metafunc.config.pluginmanager.get_plugin("pstbench-run")
+        if run is None:
+            raise pytest.UsageError(
+                f"{metafunc.definition.nodeid}: uses pstbench_pair but no track is set; "
+                "fix: pass --pstbench-track (e.g. demo) or set pstbench_track in the ini file"
+            )
+        pairs = run.track.pairs
+        metafunc.parametrize("pstbench_pair", pairs, ids=[p.id for p in pairs], indirect=True)
+
+
+@pytest.fixture(scope="session")
+def pstbench_protocol(request):
+    """The loaded protocol (`pytest_pstbench.protocol.Protocol`)."""
+    return _run(request).protocol
+
+
+@pytest.fixture(scope="session")
+def pstbench_track(request):
+    """The track being scored (`pytest_pstbench.tracks.Track`)."""
+    return _run(request).track
+
+
+@pytest.fixture
+def pstbench_pair(request):
+    """The current pair (`Pair`: id, content, style, reference paths); parametrised over the track's pairs."""
+    request.node.add_marker("pstbench")
+    return request.param
+
+
+@pytest.fixture
+def pstbench_score(request, pstbench_pair):
+    """Score an output for the current pair and record it in the run: `pstbench_score(array_or_path)`.
+
+    Takes a uint8 HxWx3 RGB array or a path to a PNG; returns the metrics dict. A bad output fails
+    the test with the I/O rule's message.
+    """
+    run = _run(request)
+
+    def score(output):
+        return run.score_for_item(request.node, pstbench_pair, output)
+
+    return score

@@ -1,0 +1,350 @@
+"""One scoring run: score pairs, collect per-pair results (also from xdist workers), aggregate,
+write the run files. The CLI and the pytest plugin both drive this class.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import platform
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .errors import UserError
+from .protocol import Protocol
+from .tracks import Pair, Track
+
+
+@dataclass
+class PairResult:
+    pair_id: str
+    metrics: dict | None = None  # metric name -> float; None when the pair failed
+    error: str | None = None
+    notes: dict = field(default_factory=dict)
+    output: str | None = None
+    output_sha256: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.metrics is not None
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "PairResult":
+        return cls(**data)
+
+
+@dataclass
+class RunOutcome:
+    run_dir: Path
+    summary: dict
+    run: dict
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.run["complete"])
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def parse_method_info(items: list[str] | None) -> dict:
+    """`key=value` strings -> dict (for --method-info)."""
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"--method-info {item!r}: expected key=value (e.g. code=https://host/repo@abc123)")
+        out[key.strip()] = value
+    return out
+
+
+class RunSession:
+    """The state of one run over a track: results per pair, then aggregation and run files."""
+
+    def __init__(
+        self,
+        track: Track,
+        protocol: Protocol,
+        *,
+        name: str,
+        results_dir: Path | str = "results",
+        allow_resize: bool = False,
+        device: str = "cpu",
+        outputs_dir: Path | None = None,
+        method_info: dict | None = None,
+        command: str | None = None,
+    ):
+        if not name or "/" in name or name.startswith("."):
+            raise UserError(f"--name {name!r}: a run name must be a plain folder name (no '/', not starting with '.')")
+        if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
+            raise UserError(f"--device {device!r}: expected cpu or cuda (or cuda:N)")
+        self.track = track
+        self.protocol = protocol
+        self.name = name
+        self.results_dir = Path(results_dir)
+        self.allow_resize = allow_resize
+        self.device = device
+        self.outputs_dir = Path(outputs_dir) if outputs_dir is not None else None
+        self.method_info = dict(method_info or {})
+        self.command = command if command is not None else " ".join(sys.argv)
+        self.results: dict[str, PairResult] = {}
+        self._scorer = None
+
+    @property
+    def run_dir(self) -> Path:
+        return self.results_dir / self.track.id / self.name
+
+    # ---- scoring -------------------------------------------------------------------------------
+    @property
+    def scorer(self):
+        if self._scorer is None:
+            from .metrics import PairScorer
+
+            self._scorer = PairScorer(self.protocol, self.device)
+        return self._scorer
+
+    def score_pair(self, pair: Pair, output: Path | object) -> PairResult:
+        """Score one output (a path, or an in-memory uint8 HxWx3 array) for `pair`.
+
+        A user error (bad or missing file) is caught and returned as a failed PairResult.
+        """
+        from .imageio import LoadedImage, fit_to_reference, load_image
+
+        result = PairResult(pair.id)
+        try:
+            reference = load_image(pair.reference, self.protocol, role=f"reference of {pair.id}")
+            style = load_image(pair.style, self.protocol, role=f"style of {pair.id}")
+            if isinstance(output, (str, Path)):
+                out_path = Path(output)
+                if not out_path.is_file():
+                    raise UserError(
+                        f"{out_path} (output): missing output for pair {pair.id}; "
+                        f"fix: write {pair.id}.png into the outputs folder"
+                    )
+                result.output = str(out_path)
+                result.output_sha256 = sha256_file(out_path)
+                loaded = load_image(out_path, self.protocol, role="output")
+                label = out_path
+            else:
+                loaded = LoadedImage(_check_array(output, pair.id))
+                result.output = "<array>"
+                result.output_sha256 = hashlib.sha256(loaded.array.tobytes()).hexdigest()
+                label = Path(f"<array for {pair.id}>")
+            loaded = fit_to_reference(loaded, reference.array.shape, label, self.protocol, self.allow_resize)
+            result.notes = loaded.notes
+            result.metrics = self.scorer.score(loaded.array, reference.array, style.array)
+        except UserError as exc:
+            result.error = str(exc)
+            result.metrics = None
+        return result
+
+    def add(self, result: PairResult) -> None:
+        self.results[result.pair_id] = result
+
+    # ---- aggregation ---------------------------------------------------------------------------
+    def finish(self, write: bool = True) -> RunOutcome:
+        from . import runs
+        from .stats import bootstrap_mean_ci
+
+        order = [pid for pid in self.track.pair_ids if pid in self.results]
+        if not order:
+            raise UserError(
+                f"track {self.track.id}: no pair was scored, so no run files were written; "
+                "fix: check the outputs folder and the pair selection"
+            )
+        names = self.protocol.metric_names
+        scored = [self.results[pid] for pid in order if self.results[pid].ok]
+        boot = self.protocol.section("aggregation")["bootstrap"]
+        metrics_summary = {}
+        for m in names:
+            params = self.protocol.metrics[m]
+            entry = {"mean": None, "ci_low": None, "ci_high": None, "pm": None}
+            if scored:
+                ci = bootstrap_mean_ci(
+                    [r.metrics[m] for r in scored],
+                    confidence=boot["confidence"],
+                    resamples=boot["resamples"],
+                    seed=boot["seed"],
+                )
+                entry = {"mean": ci.mean, "ci_low": ci.ci_low, "ci_high": ci.ci_high, "pm": ci.pm}
+            entry["higher_is_better"] = bool(params["higher_is_better"])
+            entry["ranked"] = bool(params["ranked"])
+            metrics_summary[m] = entry
+        complete = len(scored) == len(self.track.pairs)
+        summary = {
+            "track": self.track.id,
+            "protocol": self.protocol.id,
+            "dataset_revision": self.track.revision,
+            "name": self.name,
+            "n": len(scored),
+            "complete": complete,
+            "metrics": metrics_summary,
+        }
+        run = self._run_record(order, complete, len(scored))
+        metrics_text = runs.metrics_csv(names, [(pid, self.results[pid].metrics) for pid in order])
+        if write:
+            runs.write_run(self.run_dir, metrics_text, summary, run)
+        return RunOutcome(self.run_dir, summary, run)
+
+    def _run_record(self, order: list[str], complete: bool, n_scored: int) -> dict:
+        results = [self.results[pid] for pid in order]
+        deviations = []
+        not_scored = [pid for pid in self.track.pair_ids if pid not in self.results]
+        if not_scored:
+            deviations.append({"kind": "pairs_not_scored", "pairs": not_scored})
+        resized = [{"pair": r.pair_id, **r.notes["resized"]} for r in results if "resized" in r.notes]
+        if resized:
+            deviations.append({"kind": "resized", "flag": "--allow-resize", "pairs": [r["pair"] for r in resized]})
+        converted = [{"pair": r.pair_id, **r.notes["converted"]} for r in results if "converted" in r.notes]
+        if converted:
+            deviations.append({"kind": "mode_converted", "pairs": [c["pair"] for c in converted]})
+        return {
+            "protocol": {"id": self.protocol.id, "sha256": self.protocol.sha256, "path": str(self.protocol.path)},
+            "track": self.track.id,
+            "dataset": {"id": self.track.dataset_id, "revision": self.track.revision, "source": self.track.source},
+            "name": self.name,
+            "complete": complete,
+            "n_pairs": len(self.track.pairs),
+            "n_scored": n_scored,
+            "allow_resize": self.allow_resize,
+            "resized": resized,
+            "icc_converted": [{"pair": r.pair_id, **r.notes["icc_converted"]} for r in results if "icc_converted" in r.notes],
+            "converted": converted,
+            "exif_oriented": [{"pair": r.pair_id, "orientation": r.notes["exif_orientation"]} for r in results if "exif_orientation" in r.notes],
+            "deviations": deviations,
+            "failures": [{"pair": r.pair_id, "message": r.error} for r in results if not r.ok],
+            "outputs_dir": str(self.outputs_dir) if self.outputs_dir else None,
+            "outputs": [{"pair": r.pair_id, "path": r.output, "sha256": r.output_sha256} for r in results if r.output],
+            "environment": environment(self.device, lpips_used="lpips" in self.protocol.metric_names),
+            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "command": self.command,
+            "method": self.method_info,
+        }
+
+
+def _check_array(arr, pair_id: str):
+    import numpy as np
+
+    a = np.asarray(arr)
+    if a.dtype != np.uint8 or a.ndim != 3 or a.shape[2] != 3:
+        raise UserError(
+            f"<array for {pair_id}>: got dtype {a.dtype} shape {a.shape}; pstbench_score needs a uint8 HxWx3 RGB "
+            "array (fix: convert with np.clip(np.rint(x), 0, 255).astype(np.uint8))"
+        )
+    return np.ascontiguousarray(a)
+
+
+def environment(device: str, lpips_used: bool = True) -> dict:
+    from importlib import metadata
+
+    def version(dist: str) -> str | None:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return None
+
+    env = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "pytest_pstbench": version("pytest-pstbench"),
+        "numpy": version("numpy"),
+        "scikit-image": version("scikit-image"),
+        "pillow": version("pillow"),
+        "torch": version("torch"),
+        "lpips": version("lpips"),
+        "device": device,
+    }
+    if lpips_used:
+        try:
+            from .lpips_weights import cached_info
+
+            env["lpips_weights"] = cached_info()
+        except Exception:  # pragma: no cover - informational only
+            env["lpips_weights"] = None
+    return env
+
+
+def load_method_yaml(outputs_dir: Path | None) -> dict:
+    """Method provenance from `method.yaml` beside the outputs, if present."""
+    if outputs_dir is None:
+        return {}
+    path = Path(outputs_dir) / "method.yaml"
+    if not path.is_file():
+        return {}
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise UserError(f"{path}: not valid YAML ({str(exc).splitlines()[0]}); fix the file or remove it") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: must be a mapping (e.g. code: URL@commit, weights: sha256, settings: ...)")
+    return data
+
+
+def score_run(session: RunSession, outputs: dict[str, Path], progress=None) -> RunOutcome:
+    """Score every pair of the track from `outputs` (pair id -> path), then aggregate and write."""
+    n = len(session.track.pairs)
+    for i, pair in enumerate(session.track.pairs, 1):
+        result = session.score_pair(pair, outputs[pair.id])
+        session.add(result)
+        if progress:
+            status = "ok" if result.ok else "FAILED"
+            progress(f"[{i}/{n}] {pair.id} {status}")
+    return session.finish()
+
+
+IDENTITY_NAME = "identity"
+
+
+def cached_identity_summary(track: Track, protocol: Protocol, results_dir: Path) -> dict | None:
+    """The Identity run's summary if `results/<track>/identity/` holds a complete run made under the
+    same protocol file and dataset revision, else None."""
+    from .runs import load_run
+
+    run_dir = Path(results_dir) / track.id / IDENTITY_NAME
+    if not (run_dir / "run.json").is_file():
+        return None
+    try:
+        prev = load_run(run_dir)
+        if (
+            prev.complete
+            and prev.run["protocol"]["sha256"] == protocol.sha256
+            and prev.run["dataset"]["revision"] == track.revision
+            and prev.run.get("method", {}).get("method") == IDENTITY_NAME
+        ):
+            return prev.summary
+    except (UserError, KeyError, TypeError, AttributeError):
+        pass
+    return None
+
+
+def identity_summary(track: Track, protocol: Protocol, *, results_dir: Path, device: str = "cpu", progress=None) -> dict:
+    """Summary of the Identity method (content unchanged) on `track`, scored once and reused.
+
+    Reused from `results/<track>/identity/` when that run is complete and was made under the same
+    protocol file and dataset revision; otherwise scored now (the content images are the outputs).
+    """
+    cached = cached_identity_summary(track, protocol, results_dir)
+    if cached is not None:
+        return cached
+    if progress:
+        progress(f"scoring Identity on track {track.id} (once; reused afterwards)")
+    session = RunSession(
+        track,
+        protocol,
+        name=IDENTITY_NAME,
+        results_dir=results_dir,
+        device=device,
+        method_info={"method": IDENTITY_NAME, "description": "the content image, unchanged"},
+    )
+    outcome = score_run(session, {p.id: p.content for p in track.pairs}, progress=progress)
+    return outcome.summary

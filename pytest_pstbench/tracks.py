@@ -1,0 +1,152 @@
+"""Tracks and pairs: the built-in demo track, local manifest tracks, and (later) remote tracks.
+
+A track is an ordered list of pairs, each with a content, a style and a reference image, plus
+a dataset id and revision that run files record.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import UserError
+
+BUILTIN_TRACKS = ("demo",)
+
+
+@dataclass(frozen=True)
+class Pair:
+    id: str
+    content: Path
+    style: Path
+    reference: Path
+
+
+@dataclass
+class Track:
+    id: str
+    dataset_id: str
+    revision: str
+    pairs: list[Pair]
+    source: str  # "demo" | "local" | "remote"
+    manifest: Path | None = None
+    info: dict = field(default_factory=dict)
+
+    @property
+    def pair_ids(self) -> list[str]:
+        return [p.id for p in self.pairs]
+
+    def pair(self, pair_id: str) -> Pair:
+        for p in self.pairs:
+            if p.id == pair_id:
+                return p
+        raise KeyError(pair_id)
+
+
+def resolve_track(spec: str, progress=None) -> Track:
+    """`demo`, or a path to a local track manifest (`track.yaml`)."""
+    if spec == "demo":
+        from .data.demo import build_demo_track
+
+        manifest = build_demo_track(progress=progress)
+        return load_manifest(manifest, source="demo")
+    path = Path(spec)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        if path.is_dir():
+            path = path / "track.yaml"
+        return load_manifest(path, source="local")
+    raise UserError(
+        f"--track {spec}: unknown track; give a built-in track ({', '.join(BUILTIN_TRACKS)}) "
+        "or the path to a local track manifest (a YAML file with `id` and `pairs`)"
+    )
+
+
+def load_manifest(path: Path, source: str = "local") -> Track:
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: track manifest not found; fix: give the path of an existing track.yaml")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: not a valid YAML track manifest ({str(exc).splitlines()[0]})") from None
+
+    def bad(rule: str) -> UserError:
+        return UserError(f"{path}: invalid track manifest: {rule}")
+
+    if not isinstance(data, dict) or "id" not in data or "pairs" not in data:
+        raise bad("it must be a mapping with keys `id` and `pairs`")
+    track_id = str(data["id"])
+    if not track_id or "/" in track_id or track_id.startswith("."):
+        raise bad(f"`id` {track_id!r} must be a plain name (it becomes a folder under results/)")
+    pairs_raw = data["pairs"]
+    if not isinstance(pairs_raw, list) or not pairs_raw:
+        raise bad("`pairs` must be a non-empty list of {id, content, style, reference}")
+    base = path.parent
+    pairs: list[Pair] = []
+    seen: set[str] = set()
+    for i, entry in enumerate(pairs_raw):
+        if not isinstance(entry, dict):
+            raise bad(f"pairs[{i}] must be a mapping with id, content, style, reference")
+        missing = [k for k in ("id", "content", "style", "reference") if k not in entry]
+        if missing:
+            raise bad(f"pairs[{i}] lacks {', '.join(missing)}")
+        pid = str(entry["id"])
+        if pid in seen:
+            raise bad(f"pair id {pid!r} appears twice; pair ids must be unique")
+        if "/" in pid or "\\" in pid or pid.startswith("."):
+            raise bad(f"pair id {pid!r} must be a plain file name stem")
+        seen.add(pid)
+        files = {}
+        for key in ("content", "style", "reference"):
+            f = (base / str(entry[key])).resolve()
+            if not f.is_file():
+                raise bad(f"pair {pid}: {key} file {f} does not exist; fix the path (relative to the manifest)")
+            files[key] = f
+        pairs.append(Pair(pid, files["content"], files["style"], files["reference"]))
+    revision = data.get("revision")
+    if revision is None:
+        revision = files_revision(pairs)
+    return Track(
+        id=track_id,
+        dataset_id=str(data.get("dataset", track_id)),
+        revision=str(revision),
+        pairs=pairs,
+        source=source,
+        manifest=path.resolve(),
+        info={k: v for k, v in data.items() if k in ("name", "generator", "description")},
+    )
+
+
+def files_revision(pairs: list[Pair]) -> str:
+    """sha256 over every listed file (pair id, role and bytes, in track order); first 12 hex digits."""
+    h = hashlib.sha256()
+    for p in pairs:
+        for role in ("content", "style", "reference"):
+            h.update(f"{p.id}\0{role}\0".encode())
+            h.update(hashlib.sha256(getattr(p, role).read_bytes()).digest())
+    return h.hexdigest()[:12]
+
+
+def resolve_outputs(track: Track, outputs_dir: Path) -> dict[str, Path]:
+    """Map pair id -> expected output path in `outputs_dir` (`<pair_id>.png`).
+
+    PNGs not named after a pair of the track are refused (listed in the error); other file types
+    are ignored. A missing output is not an error here: that pair fails when it is scored.
+    """
+    outputs_dir = Path(outputs_dir)
+    if not outputs_dir.is_dir():
+        raise UserError(
+            f"{outputs_dir}: outputs folder not found; fix: give a folder with one <pair_id>.png per pair "
+            f"of track {track.id}"
+        )
+    known = set(track.pair_ids)
+    stray = sorted(p.name for p in outputs_dir.iterdir() if p.suffix.lower() == ".png" and p.stem not in known)
+    if stray:
+        shown = ", ".join(stray[:10]) + (f" and {len(stray) - 10} more" if len(stray) > 10 else "")
+        raise UserError(
+            f"{outputs_dir}: PNG files not named after a pair of track {track.id}: {shown}; "
+            f"fix: name outputs <pair_id>.png (e.g. {track.pair_ids[0]}.png) or move the others away"
+        )
+    return {pid: outputs_dir / f"{pid}.png" for pid in track.pair_ids}
