@@ -102,9 +102,11 @@ def test_manifest_and_files(track):
         assert 3.0 < mad < 40.0, (p["id"], mad)
 
 
-def test_revision_covers_params_and_bytes(track):
+def test_revision_covers_params_and_pixels(track):
     import hashlib
     import json
+
+    from PIL import Image
 
     data = _read_manifest(track)
     h = hashlib.sha256()
@@ -112,9 +114,9 @@ def test_revision_covers_params_and_bytes(track):
     h.update(json.dumps(demo.DEMO_PARAMS, sort_keys=True, separators=(",", ":")).encode())
     for p in data["pairs"]:
         for kind in KINDS:
-            raw = (track.parent / p[kind]).read_bytes()
-            h.update(f"\0{p[kind]}\0{len(raw)}\0".encode())
-            h.update(raw)
+            pixels = np.asarray(Image.open(track.parent / p[kind]).convert("RGB"), dtype=np.uint8)
+            h.update(f"\0{p[kind]}\0{pixels.shape}\0".encode())
+            h.update(pixels.tobytes())
     assert data["revision"] == h.hexdigest()[:12]
 
 

@@ -83,7 +83,7 @@ def test_psnr_above_the_cap_is_capped_and_below_is_not():
     big_out = big.copy()
     big_out[3, 5, 1] += 1
     uncapped = 20 * math.log10(255) + 10 * math.log10(big.size)
-    assert uncapped == pytest.approx(101.0666, abs=1e-4)
+    assert uncapped == pytest.approx(101.0668, abs=1e-4)
     assert uncapped > PSNR["cap_db"]
     assert psnr(big_out, big, **PSNR) == PSNR["cap_db"]
 
@@ -172,7 +172,8 @@ def test_ssim_constant_images_hand_derived():
     ref = np.broadcast_to(b.astype(np.uint8), (32, 32, 3)).copy()
     c1 = (0.01 * 255) ** 2
     expected = np.mean((2 * a * b + c1) / (a * a + b * b + c1))
-    assert expected == pytest.approx(0.99577, abs=1e-5)
+    # channels: 22006.5025/22106.5025 = 0.995476, 1, 72006.5025/72406.5025 = 0.994476
+    assert expected == pytest.approx(0.996651, abs=1e-6)
     assert ssim(out, ref, **SSIM) == pytest.approx(expected, abs=1e-9)
 
 
@@ -278,9 +279,14 @@ def test_srgb_to_lab_matches_skimage_route(source):
         rgb = photo(source, 50, 60)
     ours = srgb_to_lab(rgb, DE["rgb_to_xyz"])
     theirs = skimage_lab_protocol_white(rgb)
-    # skimage rounds the CIE constants (7.787 for 1/(3*(6/29)^2) = 7.78704, 0.008856 for (6/29)^3):
-    # at most ~4e-5 in L for the darkest colours; everything else agrees to ~1e-12.
-    np.testing.assert_allclose(ours, theirs, atol=1e-4)
+    # skimage rounds the CIE constants of f(t) (7.787 for 1/(3*(6/29)^2) = 7.787037, 0.008856 for
+    # (6/29)^3), so where some t = XYZ/white is below ~0.0089 f differs by up to ~3.3e-7, i.e. up to
+    # 500 * 2 * 3.3e-7 = 3.3e-4 in a or b. Elsewhere the two routes agree to rounding error.
+    t = skimage.color.rgb2xyz(rgb) / np.asarray(DE["rgb_to_xyz"]).sum(axis=1)
+    bright = (t > 0.0089).all(axis=-1)
+    assert bright.sum() > 0.5 * bright.size
+    np.testing.assert_allclose(ours[bright], theirs[bright], atol=1e-9)
+    np.testing.assert_allclose(ours[~bright], theirs[~bright], atol=4e-4)
 
 
 def test_srgb_to_lab_hand_values():
@@ -436,8 +442,8 @@ def test_pair_scorer_without_lpips(protocol_without_lpips):
     )
     de = skimage.color.deltaE_ciede2000(skimage_lab_protocol_white(out), skimage_lab_protocol_white(ref), channel_axis=-1)
     assert scores["delta_e00"] == pytest.approx(de.mean(), abs=1e-6)
-    assert scores["hcorr_gt"] == pytest.approx(hcorr_numpy(out, ref, 256), abs=1e-12)
-    assert scores["hcorr_style"] == pytest.approx(hcorr_numpy(out, style, 256), abs=1e-12)
+    assert scores["hcorr_gt"] == pytest.approx(hcorr_numpy(out, ref, HC["bins"]), abs=1e-12)
+    assert scores["hcorr_style"] == pytest.approx(hcorr_numpy(out, style, HC["bins"]), abs=1e-12)
 
 
 def test_pair_scorer_style_changes_only_hcorr_style(protocol_without_lpips):
