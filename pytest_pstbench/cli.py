@@ -99,6 +99,25 @@ def cmd_demo(args) -> int:
     return code
 
 
+def cmd_compare(args) -> int:
+    import json
+
+    from .compare import compare_runs, comparison_table, load_runs, protocol_for
+
+    runs = load_runs(args.runs)
+    protocol = protocol_for(runs, args.protocol) if args.protocol else None
+    comp = compare_runs(runs, protocol=protocol, against_first=args.against_first, metrics=args.metrics)
+    if protocol is None:
+        protocol = protocol_for(runs)
+    if args.json:
+        print(json.dumps(comp.to_json(), indent=2))
+    else:
+        s = runs[0].summary
+        print(f"track: {s['track']}   protocol: {s['protocol']}   dataset revision: {s['dataset_revision']}   n={s['n']}   alpha={comp.alpha}")
+        print(comparison_table(comp, protocol))
+    return 0
+
+
 def cmd_weights_fetch(args) -> int:
     from .lpips_weights import fetch_weights
 
@@ -131,6 +150,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--method-info", action="append", metavar="KEY=VALUE", help="method provenance recorded in run.json (repeatable); merged over method.yaml beside the outputs")
     common(p)
     p.set_defaults(func=cmd_score)
+
+    p = sub.add_parser("compare", help="paired Wilcoxon tests with Holm correction between runs")
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run folders (results/<track>/<name>); at least two")
+    p.add_argument("--against-first", action="store_true", help="compare each run with the first only (default: every pair of runs; the later run is the candidate)")
+    p.add_argument("--metrics", nargs="+", default=None, help="metrics to test (default: the protocol's ranked metrics)")
+    p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.add_argument("--protocol", default=None, help="protocol id or YAML path the runs were made under (default: found by the runs' sha256)")
+    p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("weights", help="manage model weights")
     wsub = p.add_subparsers(dest="weights_command", required=True, metavar="ACTION")

@@ -71,7 +71,7 @@ def load_image(path: Path, protocol: Protocol, role: str = "output") -> LoadedIm
     try:
         img = Image.open(io.BytesIO(raw))
         fmt = img.format
-    except UnidentifiedImageError:
+    except (UnidentifiedImageError, OSError):  # OSError: e.g. a file cut inside its PNG header
         raise UserError(
             f"{where}: not a readable image (protocol {protocol.id}: io.format {rules['format']}); {_FIX}"
         ) from None

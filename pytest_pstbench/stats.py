@@ -45,3 +45,45 @@ def bootstrap_mean_ci(values, *, confidence: float, resamples: int, seed: int, c
     alpha = (1.0 - confidence) / 2.0
     low, high = np.quantile(means, [alpha, 1.0 - alpha])
     return MeanCI(float(x.mean()), float(low), float(high))
+
+
+@dataclass(frozen=True)
+class PairedTest:
+    """A paired Wilcoxon signed-rank test of candidate - baseline differences."""
+
+    statistic: float
+    pvalue: float
+    n_nonzero: int  # differences that entered the test (non-ties)
+
+
+def tie_differences(diff, threshold: float):
+    """Differences with |d| < threshold set to exactly 0 (ties)."""
+    d = np.asarray(diff, dtype=np.float64).copy()
+    if threshold > 0:
+        d[np.abs(d) < threshold] = 0.0
+    return d
+
+
+def wilcoxon_test(diff, *, zero_method: str, alternative: str = "two-sided", method: str = "auto") -> PairedTest:
+    """scipy.stats.wilcoxon on the (already tied) differences; all-zero differences give p = 1."""
+    from scipy.stats import wilcoxon
+
+    d = np.asarray(diff, dtype=np.float64)
+    nonzero = int(np.count_nonzero(d))
+    if nonzero == 0:
+        return PairedTest(0.0, 1.0, 0)
+    res = wilcoxon(d, zero_method=zero_method, alternative=alternative, method=method)
+    return PairedTest(float(res.statistic), float(res.pvalue), nonzero)
+
+
+def holm(pvalues) -> list[float]:
+    """Holm-Bonferroni adjusted p-values (step-down, monotone, capped at 1), in the input order."""
+    p = [float(x) for x in pvalues]
+    m = len(p)
+    order = sorted(range(m), key=lambda i: (p[i], i))
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p[i]))
+        adjusted[i] = running
+    return adjusted

@@ -1,0 +1,227 @@
+"""Paired comparison of runs: Wilcoxon signed-rank per ranked metric, Holm over all tests of a call.
+
+Used by `pstbench compare`, by the pytest regression gate (`--pstbench-baseline`) and by the
+`pstbench_compare` fixture. Every parameter (tie thresholds, zero_method, alpha, bootstrap) comes
+from the protocol's `comparison` section.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .errors import UserError
+from .runs import Run, load_run
+
+BETTER, WORSE, NO_DIFF = "better", "worse", "no significant difference"
+
+
+@dataclass
+class MetricComparison:
+    metric: str
+    baseline: str
+    candidate: str
+    n: int
+    higher_is_better: bool
+    mean_baseline: float
+    mean_candidate: float
+    mean_diff: float  # candidate - baseline
+    diff_ci_low: float
+    diff_ci_high: float
+    wins: int  # pairs where the candidate is better (beyond the tie threshold)
+    ties: int
+    losses: int
+    statistic: float
+    pvalue: float
+    direction: float = 0.0  # signed-rank sum oriented so that > 0 means the candidate is better
+    p_holm: float = 1.0
+    verdict: str = NO_DIFF
+
+
+@dataclass
+class Comparison:
+    rows: list[MetricComparison]
+    alpha: float
+    protocol: str
+
+    @property
+    def worse(self) -> list[MetricComparison]:
+        return [r for r in self.rows if r.verdict == WORSE]
+
+    @property
+    def better(self) -> list[MetricComparison]:
+        return [r for r in self.rows if r.verdict == BETTER]
+
+    def to_json(self) -> dict:
+        return {"protocol": self.protocol, "alpha": self.alpha, "tests": [asdict(r) for r in self.rows]}
+
+
+def _field(run: Run, *keys):
+    value = run.run
+    for k in keys:
+        value = value.get(k) if isinstance(value, dict) else None
+    return value
+
+
+def check_comparable(runs: list[Run]) -> None:
+    """Refuse incomplete runs and runs that differ in protocol, track, dataset revision or pairs."""
+    for r in runs:
+        if not r.complete:
+            raise UserError(
+                f"{r.path}: run.json says complete: false ({r.run.get('n_scored')} of {r.run.get('n_pairs')} pairs "
+                "scored); only complete runs can be compared; fix: score every pair and compare again"
+            )
+    first = runs[0]
+    for r in runs[1:]:
+        for label, keys in (
+            ("protocol.id", ("protocol", "id")),
+            ("protocol.sha256", ("protocol", "sha256")),
+            ("track", ("track",)),
+            ("dataset.id", ("dataset", "id")),
+            ("dataset.revision", ("dataset", "revision")),
+        ):
+            a, b = _field(first, *keys), _field(r, *keys)
+            if a != b:
+                raise UserError(
+                    f"{r.path}: run.json {label} is {b!r} but {first.path} has {a!r}; runs made under another "
+                    "protocol, track or dataset revision cannot be compared; fix: score both under the same ones"
+                )
+        if list(r.scores) != list(first.scores):
+            only_a = sorted(set(first.scores) - set(r.scores))
+            only_b = sorted(set(r.scores) - set(first.scores))
+            raise UserError(
+                f"{r.path}: metrics.csv has another set of pairs than {first.path} "
+                f"(only in the first: {only_a[:5]}, only here: {only_b[:5]}); fix: compare runs over the same pairs"
+            )
+
+
+def protocol_for(runs: list[Run], spec: str | None = None):
+    """The protocol file the runs were made under (matched by sha256)."""
+    from .protocol import load_protocol
+
+    want = _field(runs[0], "protocol", "sha256")
+    candidates = [spec] if spec else [_field(runs[0], "protocol", "id"), _field(runs[0], "protocol", "path")]
+    seen = []
+    for c in candidates:
+        if not c:
+            continue
+        try:
+            proto = load_protocol(c)
+        except UserError:
+            continue
+        if proto.sha256 == want:
+            return proto
+        tried = f"{proto.path} (sha256 {proto.sha256[:12]})"
+        if tried not in seen:
+            seen.append(tried)
+    raise UserError(
+        f"{runs[0].path}: the runs were made under protocol sha256 {str(want)[:12]}, but no protocol file with that "
+        f"hash was found (tried {', '.join(seen) or 'none'}); fix: pass --protocol PATH of the file used for the runs"
+    )
+
+
+def compare_two(baseline: Run, candidate: Run, protocol, metrics: list[str] | None = None) -> list[MetricComparison]:
+    import numpy as np
+    from scipy.stats import rankdata
+
+    from .stats import bootstrap_mean_ci, tie_differences, wilcoxon_test
+
+    cfg = protocol.section("comparison")
+    boot = cfg["bootstrap"]
+    names = metrics or protocol.ranked_metrics
+    rows = []
+    pair_ids = list(baseline.scores)
+    for m in names:
+        if m not in protocol.metrics:
+            raise UserError(f"metric {m!r} is not in protocol {protocol.id} (metrics: {', '.join(protocol.metric_names)})")
+        hib = bool(protocol.metrics[m]["higher_is_better"])
+        a = np.array([baseline.scores[p][m] for p in pair_ids], dtype=np.float64)
+        b = np.array([candidate.scores[p][m] for p in pair_ids], dtype=np.float64)
+        d = tie_differences(b - a, float(cfg.get("tie_threshold", {}).get(m, 0.0)))
+        test = wilcoxon_test(d, zero_method=cfg["zero_method"], alternative=cfg["alternative"], method=cfg.get("method", "auto"))
+        ci = bootstrap_mean_ci(b - a, confidence=boot["confidence"], resamples=boot["resamples"], seed=boot["seed"])
+        good = d > 0 if hib else d < 0
+        bad = d < 0 if hib else d > 0
+        row = MetricComparison(
+            metric=m,
+            baseline=baseline.name,
+            candidate=candidate.name,
+            n=len(pair_ids),
+            higher_is_better=hib,
+            mean_baseline=float(a.mean()),
+            mean_candidate=float(b.mean()),
+            mean_diff=ci.mean,
+            diff_ci_low=ci.ci_low,
+            diff_ci_high=ci.ci_high,
+            wins=int(good.sum()),
+            ties=int((d == 0).sum()),
+            losses=int(bad.sum()),
+            statistic=test.statistic,
+            pvalue=test.pvalue,
+        )
+        # Direction of a significant result: the sign of the signed-rank sum (what the test is about).
+        nz = d[d != 0]
+        signed_rank_sum = float(np.sum(np.sign(nz) * rankdata(np.abs(nz)))) if nz.size else 0.0
+        row.direction = signed_rank_sum if hib else -signed_rank_sum
+        rows.append(row)
+    return rows
+
+
+def compare_runs(
+    runs: list[Run], *, protocol=None, against_first: bool = False, metrics: list[str] | None = None
+) -> Comparison:
+    """All pairs of runs (the later run is the candidate), or each run against the first; Holm over all tests."""
+    if len(runs) < 2:
+        raise UserError("compare needs at least two run folders")
+    check_comparable(runs)
+    protocol = protocol or protocol_for(runs)
+    if against_first:
+        pairs = [(runs[0], r) for r in runs[1:]]
+    else:
+        pairs = [(runs[i], runs[j]) for i in range(len(runs)) for j in range(i + 1, len(runs))]
+    rows: list[MetricComparison] = []
+    for base, cand in pairs:
+        rows.extend(compare_two(base, cand, protocol, metrics))
+    return finish_comparison(rows, protocol)
+
+
+def finish_comparison(rows: list[MetricComparison], protocol) -> Comparison:
+    from .stats import holm
+
+    cfg = protocol.section("comparison")
+    alpha = float(cfg["alpha"])
+    adjusted = holm([r.pvalue for r in rows])
+    for r, p in zip(rows, adjusted):
+        r.p_holm = p
+        if p < alpha and r.direction != 0:
+            r.verdict = BETTER if r.direction > 0 else WORSE
+        else:
+            r.verdict = NO_DIFF
+    return Comparison(rows, alpha, protocol.id)
+
+
+def load_runs(paths: list[str | Path]) -> list[Run]:
+    return [load_run(Path(p)) for p in paths]
+
+
+def comparison_table(comp: Comparison, protocol) -> str:
+    from tabulate import tabulate
+
+    body = []
+    for r in comp.rows:
+        params = protocol.metrics[r.metric]
+        dec = int(params.get("decimals", 4)) + 1
+        body.append(
+            [
+                f"{params['label']}{'↑' if r.higher_is_better else '↓'}",
+                r.baseline,
+                r.candidate,
+                f"{r.mean_diff:+.{dec}f} [{r.diff_ci_low:+.{dec}f}, {r.diff_ci_high:+.{dec}f}]",
+                f"{r.wins}/{r.ties}/{r.losses}",
+                f"{r.statistic:g}",
+                f"{r.pvalue:.4g}",
+                f"{r.p_holm:.4g}",
+                r.verdict,
+            ]
+        )
+    headers = ["metric", "baseline", "candidate", "mean diff [95% CI]", "W/T/L", "W", "p", "p (Holm)", "verdict"]
+    return tabulate(body, headers=headers, tablefmt="simple", disable_numparse=True)
