@@ -54,6 +54,7 @@ def cmd_score(args) -> int:
         outputs_dir=Path(args.outputs),
         method_info=method_info,
         command=args.command_line,
+        use_cache=not args.no_cache,
     )
     outcome = score_run(session, outputs, progress=_progress)
     rows = []
@@ -90,6 +91,7 @@ def cmd_demo(args) -> int:
             outputs_dir=out_dir,
             method_info={"method": method, "source": "pytest_pstbench.baselines"},
             command=args.command_line,
+            use_cache=not args.no_cache,
         )
         outcome = score_run(session, resolve_outputs(track, out_dir), progress=_progress)
         rows.append((method, outcome.summary))
@@ -136,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--results", default="results", help="results root; run files go to RESULTS/<track>/<name>/ (default: results)")
         p.add_argument("--device", default="cpu", help="device for LPIPS: cpu or cuda (default: cpu)")
         p.add_argument("--protocol", default=None, help="protocol id or YAML path (default: pstbench)")
+        p.add_argument("--no-cache", action="store_true", help="do not read or write the per-pair score cache")
 
     p = sub.add_parser("demo", help="build the demo track, score Identity and a baseline, print the table")
     common(p)

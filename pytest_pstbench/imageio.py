@@ -18,6 +18,7 @@ from .errors import UserError
 from .protocol import Protocol
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_PNG_IEND = b"\x00\x00\x00\x00IEND\xaeB`\x82"
 _PNG_COLOUR_TYPES = {0: "grayscale", 2: "RGB", 3: "palette", 4: "grayscale+alpha", 6: "RGBA"}
 _MODE_WORDS = {
     "L": "8-bit grayscale",
@@ -71,6 +72,8 @@ def load_image(path: Path, protocol: Protocol, role: str = "output") -> LoadedIm
     try:
         img = Image.open(io.BytesIO(raw))
         fmt = img.format
+    except Image.DecompressionBombError as exc:
+        raise UserError(f"{where}: refused by Pillow's decompression-bomb check ({exc}); fix: write a normal-sized image") from None
     except (UnidentifiedImageError, OSError):  # OSError: e.g. a file cut inside its PNG header
         raise UserError(
             f"{where}: not a readable image (protocol {protocol.id}: io.format {rules['format']}); {_FIX}"
@@ -87,16 +90,20 @@ def load_image(path: Path, protocol: Protocol, role: str = "output") -> LoadedIm
         raise UserError(
             f"{where}: truncated or corrupt PNG ({exc}); fix: write the file again completely"
         ) from None
+    if not raw.endswith(_PNG_IEND):
+        raise UserError(
+            f"{where}: truncated or corrupt PNG (no IEND chunk at the end); fix: write the file again completely"
+        )
     notes: dict = {}
     mode = img.mode
     actual = f"{depth}-bit {_PNG_COLOUR_TYPES.get(ctype, f'colour type {ctype}')} (Pillow mode {mode})"
     allowed = rules.get("allowed_conversions") or {}
     wanted = rules["mode"]
     if depth != 8 or mode != wanted:
-        key = mode if depth == 8 else f"{mode};{depth}"
-        if key in allowed or mode in allowed and depth == 8:
+        # Only 8-bit modes can be allowed: a conversion from 16 bits would have to choose a scaling.
+        if depth == 8 and mode in allowed:
             img = img.convert(wanted)
-            notes["converted"] = {"from": actual, "to": f"8-bit {wanted}", "rule": allowed.get(key, allowed.get(mode))}
+            notes["converted"] = {"from": actual, "to": f"8-bit {wanted}", "rule": allowed[mode]}
         else:
             raise UserError(
                 f"{where}: is {actual}, but protocol {protocol.id} requires 8-bit {wanted} "

@@ -41,6 +41,44 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="KEY=VALUE",
         help="method provenance recorded in run.json (repeatable); merged over method.yaml beside the outputs",
     )
+    # Regression gate and score cache.
+    group.addoption(
+        "--pstbench-baseline",
+        action="append",
+        default=None,
+        dest="pstbench_baseline",
+        metavar="RUN_DIR",
+        help="baseline run folder to gate against (repeatable): the session fails when the run is significantly "
+        "worse on a gated metric (paired Wilcoxon, Holm, alpha from the protocol)",
+    )
+    parser.addini("pstbench_baseline", "baseline run folders to gate against (one per line)", type="linelist", default=[])
+    group.addoption(
+        "--pstbench-gate-metrics",
+        action="store",
+        default=None,
+        dest="pstbench_gate_metrics",
+        metavar="M1,M2",
+        help="comma-separated metrics the baseline gate checks (default: every ranked metric)",
+    )
+    parser.addini("pstbench_gate_metrics", "metrics the baseline gate checks (comma-separated)", default=None)
+    for bound, word in (("min", "below"), ("max", "above")):
+        group.addoption(
+            f"--pstbench-{bound}",
+            action="append",
+            default=None,
+            dest=f"pstbench_{bound}",
+            metavar="METRIC=VALUE",
+            help=f"fail the session when a metric's mean is {word} VALUE (repeatable), e.g. psnr=22",
+        )
+        parser.addini(f"pstbench_{bound}", f"METRIC=VALUE bounds on means (fail {word})", type="linelist", default=[])
+    group.addoption(
+        "--pstbench-no-cache",
+        action="store_true",
+        default=None,
+        dest="pstbench_no_cache",
+        help="do not read or write the per-pair score cache",
+    )
+    parser.addini("pstbench_no_cache", "do not use the per-pair score cache", type="bool", default=False)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -84,6 +122,23 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             )
         pairs = run.track.pairs
         metafunc.parametrize("pstbench_pair", pairs, ids=[p.id for p in pairs], indirect=True)
+
+
+@pytest.fixture
+def pstbench_compare():
+    """`pstbench_compare(candidate_run_dir, baseline_run_dir, metrics=None)` -> a Comparison.
+
+    The same paired Wilcoxon tests with Holm correction as `pstbench compare`; use
+    `assert not result.worse` (the list of metrics significantly worse than the baseline).
+    """
+
+    def compare(candidate, baseline, metrics=None):
+        from .compare import compare_runs
+        from .runs import load_run
+
+        return compare_runs([load_run(baseline), load_run(candidate)], metrics=metrics)
+
+    return compare
 
 
 @pytest.fixture(scope="session")

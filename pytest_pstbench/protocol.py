@@ -96,6 +96,11 @@ def _validate(path: Path, data: Any) -> None:
             raise bad(f"metrics.{name}.kind '{params['kind']}' is not one of {', '.join(KNOWN_KINDS)}")
         if params["against"] not in ("reference", "style"):
             raise bad(f"metrics.{name}.against must be 'reference' or 'style'")
+    comparison = data.get("comparison")
+    if comparison is not None:
+        for key in ("zero_method", "alternative", "alpha", "bootstrap"):
+            if key not in comparison:
+                raise bad(f"comparison lacks '{key}'")
     boot = data["aggregation"].get("bootstrap", {})
     for key in ("confidence", "resamples", "seed"):
         if key not in boot:

@@ -35,6 +35,21 @@ def _path_option(config: pytest.Config, suffix: str) -> Path | None:
     return base / value
 
 
+def _gate_options(config: pytest.Config, protocol) -> dict:
+    from .gate import parse_bounds, parse_metrics
+
+    baselines = config.getoption("pstbench_baseline", default=None)
+    if baselines is None:
+        base = config.inipath.parent if config.inipath else config.rootpath
+        baselines = [base / b for b in config.getini("pstbench_baseline")]
+    return {
+        "baselines": [Path(b) for b in baselines],
+        "metrics": parse_metrics(option_value(config, "gate-metrics"), protocol),
+        "mins": parse_bounds(config.getoption("pstbench_min", default=None) or config.getini("pstbench_min"), "min", protocol),
+        "maxs": parse_bounds(config.getoption("pstbench_max", default=None) or config.getini("pstbench_max"), "max", protocol),
+    }
+
+
 def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
@@ -74,12 +89,14 @@ class TrackCollector(pytest.Collector):
 class PstbenchRun:
     """Registered as plugin `pstbench-run` when a track is given."""
 
-    def __init__(self, config, track, protocol, session, outputs):
+    def __init__(self, config, track, protocol, session, outputs, gate_options=None):
         self.config = config
         self.track = track
         self.protocol = protocol
         self.session = session
         self.outputs = outputs  # pair id -> path, or None when no outputs folder was given
+        self.gate_options = gate_options or {}
+        self.gate = None
         self.outcome = None
         self.error: str | None = None
 
@@ -106,10 +123,12 @@ class PstbenchRun:
                 outputs_dir=outputs_dir,
                 method_info=method_info,
                 command="pytest " + shlex.join(config.invocation_params.args),
+                use_cache=not bool(option_value(config, "no-cache")),
             )
+            gate_options = _gate_options(config, protocol)
         except UserError as exc:
             raise pytest.UsageError(f"pstbench: {exc}") from None
-        return cls(config, track, protocol, session, outputs)
+        return cls(config, track, protocol, session, outputs, gate_options)
 
     # ---- collection ----------------------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
@@ -143,6 +162,7 @@ class PstbenchRun:
             if key == RESULT_KEY:
                 self.session.add(PairResult.from_json(json.loads(value)))
 
+    @pytest.hookimpl(tryfirst=True)  # before junitxml writes its report
     def pytest_sessionfinish(self, session, exitstatus):
         if _is_worker(self.config) or not self.session.results:
             return
@@ -150,6 +170,41 @@ class PstbenchRun:
             self.outcome = self.session.finish()
         except UserError as exc:
             self.error = str(exc)
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            return
+        opts = self.gate_options
+        if not (opts.get("baselines") or opts.get("mins") or opts.get("maxs")):
+            return
+        from .gate import GateResult, evaluate_gate
+
+        if not self.outcome.complete:
+            self.gate = GateResult(reasons=["the run is incomplete, so the gate could not be evaluated"])
+        else:
+            try:
+                self.gate = evaluate_gate(self.outcome.run_dir, self.outcome.summary, self.protocol, **opts)
+            except UserError as exc:
+                self.gate = GateResult(reasons=[f"baseline refused: {exc}"])
+        self._junit_properties()
+        if self.gate.failed:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def _junit_properties(self) -> None:
+        try:
+            from _pytest.junitxml import xml_key
+        except ImportError:  # pragma: no cover - junitxml internals moved
+            return
+        xml = self.config.stash.get(xml_key, None)
+        if xml is None or self.gate is None:
+            return
+        xml.add_global_property("pstbench_gate", "failed" if self.gate.failed else "passed")
+        for i, reason in enumerate(self.gate.reasons):
+            xml.add_global_property(f"pstbench_gate_reason_{i + 1}", reason)
+        if self.gate.comparison is not None:
+            for r in self.gate.comparison.rows:
+                xml.add_global_property(
+                    f"pstbench_verdict[{r.baseline}][{r.metric}]",
+                    f"{r.verdict}; mean diff {r.mean_diff:+.6g}; p {r.pvalue:.4g}; p_holm {r.p_holm:.4g}",
+                )
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
         if _is_worker(config):
@@ -175,6 +230,19 @@ class PstbenchRun:
         for line in run_table(self.protocol, rows).splitlines():
             tr.write_line(line)
         tr.write_line(f"run files: {self.outcome.run_dir}")
+        if self.gate is not None:
+            if self.gate.comparison is not None:
+                from .compare import comparison_table
+
+                tr.write_line("")
+                tr.write_line(f"baseline gate (paired Wilcoxon, Holm, alpha {self.gate.comparison.alpha}):")
+                for line in comparison_table(self.gate.comparison, self.protocol).splitlines():
+                    tr.write_line(line)
+            if self.gate.failed:
+                for reason in self.gate.reasons:
+                    tr.write_line(f"pstbench gate FAILED: {reason}", red=True)
+            else:
+                tr.write_line("pstbench gate passed", green=True)
         if not self.outcome.complete:
             n_fail = len(self.outcome.run["failures"])
             tr.write_line(

@@ -81,6 +81,7 @@ class RunSession:
         outputs_dir: Path | None = None,
         method_info: dict | None = None,
         command: str | None = None,
+        use_cache: bool = True,
     ):
         if not name or "/" in name or name.startswith("."):
             raise UserError(f"--name {name!r}: a run name must be a plain folder name (no '/', not starting with '.')")
@@ -97,6 +98,11 @@ class RunSession:
         self.command = command if command is not None else " ".join(sys.argv)
         self.results: dict[str, PairResult] = {}
         self._scorer = None
+        self.cache = None
+        if use_cache:
+            from .cache import ScoreCache
+
+            self.cache = ScoreCache()
 
     @property
     def run_dir(self) -> Path:
@@ -119,9 +125,8 @@ class RunSession:
         from .imageio import LoadedImage, fit_to_reference, load_image
 
         result = PairResult(pair.id)
+        key = None
         try:
-            reference = load_image(pair.reference, self.protocol, role=f"reference of {pair.id}")
-            style = load_image(pair.style, self.protocol, role=f"style of {pair.id}")
             if isinstance(output, (str, Path)):
                 out_path = Path(output)
                 if not out_path.is_file():
@@ -131,6 +136,23 @@ class RunSession:
                     )
                 result.output = str(out_path)
                 result.output_sha256 = sha256_file(out_path)
+                if self.cache is not None:
+                    key = self.cache.key(
+                        output_sha256=result.output_sha256,
+                        dataset_id=self.track.dataset_id,
+                        revision=self.track.revision,
+                        pair_id=pair.id,
+                        protocol_sha256=self.protocol.sha256,
+                        allow_resize=self.allow_resize,
+                        device=self.device,
+                    )
+                    hit = self.cache.get(key, self.protocol.metric_names)
+                    if hit is not None:
+                        result.metrics, result.notes = hit["metrics"], hit["notes"]
+                        return result
+            reference = load_image(pair.reference, self.protocol, role=f"reference of {pair.id}")
+            style = load_image(pair.style, self.protocol, role=f"style of {pair.id}")
+            if isinstance(output, (str, Path)):
                 loaded = load_image(out_path, self.protocol, role="output")
                 label = out_path
             else:
@@ -141,6 +163,8 @@ class RunSession:
             loaded = fit_to_reference(loaded, reference.array.shape, label, self.protocol, self.allow_resize)
             result.notes = loaded.notes
             result.metrics = self.scorer.score(loaded.array, reference.array, style.array)
+            if key is not None:
+                self.cache.put(key, result.metrics, result.notes)
         except UserError as exc:
             result.error = str(exc)
             result.metrics = None

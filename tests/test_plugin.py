@@ -98,8 +98,9 @@ def test_ini_options(pytester, setup):
 
 def test_xdist_gives_byte_identical_run_files(pytester, setup):
     manifest, outputs = setup
-    r1 = _run(pytester, f"--pstbench-track={manifest}", f"--pstbench-outputs={outputs}", "--pstbench-name=serial")
-    r2 = _run(pytester, f"--pstbench-track={manifest}", f"--pstbench-outputs={outputs}", "--pstbench-name=serial", "--pstbench-results=xdist", "-n", "2")
+    common = (f"--pstbench-track={manifest}", f"--pstbench-outputs={outputs}", "--pstbench-name=serial", "--pstbench-no-cache")
+    r1 = _run(pytester, *common)
+    r2 = _run(pytester, *common, "--pstbench-results=xdist", "-n", "2")
     r1.assert_outcomes(passed=4)
     r2.assert_outcomes(passed=4)
     a = pytester.path / "results" / "small" / "serial"

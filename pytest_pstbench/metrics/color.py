@@ -35,10 +35,19 @@ def delta_e00(
     kC: float,
     kH: float,
     pooling: str = "mean",
-    **_ignored,
+    transfer: str = "srgb",
+    illuminant: str = "D65",
+    observer: str = "2",
 ) -> float:
-    """Mean CIEDE2000 colour difference over pixels."""
+    """Mean CIEDE2000 colour difference over pixels.
+
+    `transfer` must be "srgb" (the only decoding implemented); `illuminant` and `observer` document
+    the white point, which is taken as the row sums of `rgb_to_xyz`.
+    """
     from skimage.color import deltaE_ciede2000
+
+    if transfer != "srgb":
+        raise ValueError(f"unsupported transfer {transfer!r} (only 'srgb')")
 
     if output.shape != reference.shape:
         raise ValueError(f"shapes differ: {output.shape} vs {reference.shape}")

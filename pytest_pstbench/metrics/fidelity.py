@@ -38,6 +38,15 @@ def ssim(
     from skimage.metrics import structural_similarity
 
     _check_pair(output, reference)
+    # skimage's Gaussian window spans 2 * int(3.5 * sigma + 0.5) + 1 pixels (truncate = 3.5).
+    win = 2 * int(3.5 * sigma + 0.5) + 1 if gaussian_weights else 7
+    if min(output.shape[:2]) < win:
+        from ..errors import UserError
+
+        raise UserError(
+            f"image of {output.shape[1]}x{output.shape[0]} pixels: SSIM with this window needs at least "
+            f"{win}x{win}; fix: score images of at least that size"
+        )
     if channel_pooling != "mean":
         raise ValueError(f"unsupported channel_pooling {channel_pooling!r}")
     per_channel = [
