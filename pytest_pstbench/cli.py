@@ -41,9 +41,16 @@ def cmd_score(args) -> int:
 
     protocol = load_protocol(args.protocol)
     track = resolve_track(args.track, progress=_progress)
-    outputs = resolve_outputs(track, Path(args.outputs))
-    method_info = {**load_method_yaml(Path(args.outputs)), **parse_method_info(args.method_info)}
-    name = args.name or Path(args.outputs).resolve().name
+    from .identity import identity_outputs, is_identity_spec
+
+    if is_identity_spec(args.outputs):  # the track's content images as outputs (`identity`, `log:identity`)
+        outputs, outputs_dir = identity_outputs(track, args.outputs), None
+        method_info = {"method": "identity", "description": "the content image, unchanged", **parse_method_info(args.method_info)}
+        name = args.name or "identity"
+    else:
+        outputs, outputs_dir = resolve_outputs(track, Path(args.outputs)), Path(args.outputs)
+        method_info = {**load_method_yaml(Path(args.outputs)), **parse_method_info(args.method_info)}
+        name = args.name or Path(args.outputs).resolve().name
     session = RunSession(
         track,
         protocol,
@@ -51,7 +58,7 @@ def cmd_score(args) -> int:
         results_dir=args.results,
         allow_resize=args.allow_resize,
         device=args.device,
-        outputs_dir=Path(args.outputs),
+        outputs_dir=outputs_dir,
         method_info=method_info,
         command=args.command_line,
         use_cache=not args.no_cache,
@@ -146,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("score", help="score an outputs folder on a track")
-    p.add_argument("--track", required=True, help="built-in track (demo) or path to a local track.yaml")
+    p.add_argument("--track", required=True, help="built-in track (demo), remote track (pst50-paired, pst50-paired-log, acetone-transfer) or path to a local track.yaml")
     p.add_argument("--outputs", required=True, help="folder with one <pair_id>.png per pair")
     p.add_argument("--name", default=None, help="run name (default: the outputs folder's name)")
     p.add_argument("--allow-resize", action="store_true", help="resize outputs of another size to the reference size (bicubic; recorded in run.json)")
@@ -166,6 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
     wsub = p.add_subparsers(dest="weights_command", required=True, metavar="ACTION")
     w = wsub.add_parser("fetch", help="fetch and convert the LPIPS AlexNet weights into the cache")
     w.set_defaults(func=cmd_weights_fetch)
+    from .data.cli_data import add_data_commands
+
+    add_data_commands(sub)
     return parser
 
 

@@ -230,6 +230,8 @@ class RunSession:
         converted = [{"pair": r.pair_id, **r.notes["converted"]} for r in results if "converted" in r.notes]
         if converted:
             deviations.append({"kind": "mode_converted", "pairs": [c["pair"] for c in converted]})
+        if self.track.info.get("revision_override"):
+            deviations.append({"kind": "revision_override", **self.track.info["revision_override"]})
         return {
             "protocol": {"id": self.protocol.id, "sha256": self.protocol.sha256, "path": str(self.protocol.path)},
             "track": self.track.id,

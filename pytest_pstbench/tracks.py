@@ -44,19 +44,25 @@ class Track:
 
 
 def resolve_track(spec: str, progress=None) -> Track:
-    """`demo`, or a path to a local track manifest (`track.yaml`)."""
+    """`demo`, a remote track id (protocols/tracks/*.yaml), or a path to a local track manifest."""
     if spec == "demo":
         from .data.demo import build_demo_track
 
         manifest = build_demo_track(progress=progress)
         return load_manifest(manifest, source="demo")
+    from .data.remote import load_remote_track, remote_track_ids
+
+    remote_ids = remote_track_ids()
+    if spec in remote_ids:
+        return load_remote_track(spec, progress=progress)
     path = Path(spec)
     if path.suffix in (".yaml", ".yml") or path.exists():
         if path.is_dir():
             path = path / "track.yaml"
         return load_manifest(path, source="local")
     raise UserError(
-        f"--track {spec}: unknown track; give a built-in track ({', '.join(BUILTIN_TRACKS)}) "
+        f"--track {spec}: unknown track; give a built-in track ({', '.join(BUILTIN_TRACKS)}), "
+        f"a remote track ({', '.join(remote_ids)}) "
         "or the path to a local track manifest (a YAML file with `id` and `pairs`)"
     )
 

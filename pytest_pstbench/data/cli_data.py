@@ -1,0 +1,93 @@
+"""`pstbench data fetch | verify | list`: remote benchmark data (see pytest_pstbench.data.remote)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def _progress(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def cmd_data_fetch(args) -> int:
+    from .remote import fetch_dataset
+
+    result = fetch_dataset(
+        args.name,
+        args.splits,
+        revision=args.revision,
+        allow_other_revision=args.allow_other_revision,
+        from_dir=Path(args.from_dir) if args.from_dir else None,
+        progress=_progress,
+    )
+    what = f"{result.files} files"
+    if result.downloaded:
+        what += f", {result.downloaded} downloaded"
+    if result.refetched:
+        what += f", {len(result.refetched)} re-fetched ({', '.join(result.refetched)})"
+    print(f"{result.name}: {what}; revision {result.revision}; verified; in {result.root}")
+    if result.override:
+        print(
+            f"{result.name}: note: revision {result.revision} is not the pinned one ({result.override['pinned'] or 'unpinned'}); "
+            "runs on this data record a revision_override deviation"
+        )
+    return 0
+
+
+def cmd_data_verify(args) -> int:
+    from .remote import verify_dataset
+
+    lock, bad = verify_dataset(args.name, progress=_progress)
+    if bad:
+        for path, reason in bad:
+            print(f"pstbench: error: {args.name}: {path}: {reason}", file=sys.stderr)
+        print(
+            f"pstbench: error: {len(bad)} of {len(lock['files'])} files of {args.name} failed verification; "
+            f"fix: run `pstbench data fetch {args.name}{_splits_arg(lock)}` (it re-fetches those files)",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"{args.name}: all {len(lock['files'])} files verified (size and sha256) against {lock['repo_id']}@{lock['revision']}")
+    return 0
+
+
+def _splits_arg(lock: dict) -> str:
+    from .remote import get_manifest
+
+    m = get_manifest(lock["dataset"])
+    splits = sorted(lock.get("pairs", {}))
+    extra = f" --revision {lock['revision']} --allow-other-revision" if lock.get("revision_override") else ""
+    return m.fetch_command(splits, extra)[len(f"pstbench data fetch {m.name}"):]
+
+
+def cmd_data_list(args) -> int:
+    from tabulate import tabulate
+
+    from ..paths import data_dir
+    from .remote import dataset_status, load_manifests
+
+    rows = [dataset_status(m) for _, m in sorted(load_manifests().items())]
+    print(f"data folder: {data_dir()}")
+    print(tabulate([list(r.values()) for r in rows], headers=list(rows[0]) if rows else [], tablefmt="simple"))
+    return 0
+
+
+def add_data_commands(sub) -> None:
+    """Add `pstbench data fetch|verify|list` to the top-level subparsers `sub`."""
+    p = sub.add_parser("data", help="fetch, verify and list remote benchmark data (PST50, AceTone-Bench)")
+    dsub = p.add_subparsers(dest="data_command", required=True, metavar="ACTION")
+
+    f = dsub.add_parser("fetch", help="fetch a dataset at its pinned revision into $PSTBENCH_DATA, verified file by file")
+    f.add_argument("name", help="dataset name: pst50 or acetone")
+    f.add_argument("--splits", nargs="+", default=None, metavar="SPLIT", help="splits to fetch (default: what the dataset's first track needs)")
+    f.add_argument("--from", dest="from_dir", default=None, metavar="DIR", help="register a copy you already have (verified against the Hub's metadata first)")
+    f.add_argument("--revision", default=None, help="fetch another revision than the pinned one (needs --allow-other-revision)")
+    f.add_argument("--allow-other-revision", action="store_true", help="accept --revision other than the pinned one; recorded as a deviation")
+    f.set_defaults(func=cmd_data_fetch)
+
+    v = dsub.add_parser("verify", help="re-hash every file of a fetched dataset against its lock file")
+    v.add_argument("name", help="dataset name: pst50 or acetone")
+    v.set_defaults(func=cmd_data_verify)
+
+    ls = dsub.add_parser("list", help="show which datasets are present, their revision and whether they verified")
+    ls.set_defaults(func=cmd_data_list)

@@ -1,0 +1,823 @@
+"""Remote benchmark data (PST50, AceTone-Bench): manifests, fetch, lock file, verification.
+
+A remote dataset is described by a manifest in ``protocols/tracks/<name>.yaml`` (repo id, pinned
+revision, split folders, file naming, pair mapping, the tracks built from it). ``fetch`` asks the
+Hub (through huggingface_hub, at the pinned commit) for the file list with each file's size and
+LFS sha256, resolves the pair mapping against that list, downloads what is missing or bad into
+``$PSTBENCH_DATA/<name>/`` and checks every downloaded file against the Hub's metadata. The
+expected size and hash of each file, the resolved commit and the pair mapping are recorded in the
+lock file ``$PSTBENCH_DATA/<name>/pstbench-lock.json``.
+
+Scoring (``load_remote_track``) never touches the network: it reads the lock and checks that each
+file is present with its recorded size (cheap); ``verify`` re-hashes everything.
+
+huggingface_hub is imported only inside the functions that talk to the Hub.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import UserError
+from ..paths import data_dir
+
+LOCK_NAME = "pstbench-lock.json"
+LOCK_FORMAT = 1
+MANIFESTS_ENV = "PSTBENCH_REMOTE_MANIFESTS"  # extra folder of dataset manifests (override shipped ones by name)
+_HEX = re.compile(r"^[0-9a-f]{7,40}$")
+_ROLES = ("content", "style", "reference")
+
+
+# ---- manifests ---------------------------------------------------------------------------------
+@dataclass
+class DatasetManifest:
+    name: str
+    path: Path
+    repo_id: str
+    repo_type: str
+    revision: str | None  # None: unpinned
+    splits: dict[str, dict]
+    pairs: dict
+    default_splits: list[str]
+    tracks: dict[str, dict]
+    data: dict = field(repr=False, default_factory=dict)
+
+    @property
+    def pinned(self) -> bool:
+        return self.revision is not None
+
+    def fetch_command(self, splits: list[str] | None = None, extra: str = "") -> str:
+        cmd = f"pstbench data fetch {self.name}"
+        if splits and set(splits) != set(self.default_splits):
+            cmd += " --splits " + " ".join(splits)
+        return cmd + extra
+
+
+def manifest_dirs() -> list[Path]:
+    from ..protocol import protocols_dir
+
+    dirs = [protocols_dir() / "tracks"]
+    extra = os.environ.get(MANIFESTS_ENV)
+    if extra:
+        dirs.append(Path(extra).expanduser())
+    return dirs
+
+
+def load_manifests() -> dict[str, DatasetManifest]:
+    """Dataset name -> manifest. Files in $PSTBENCH_REMOTE_MANIFESTS replace shipped ones of the same name."""
+    found: dict[str, DatasetManifest] = {}
+    for d in manifest_dirs():
+        if not d.is_dir():
+            continue
+        for path in sorted(d.glob("*.yaml")):
+            m = _load_manifest(path)
+            found[m.name] = m
+    track_owner: dict[str, str] = {}
+    for m in found.values():
+        for tid in m.tracks:
+            if tid in track_owner and track_owner[tid] != m.name:
+                raise UserError(f"{m.path}: track id {tid!r} is also defined by dataset {track_owner[tid]}; track ids must be unique")
+            track_owner[tid] = m.name
+    return found
+
+
+def _load_manifest(path: Path) -> DatasetManifest:
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: not a valid YAML dataset manifest ({str(exc).splitlines()[0]})") from None
+
+    def bad(rule: str) -> UserError:
+        return UserError(f"{path}: invalid remote dataset manifest: {rule}; fix the file")
+
+    if not isinstance(data, dict):
+        raise bad("it must be a mapping")
+    for key in ("name", "repo_id", "splits", "pairs", "tracks"):
+        if key not in data:
+            raise bad(f"missing key `{key}`")
+    name = str(data["name"])
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
+        raise bad(f"`name` {name!r} must be a plain name")
+    revision = data.get("revision")
+    if revision is not None:
+        revision = str(revision).lower()
+        if not _HEX.match(revision):
+            raise bad(
+                f"`revision` {data.get('revision')!r} is not a commit (7 to 40 hex digits); a branch or tag is not a pin "
+                "(use null while no commit is known)"
+            )
+    splits = data["splits"]
+    if not isinstance(splits, dict) or not splits:
+        raise bad("`splits` must map split names to {folder, file_patterns | extensions}")
+    for sname, spec in splits.items():
+        if not isinstance(spec, dict) or "folder" not in spec:
+            raise bad(f"split {sname!r} needs a `folder`")
+    pairs = data["pairs"]
+    if not isinstance(pairs, dict) or "id" not in pairs or not ({"numbered", "sorted"} & set(pairs)):
+        raise bad("`pairs` needs `id` and one of `numbered: {first, last}` or `sorted: {count}`")
+    if "numbered" in pairs:
+        for sname, spec in splits.items():
+            if not spec.get("file_patterns"):
+                raise bad(f"split {sname!r} needs `file_patterns` (e.g. ['{{n}}.png']) for numbered pairs")
+    tracks = data["tracks"]
+    if not isinstance(tracks, dict) or not tracks:
+        raise bad("`tracks` must map track ids to {content, style, reference}")
+    for tid, spec in tracks.items():
+        if not isinstance(spec, dict) or any(spec.get(r) not in splits for r in _ROLES):
+            raise bad(f"track {tid!r} must name a split for each of content, style, reference")
+    default_splits = list(data.get("default_splits") or splits)
+    for s in default_splits:
+        if s not in splits:
+            raise bad(f"default split {s!r} is not in `splits`")
+    return DatasetManifest(
+        name=name,
+        path=path.resolve(),
+        repo_id=str(data["repo_id"]),
+        repo_type=str(data.get("repo_type", "dataset")),
+        revision=revision,
+        splits=splits,
+        pairs=pairs,
+        default_splits=default_splits,
+        tracks={str(k): v for k, v in tracks.items()},
+        data=data,
+    )
+
+
+def remote_track_ids() -> list[str]:
+    return [tid for m in load_manifests().values() for tid in m.tracks]
+
+
+def find_track(track_id: str) -> tuple[DatasetManifest, dict] | None:
+    for m in load_manifests().values():
+        if track_id in m.tracks:
+            return m, m.tracks[track_id]
+    return None
+
+
+def get_manifest(name: str) -> DatasetManifest:
+    manifests = load_manifests()
+    if name not in manifests:
+        owner = find_track(name)
+        hint = f" (track {name} belongs to dataset {owner[0].name})" if owner else ""
+        raise UserError(
+            f"dataset {name!r}: unknown remote dataset{hint}; fix: use one of {', '.join(sorted(manifests)) or '(none)'}"
+        )
+    return manifests[name]
+
+
+# ---- revisions ---------------------------------------------------------------------------------
+def same_revision(a: str | None, b: str | None) -> bool:
+    """Whether two commit ids (full or abbreviated hex) name the same commit."""
+    if not a or not b:
+        return False
+    a, b = a.lower(), b.lower()
+    if _HEX.match(a) and _HEX.match(b):
+        return a.startswith(b) or b.startswith(a)
+    return a == b
+
+
+def _requested_revision(m: DatasetManifest, revision: str | None, allow_other: bool) -> tuple[str, bool]:
+    """(revision to ask the Hub for, whether it is an override of the pin)."""
+    if revision is None:
+        if not m.pinned:
+            raise UserError(
+                f"{m.path}: dataset {m.repo_id} has no pinned revision (revision: null; its commit could not be "
+                f"checked when the manifest was written), so it is not fetched; fix: pin a 40-hex commit in the "
+                f"manifest, or fetch a commit you chose with `pstbench data fetch {m.name} --revision <commit> "
+                "--allow-other-revision` (recorded as a deviation in run.json)"
+            )
+        return m.revision, False
+    if m.pinned and same_revision(revision, m.revision):
+        return revision, False
+    if not allow_other:
+        pin = m.revision if m.pinned else "no revision (unpinned)"
+        raise UserError(
+            f"--revision {revision}: {m.path.name} pins {pin} for {m.repo_id}; another revision is refused; "
+            "fix: drop --revision to fetch the pinned one, or add --allow-other-revision "
+            "(the lock file and every run.json then record the deviation)"
+        )
+    return revision, True
+
+
+# ---- lock file ---------------------------------------------------------------------------------
+def dataset_dir(name: str) -> Path:
+    return data_dir() / name
+
+
+def lock_path(name: str) -> Path:
+    return dataset_dir(name) / LOCK_NAME
+
+
+def read_lock(name: str) -> dict | None:
+    path = lock_path(name)
+    if not path.is_file():
+        return None
+    try:
+        lock = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UserError(
+            f"{path}: unreadable lock file ({exc}); fix: delete it and run `pstbench data fetch {name}` again"
+        ) from None
+    if not isinstance(lock, dict) or lock.get("format") != LOCK_FORMAT or not isinstance(lock.get("files"), dict):
+        raise UserError(f"{path}: not a pstbench lock file (format {LOCK_FORMAT}); fix: delete it and fetch again")
+    return lock
+
+
+def _write_json_atomic(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+# ---- file checks -------------------------------------------------------------------------------
+def _hash_file(path: Path, entry: dict) -> tuple[str, str]:
+    """(kind, hex digest) of `path` in the form the Hub's metadata gives for it."""
+    if entry.get("sha256"):
+        h = hashlib.sha256()
+        kind = "sha256"
+    else:  # not an LFS file: the git blob id (sha1 over "blob <size>\0" + bytes)
+        h = hashlib.sha1()
+        h.update(b"blob %d\0" % path.stat().st_size)
+        kind = "git_oid"
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return kind, h.hexdigest()
+
+
+def check_file(path: Path, entry: dict, full: bool) -> str | None:
+    """None when `path` matches `entry` (size; with `full` also the hash), else the reason."""
+    if not path.is_file():
+        return "missing"
+    size = path.stat().st_size
+    if size != entry["size"]:
+        return f"size {size} bytes, expected {entry['size']} ({'truncated' if size < entry['size'] else 'wrong size'})"
+    if full:
+        kind, digest = _hash_file(path, entry)
+        if digest != entry.get(kind):
+            return f"{kind} {digest[:12]}… differs from the Hub's {entry.get(kind, '')[:12]}… (corrupted or modified)"
+    return None
+
+
+def _human(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if size < 1000 or unit == "TB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{n} B"  # pragma: no cover
+
+
+def _shown(items: list[str], k: int = 5) -> str:
+    return "; ".join(items[:k]) + (f"; and {len(items) - k} more" if len(items) > k else "")
+
+
+# ---- layout: the pair mapping resolved against a file list -------------------------------------
+def resolve_layout(m: DatasetManifest, listing: dict[str, dict], splits: list[str]) -> dict[str, dict[str, str]]:
+    """split -> {pair id -> path in the repo}, from the manifest's rules and the revision's file list."""
+    out: dict[str, dict[str, str]] = {}
+    id_fmt = str(m.pairs["id"])
+    for split in splits:
+        spec = m.splits[split]
+        folder = str(spec["folder"]).strip("/")
+        mapping: dict[str, str] = {}
+        if "numbered" in m.pairs:
+            first, last = int(m.pairs["numbered"]["first"]), int(m.pairs["numbered"]["last"])
+            missing = []
+            for n in range(first, last + 1):
+                cands = [f"{folder}/{pat.format(n=n)}" for pat in spec["file_patterns"]]
+                found = [c for c in cands if c in listing]
+                if len(found) > 1:
+                    raise UserError(
+                        f"{m.path}: split {split}: image {n} matches several files at this revision "
+                        f"({', '.join(found)}); fix: keep one of the file_patterns"
+                    )
+                if not found:
+                    missing.append(f"{n} (tried {', '.join(cands)})")
+                    continue
+                mapping[id_fmt.format(n=n)] = found[0]
+            if missing:
+                raise UserError(
+                    f"{m.path}: split {split}: no file at this revision for image {_shown(missing, 3)}; "
+                    f"fix: correct `file_patterns` of split {split} to the layout the revision has"
+                )
+        else:
+            exts = tuple(e.lower() for e in spec.get("extensions") or [".png"])
+            files = sorted(p for p in listing if p.startswith(folder + "/") and p.lower().endswith(exts))
+            want = m.pairs["sorted"].get("count")
+            if want is not None and len(files) != int(want):
+                raise UserError(
+                    f"{m.path}: split {split}: {len(files)} files with extensions {', '.join(exts)} under {folder}/ "
+                    f"at this revision, expected {want}; fix: correct the split's folder/extensions or pairs.sorted.count"
+                )
+            for i, p in enumerate(files):
+                mapping[id_fmt.format(i=i)] = p
+        out[split] = mapping
+    ids = {s: list(v) for s, v in out.items()}
+    ref = next(iter(ids.values()), [])
+    for s, v in ids.items():
+        if v != ref:
+            raise UserError(f"{m.path}: split {s} has {len(v)} pairs, other splits {len(ref)}; the pair mapping must line up")
+    return out
+
+
+# ---- the Hub -----------------------------------------------------------------------------------
+def _endpoint() -> str | None:
+    ep = os.environ.get("HF_ENDPOINT")
+    return ep.rstrip("/") if ep else None
+
+
+def _offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in ("1", "ON", "YES", "TRUE")
+
+
+def _network_errors() -> tuple[type[BaseException], ...]:
+    errs: list[type[BaseException]] = [OSError]  # HfHubHTTPError and requests' errors are OSErrors
+    for mod in ("httpx2", "httpx"):
+        try:
+            errs.append(__import__(mod).HTTPError)
+        except (ImportError, AttributeError):
+            pass
+    return tuple(errs)
+
+
+def _hub_error(m: DatasetManifest, exc: BaseException, what: str) -> UserError:
+    from huggingface_hub import errors as E
+
+    where = _endpoint() or "https://huggingface.co"
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, E.RevisionNotFoundError):
+        return UserError(f"{m.repo_id}: revision not found on {where} while {what} ({first}); fix: check the revision in {m.path}")
+    if isinstance(exc, E.RepositoryNotFoundError):
+        return UserError(
+            f"{m.repo_id}: dataset not found (or not accessible) on {where} while {what}; "
+            f"fix: check repo_id in {m.path}, or log in with `hf auth login` if it is gated"
+        )
+    if isinstance(exc, E.RemoteEntryNotFoundError):
+        return UserError(f"{m.repo_id}: {what}: not found at this revision ({first}); fix: correct the layout in {m.path}")
+    return UserError(
+        f"{m.repo_id}: could not reach the Hub at {where} while {what} ({type(exc).__name__}: {first}); "
+        "fix: check the network and HF_ENDPOINT, or register a copy you have with --from DIR"
+    )
+
+
+def _remote_listing(m: DatasetManifest, requested: str, splits: list[str]) -> tuple[str, dict[str, dict]]:
+    """(full commit sha, {path: {size, sha256 | None, git_oid, lfs}}) for the splits' folders."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.hf_api import RepoFile
+
+    api = HfApi(endpoint=_endpoint())
+    try:
+        info = api.repo_info(m.repo_id, repo_type=m.repo_type, revision=requested)
+    except _network_errors() as exc:
+        raise _hub_error(m, exc, f"resolving revision {requested}") from None
+    sha = str(info.sha or "")
+    if not re.fullmatch(r"[0-9a-f]{40}", sha):
+        raise UserError(f"{m.repo_id}: the Hub answered revision {requested} without a commit sha ({sha!r}); cannot pin")
+    listing: dict[str, dict] = {}
+    for split in splits:
+        folder = str(m.splits[split]["folder"]).strip("/")
+        try:
+            for item in api.list_repo_tree(m.repo_id, path_in_repo=folder, recursive=True, revision=sha, repo_type=m.repo_type):
+                if isinstance(item, RepoFile):
+                    listing[item.path] = {
+                        "size": int(item.size),
+                        "sha256": item.lfs.sha256 if item.lfs else None,
+                        "git_oid": item.blob_id,
+                        "lfs": item.lfs is not None,
+                    }
+        except _network_errors() as exc:
+            raise _hub_error(m, exc, f"listing split folder {folder}/ at {sha[:12]}") from None
+    return sha, listing
+
+
+# ---- fetch -------------------------------------------------------------------------------------
+@dataclass
+class FetchResult:
+    name: str
+    root: Path
+    revision: str
+    files: int
+    downloaded: int
+    bytes_downloaded: int
+    refetched: list[str]
+    override: dict | None
+    source: str
+
+
+def _check_splits(m: DatasetManifest, splits: list[str] | None) -> list[str]:
+    splits = list(dict.fromkeys(splits or m.default_splits))
+    unknown = [s for s in splits if s not in m.splits]
+    if unknown:
+        raise UserError(
+            f"--splits {' '.join(unknown)}: not a split of {m.name} ({m.path.name}); fix: choose from {', '.join(m.splits)}"
+        )
+    return splits
+
+
+class _FetchLock:
+    """One fetch per dataset folder at a time."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.lock = None
+
+    def __enter__(self):
+        self.root.mkdir(parents=True, exist_ok=True)
+        from filelock import FileLock, Timeout
+
+        self.lock = FileLock(str(self.root / ".pstbench-fetch.lock"))
+        try:
+            self.lock.acquire(timeout=5)
+        except Timeout:
+            raise UserError(f"{self.root}: another pstbench data fetch is running on this folder; fix: wait for it to end") from None
+        return self
+
+    def __exit__(self, *exc):
+        self.lock.release()
+
+
+def fetch_dataset(
+    name: str,
+    splits: list[str] | None = None,
+    *,
+    revision: str | None = None,
+    allow_other_revision: bool = False,
+    from_dir: Path | None = None,
+    progress=None,
+) -> FetchResult:
+    """Fetch (or register with `from_dir`) the splits of dataset `name` at the pinned revision, verified."""
+    say = progress or (lambda msg: None)
+    m = get_manifest(name)
+    splits = _check_splits(m, splits)
+    requested, override = _requested_revision(m, revision, allow_other_revision)
+    root = dataset_dir(m.name)
+    with _FetchLock(root):
+        old = read_lock(m.name)
+        if from_dir is not None:
+            sha, expected, layout = _expected_for_copy(m, requested, splits, Path(from_dir), say)
+        elif _offline():
+            return _fetch_offline(m, splits, requested, old, say)
+        else:
+            say(f"{m.repo_id}: asking {_endpoint() or 'https://huggingface.co'} for revision {requested} ...")
+            sha, listing = _remote_listing(m, requested, splits)
+            _check_resolved(m, requested, sha, override)
+            layout = resolve_layout(m, listing, splits)
+            expected = {p: listing[p] for split in splits for p in layout[split].values()}
+        ov = {"pinned": m.revision, "requested": requested, "fetched": sha, "flag": "--allow-other-revision"} if override else None
+        lock = _new_lock(m, sha, ov, old)
+        lock["files"].update(expected)
+        lock["pairs"].update(layout)
+        if from_dir is not None:
+            result = _register_copy(m, root, Path(from_dir), expected, lock, say)
+        else:
+            result = _download(m, root, sha, expected, lock, say)
+        result.override = ov
+        return result
+
+
+def _check_resolved(m: DatasetManifest, requested: str, sha: str, override: bool) -> None:
+    if override:
+        return
+    if _HEX.match(requested.lower()) and not sha.startswith(requested.lower()):
+        raise UserError(
+            f"{m.repo_id}: the Hub resolved the pinned revision {requested} to commit {sha}, which is not that commit "
+            f"(a branch or tag of that name?); refused; fix: pin the full 40-hex commit in {m.path}"
+        )
+
+
+def _new_lock(m: DatasetManifest, sha: str, override: dict | None, old: dict | None) -> dict:
+    keep = old is not None and old.get("revision") == sha and old.get("repo_id") == m.repo_id
+    return {
+        "format": LOCK_FORMAT,
+        "dataset": m.name,
+        "repo_id": m.repo_id,
+        "repo_type": m.repo_type,
+        "pinned_revision": m.revision,
+        "revision": sha,
+        "revision_override": override,
+        "manifest": {"path": str(m.path), "sha256": hashlib.sha256(m.path.read_bytes()).hexdigest()},
+        "source": old.get("source", "hub") if keep else "hub",
+        "files": dict(old["files"]) if keep else {},
+        "pairs": dict(old.get("pairs", {})) if keep else {},
+        "verified": dict(old.get("verified") or {}) if keep else {},
+        "updated": _now(),
+    }
+
+
+def _record_verification(lock: dict, checked: list[str], bad: list[str]) -> None:
+    prev = lock.get("verified") or {}
+    still_bad = [p for p in prev.get("bad", []) if p not in checked and p in lock["files"]]
+    all_bad = sorted(set(still_bad) | set(bad))
+    lock["verified"] = {"at": _now(), "ok": not all_bad, "bad": all_bad, "how": "size and sha256 (git blob id for non-LFS files)"}
+
+
+def _download(m: DatasetManifest, root: Path, sha: str, expected: dict[str, dict], lock: dict, say) -> FetchResult:
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
+    say(f"{m.repo_id}@{sha[:12]}: checking {len(expected)} files already in {root} ...")
+    todo, refetch = [], []
+    for path, entry in expected.items():
+        reason = check_file(root / path, entry, full=True)
+        if reason is None:
+            continue
+        if reason != "missing":
+            refetch.append(path)
+            say(f"  {path}: {reason}; fetching it again")
+            (root / path).unlink()
+            (root / ".cache" / "huggingface" / "download" / f"{path}.metadata").unlink(missing_ok=True)
+        todo.append(path)
+    total = sum(expected[p]["size"] for p in todo)
+    if todo:
+        say(f"{m.repo_id}@{sha[:12]}: downloading {len(todo)} of {len(expected)} files ({_human(total)}) into {root}")
+    errors: dict[str, str] = {}
+    done_bytes = 0
+
+    def one(path: str) -> None:
+        from huggingface_hub import hf_hub_download
+
+        hf_hub_download(
+            m.repo_id, path, repo_type=m.repo_type, revision=sha, local_dir=str(root), endpoint=_endpoint()
+        )
+        reason = check_file(root / path, expected[path], full=True)
+        if reason is not None:
+            (root / path).unlink(missing_ok=True)
+            raise _Mismatch(reason)
+
+    if todo:
+        with ThreadPoolExecutor(max_workers=min(8, len(todo))) as pool:
+            futures = {pool.submit(one, p): p for p in todo}
+            for k, fut in enumerate(as_completed(futures), 1):
+                path = futures[fut]
+                try:
+                    fut.result()
+                    done_bytes += expected[path]["size"]
+                    say(f"[{k}/{len(todo)}] {path} ({_human(expected[path]['size'])}) ok")
+                except _Mismatch as exc:
+                    errors[path] = f"downloaded, but {exc}; removed"
+                    say(f"[{k}/{len(todo)}] {path}: {errors[path]}")
+                except _network_errors() as exc:
+                    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                    errors[path] = f"{type(exc).__name__}: {first}"
+                    say(f"[{k}/{len(todo)}] {path}: FAILED ({errors[path]})")
+    bad = sorted(errors)
+    _record_verification(lock, list(expected), bad)
+    lock["updated"] = _now()
+    _write_json_atomic(root / LOCK_NAME, lock)
+    if errors:
+        raise UserError(
+            f"{m.repo_id}@{sha[:12]}: {len(errors)} of {len(todo)} files could not be fetched and verified "
+            f"({_shown([f'{p}: {r}' for p, r in sorted(errors.items())], 3)}); the other files are kept and verified; "
+            f"fix: run `{m.fetch_command(sorted(lock['pairs']))}` again (it fetches only what is missing)"
+        )
+    say(f"{m.repo_id}@{sha[:12]}: {len(expected)} files present and verified (sha256) in {root}")
+    return FetchResult(m.name, root, sha, len(expected), len(todo), done_bytes, refetch, None, lock["source"])
+
+
+class _Mismatch(Exception):
+    pass
+
+
+def _fetch_offline(m: DatasetManifest, splits: list[str], requested: str, lock: dict | None, say) -> FetchResult:
+    root = dataset_dir(m.name)
+    cmd = m.fetch_command(splits)
+    if lock is None or not same_revision(lock.get("revision"), requested) or any(s not in lock.get("pairs", {}) for s in splits):
+        raise UserError(
+            f"HF_HUB_OFFLINE=1: the splits {', '.join(splits)} of {m.repo_id}@{requested} are not in {root}, and offline "
+            f"mode forbids downloading them; fix: unset HF_HUB_OFFLINE and run `{cmd}`, or register a copy with "
+            f"`{cmd} --from DIR`"
+        )
+    paths = [p for s in splits for p in lock["pairs"][s].values()]
+    bad = [f"{p}: {r}" for p in paths if (r := check_file(root / p, lock["files"][p], full=True))]
+    _record_verification(lock, paths, [b.split(":")[0] for b in bad])
+    _write_json_atomic(root / LOCK_NAME, lock)
+    if bad:
+        raise UserError(
+            f"HF_HUB_OFFLINE=1: {len(bad)} files of {m.name} are missing or damaged ({_shown(bad, 3)}) and cannot be "
+            f"downloaded offline; fix: unset HF_HUB_OFFLINE and run `{cmd}`"
+        )
+    say(f"{m.repo_id}@{lock['revision'][:12]}: offline; all {len(paths)} files present and verified, nothing to download")
+    return FetchResult(m.name, root, lock["revision"], len(paths), 0, 0, [], lock.get("revision_override"), lock.get("source", "hub"))
+
+
+# ---- --from DIR --------------------------------------------------------------------------------
+def _expected_for_copy(m: DatasetManifest, requested: str, splits: list[str], src: Path, say):
+    """(sha, expected files, layout) for a user's copy: from a pstbench lock inside it, else from the Hub's metadata."""
+    if not src.is_dir():
+        raise UserError(f"--from {src}: not a folder; fix: give the folder that holds {', '.join(m.splits[s]['folder'] for s in splits)}/")
+    theirs = src / LOCK_NAME
+    if theirs.is_file():
+        try:
+            other = json.loads(theirs.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise UserError(f"{theirs}: unreadable lock file ({exc}); fix: remove it from the copy") from None
+        if other.get("repo_id") == m.repo_id and same_revision(other.get("revision"), requested) and all(
+            s in other.get("pairs", {}) for s in splits
+        ):
+            say(f"--from {src}: using the file list and hashes of its {LOCK_NAME} ({m.repo_id}@{other['revision'][:12]})")
+            layout = {s: other["pairs"][s] for s in splits}
+            expected = {p: other["files"][p] for s in splits for p in layout[s].values()}
+            return other["revision"], expected, layout
+    if _offline():
+        raise UserError(
+            f"--from {src}: the expected sizes and sha256 come from the Hub's metadata for {m.repo_id}@{requested}, "
+            f"and HF_HUB_OFFLINE=1 forbids asking for them (and {src} holds no {LOCK_NAME} for that revision); "
+            "fix: run once without HF_HUB_OFFLINE (only metadata is fetched), or copy the lock file along with the data"
+        )
+    say(f"--from {src}: asking the Hub for the file list and hashes of {m.repo_id}@{requested} (metadata only) ...")
+    sha, listing = _remote_listing(m, requested, splits)
+    _check_resolved(m, requested, sha, override=not (m.pinned and same_revision(requested, m.revision)))
+    layout = resolve_layout(m, listing, splits)
+    return sha, {p: listing[p] for s in splits for p in layout[s].values()}, layout
+
+
+def _register_copy(m: DatasetManifest, root: Path, src: Path, expected: dict[str, dict], lock: dict, say) -> FetchResult:
+    src = src.resolve()
+    say(f"--from {src}: verifying {len(expected)} files (size and sha256) ...")
+    bad = [f"{src / p}: {r}" for p, e in expected.items() if (r := check_file(src / p, e, full=True))]
+    if bad:
+        raise UserError(
+            f"--from {src}: {len(bad)} of {len(expected)} files do not match {m.repo_id}@{lock['revision'][:12]} "
+            f"({_shown(bad, 3)}); nothing was registered; fix: give a complete, unmodified copy of that revision "
+            f"(or fetch it: `{m.fetch_command(sorted(lock['pairs']))}`)"
+        )
+    copied = linked = 0
+    if src != root.resolve():
+        for path, entry in expected.items():
+            dst = root / path
+            if check_file(dst, entry, full=False) is None and check_file(dst, entry, full=True) is None:
+                continue
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            tmp = dst.with_name(f".{dst.name}.pstbench-tmp")
+            tmp.unlink(missing_ok=True)
+            try:
+                os.link(src / path, tmp)
+                linked += 1
+            except OSError:
+                shutil.copyfile(src / path, tmp)
+                copied += 1
+            os.replace(tmp, dst)
+            if check_file(dst, entry, full=True) is not None:  # pragma: no cover - a copy that changed underway
+                dst.unlink()
+                raise UserError(f"{dst}: the copy from {src / path} does not verify; fix: run the command again")
+    lock["source"] = f"from:{src}"
+    _record_verification(lock, list(expected), [])
+    _write_json_atomic(root / LOCK_NAME, lock)
+    say(f"{m.repo_id}@{lock['revision'][:12]}: registered {len(expected)} verified files from {src} into {root} "
+        f"({linked} hard-linked, {copied} copied)")
+    return FetchResult(m.name, root, lock["revision"], len(expected), 0, 0, [], None, lock["source"])
+
+
+# ---- verify / list -----------------------------------------------------------------------------
+def verify_dataset(name: str, progress=None) -> tuple[dict, list[tuple[str, str]]]:
+    """Re-hash every file in the lock. Returns (lock, [(path, reason), ...] for bad files)."""
+    say = progress or (lambda msg: None)
+    m = get_manifest(name)
+    lock = read_lock(m.name)
+    if lock is None:
+        raise UserError(f"{dataset_dir(m.name)}: no {m.name} data to verify; fix: run `{m.fetch_command()}`")
+    root = dataset_dir(m.name)
+    say(f"{lock['repo_id']}@{lock['revision'][:12]}: re-hashing {len(lock['files'])} files in {root} ...")
+    bad = [(p, r) for p, e in lock["files"].items() if (r := check_file(root / p, e, full=True))]
+    _record_verification(lock, list(lock["files"]), [p for p, _ in bad])
+    _write_json_atomic(root / LOCK_NAME, lock)
+    return lock, bad
+
+
+def dataset_status(m: DatasetManifest) -> dict:
+    """What `pstbench data list` shows for one dataset (cheap: presence and size only)."""
+    row = {"name": m.name, "dataset": m.repo_id, "pinned": m.revision or "(unpinned)", "revision": "-", "splits": "-",
+           "files": "-", "size": "-", "status": "not fetched"}
+    try:
+        lock = read_lock(m.name)
+    except UserError as exc:
+        row["status"] = f"bad lock file: {exc}"
+        return row
+    if lock is None:
+        return row
+    root = dataset_dir(m.name)
+    problems = [p for p, e in lock["files"].items() if check_file(root / p, e, full=False)]
+    ver = lock.get("verified") or {}
+    row.update(
+        revision=lock["revision"][:12],
+        splits=", ".join(sorted(lock.get("pairs", {}))),
+        files=str(len(lock["files"])),
+        size=_human(sum(e["size"] for e in lock["files"].values())),
+    )
+    if problems:
+        row["status"] = f"incomplete: {len(problems)} missing or truncated"
+    elif ver.get("bad"):
+        row["status"] = f"FAILED verification: {len(ver['bad'])} files"
+    elif ver.get("ok"):
+        row["status"] = f"verified {ver.get('at', '')}"
+    else:
+        row["status"] = "present, not verified"
+    if lock.get("revision_override"):
+        row["status"] += " (revision override)"
+    if str(lock.get("source", "hub")).startswith("from:"):
+        row["status"] += f" [{lock['source']}]"
+    return row
+
+
+# ---- tracks ------------------------------------------------------------------------------------
+def load_remote_track(track_id: str, progress=None):
+    """The remote track `track_id` from data already fetched; fails fast (with the fetch command) otherwise.
+
+    Checks presence and size of every file the track uses (and any hash failure `verify` recorded);
+    never touches the network.
+    """
+    from ..tracks import Pair, Track
+
+    found = find_track(track_id)
+    if found is None:
+        raise UserError(f"--track {track_id}: not a remote track; fix: use one of {', '.join(remote_track_ids())}")
+    m, spec = found
+    roles = {r: str(spec[r]) for r in _ROLES}
+    needed = list(dict.fromkeys(roles.values()))
+    root = dataset_dir(m.name)
+    lock = read_lock(m.name)
+    extra = ""
+    if lock is not None and lock.get("revision_override"):
+        extra = f" --revision {lock['revision']} --allow-other-revision"
+    cmd = m.fetch_command(needed, extra)
+    pin = m.revision or "(unpinned)"
+    if lock is None:
+        raise UserError(
+            f"track {track_id}: the data of {m.repo_id}@{pin} is not in {root} ($PSTBENCH_DATA); "
+            f"fix: run `{cmd}` (or `{cmd} --from DIR` to register a copy you already have)"
+        )
+    missing_splits = [s for s in needed if s not in lock.get("pairs", {})]
+    if missing_splits:
+        raise UserError(
+            f"track {track_id}: split(s) {', '.join(missing_splits)} of {m.repo_id} not fetched into {root}; fix: run `{cmd}`"
+        )
+    if not same_revision(lock["revision"], m.revision) and not lock.get("revision_override"):
+        raise UserError(
+            f"track {track_id}: {root} holds {m.repo_id}@{lock['revision'][:12]}, but {m.path.name} pins {pin}; "
+            f"fix: run `{m.fetch_command(needed)}` to fetch the pinned revision"
+        )
+    paths = [p for s in needed for p in lock["pairs"][s].values()]
+    verified_bad = set((lock.get("verified") or {}).get("bad", []))
+    problems = []
+    for p in paths:
+        reason = check_file(root / p, lock["files"][p], full=False)
+        if reason is None and p in verified_bad:
+            reason = "failed sha256 verification"
+        if reason:
+            problems.append(f"{p}: {reason}")
+    if problems:
+        raise UserError(
+            f"track {track_id}: {len(problems)} of {len(paths)} files of {m.repo_id}@{lock['revision'][:12]} in {root} "
+            f"are missing or damaged ({_shown(problems, 3)}); fix: run `{cmd}` (it fetches only those again)"
+        )
+    not_png = [p for p in paths if not p.lower().endswith(".png")]
+    if not_png:
+        raise UserError(
+            f"track {track_id}: {len(not_png)} dataset files are not PNG (e.g. {not_png[0]}), and the scoring protocol "
+            "reads PNG only; pstbench does not re-encode dataset images; fix: none in pstbench yet (see README, "
+            "Remote tracks: what could not be checked)"
+        )
+    ids = list(lock["pairs"][roles["content"]])
+    for r in ("style", "reference"):
+        if list(lock["pairs"][roles[r]]) != ids:
+            raise UserError(f"{root / LOCK_NAME}: pair ids of split {roles[r]} do not line up with {roles['content']}; fix: fetch again")
+    pairs = [
+        Pair(pid, *((root / lock["pairs"][roles[r]][pid]).resolve() for r in _ROLES))
+        for pid in ids
+    ]
+    info = {
+        "dataset": m.name,
+        "description": spec.get("description"),
+        "pinned_revision": m.revision,
+        "splits": roles,
+        "content_split": roles["content"],
+        "data_root": str(root),
+        "lock": str(root / LOCK_NAME),
+        "source": lock.get("source", "hub"),
+    }
+    if lock.get("revision_override"):
+        info["revision_override"] = dict(lock["revision_override"])
+    if progress:
+        progress(f"track {track_id}: {len(pairs)} pairs from {m.repo_id}@{lock['revision'][:12]} in {root}")
+    return Track(
+        id=track_id,
+        dataset_id=m.repo_id,
+        revision=lock["revision"],
+        pairs=pairs,
+        source="remote",
+        manifest=m.path,
+        info=info,
+    )
