@@ -1,0 +1,7 @@
+"""Selection tracks: a judge picks the best and the worst of 2-6 candidate images (protocol `vab`).
+
+Modules: `protocol` (validation), `tasks` (Task model, manifests, the vab-demo track),
+`permutations`, `answers` (export, parsing), `judges` (scoring functions), `metrics`,
+`consensus`, `session` (run files), `cli` (`pstbench vab ...`), `pytest_support`.
+`kind` is standard-library only, for the pytest plugin's cheap track check.
+"""

@@ -1,0 +1,330 @@
+"""A small stand-in for the part of the Hugging Face Hub API that huggingface_hub uses to download.
+
+Serves dataset repos held in memory at fixed commits, on 127.0.0.1 (port chosen by the OS):
+
+- ``GET /api/datasets/{repo}/revision/{rev}`` (and without ``/revision/...``: ``main``): ``id``, ``sha``
+  (the full commit the revision resolves to: a ref name, a full sha or an unambiguous >= 7-hex prefix),
+  ``siblings``;
+- ``GET /api/datasets/{repo}/tree/{rev}[/{path}]?recursive=..``: files with ``size``, ``oid`` (git blob
+  id) and ``lfs`` {``oid`` = sha256, ``size``, ``pointerSize``}, folders, paginated with a ``Link`` header;
+- ``HEAD``/``GET /datasets/{repo}/resolve/{rev}/{path}``: ``X-Repo-Commit``, ``ETag``, ``X-Linked-Etag`` and
+  ``X-Linked-Size`` (LFS files), ``Content-Length``; ``Range: bytes=N-`` answered with 206.
+
+Errors carry ``X-Error-Code`` (``RepoNotFound``, ``RevisionNotFound``, ``EntryNotFound``) as the Hub does.
+Faults for tests: ``cut_once`` (paths whose next GET is cut in the middle), ``fail_get`` (paths whose
+GET answers 500), ``corrupt`` (path -> bytes served instead of the real ones, metadata unchanged).
+``log`` records (method, path, Range header) of every request.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, quote, unquote, urlsplit
+
+import numpy as np
+from PIL import Image
+
+
+def git_blob_id(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+@dataclass
+class Commit:
+    sha: str
+    files: dict[str, bytes]
+    lfs: bool = True
+
+
+@dataclass
+class Repo:
+    repo_id: str
+    commits: dict[str, Commit] = field(default_factory=dict)
+    refs: dict[str, str] = field(default_factory=dict)
+
+    def resolve(self, rev: str) -> Commit | None:
+        if rev in self.refs:
+            return self.commits[self.refs[rev]]
+        if rev in self.commits:
+            return self.commits[rev]
+        hits = [c for sha, c in self.commits.items() if len(rev) >= 7 and sha.startswith(rev.lower())]
+        return hits[0] if len(hits) == 1 else None
+
+
+class FakeHub:
+    def __init__(self, page_size: int = 1000):
+        self.repos: dict[str, Repo] = {}
+        self.page_size = page_size
+        self.log: list[tuple[str, str, str | None]] = []
+        self.cut_once: set[str] = set()
+        self.fail_get: set[str] = set()
+        self.corrupt: dict[str, bytes] = {}
+        self._lock = threading.Lock()
+        self.server: ThreadingHTTPServer | None = None
+
+    # ---- content ---------------------------------------------------------------------------------
+    def add_commit(self, repo_id: str, sha: str, files: dict[str, bytes], refs=(), lfs: bool = True) -> Commit:
+        assert len(sha) == 40
+        repo = self.repos.setdefault(repo_id, Repo(repo_id))
+        repo.commits[sha] = Commit(sha, dict(files), lfs)
+        for ref in refs:
+            repo.refs[ref] = sha
+        return repo.commits[sha]
+
+    def downloads(self, method: str = "GET") -> list[str]:
+        """Repo paths of the resolve requests made with `method` (in order)."""
+        out = []
+        for m, path, _ in self.log:
+            if m == method and "/resolve/" in path:
+                out.append(path.split("/resolve/", 1)[1].split("/", 1)[1])
+        return out
+
+    # ---- server ----------------------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> "FakeHub":
+        hub = self
+
+        class Handler(_Handler):
+            pass
+
+        Handler.hub = hub
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    hub: FakeHub
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):  # quiet
+        pass
+
+    # ---- helpers ---------------------------------------------------------------------------------
+    def _send(self, status: int, body: bytes = b"", headers: dict | None = None, head: bool = False) -> None:
+        headers = dict(headers or {})
+        headers.setdefault("Content-Length", str(len(body)))
+        self.send_response(status)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.end_headers()
+        if not head and body:
+            self.wfile.write(body)
+
+    def _json(self, data, headers: dict | None = None) -> None:
+        body = json.dumps(data).encode()
+        self._send(200, body, {"Content-Type": "application/json", **(headers or {})})
+
+    def _error(self, status: int, code: str, message: str, head: bool = False) -> None:
+        body = json.dumps({"error": message}).encode()
+        self._send(status, body, {"Content-Type": "application/json", "X-Error-Code": code, "X-Error-Message": message}, head=head)
+
+    def _repo(self, owner: str, name: str, head: bool = False) -> Repo | None:
+        repo = self.hub.repos.get(f"{owner}/{name}")
+        if repo is None:
+            self._error(404, "RepoNotFound", f"Repository Not Found for url: {self.path}", head=head)
+        return repo
+
+    def _commit(self, repo: Repo, rev: str, head: bool = False) -> Commit | None:
+        commit = repo.resolve(rev)
+        if commit is None:
+            self._error(404, "RevisionNotFound", f"Invalid rev id: {rev}", head=head)
+        return commit
+
+    # ---- routes ----------------------------------------------------------------------------------
+    def do_HEAD(self):
+        self._route(head=True)
+
+    def do_GET(self):
+        self._route(head=False)
+
+    def _route(self, head: bool) -> None:
+        hub = self.hub
+        with hub._lock:
+            hub.log.append(("HEAD" if head else "GET", unquote(urlsplit(self.path).path), self.headers.get("Range")))
+        parts = urlsplit(self.path)
+        segs = [unquote(s) for s in parts.path.split("/") if s]
+        query = parse_qs(parts.query)
+        if len(segs) >= 4 and segs[0] == "api" and segs[1] == "datasets":
+            repo = self._repo(segs[2], segs[3], head)
+            if repo is None:
+                return
+            rest = segs[4:]
+            if not rest:
+                return self._info(repo, "main")
+            if rest[0] == "revision" and len(rest) == 2:
+                return self._info(repo, rest[1])
+            if rest[0] == "tree" and len(rest) >= 2:
+                return self._tree(repo, rest[1], "/".join(rest[2:]), query)
+        if len(segs) >= 5 and segs[0] == "datasets" and segs[3] == "resolve":
+            repo = self._repo(segs[1], segs[2], head)
+            if repo is None:
+                return
+            commit = self._commit(repo, segs[4], head)
+            if commit is None:
+                return
+            return self._resolve(repo, commit, "/".join(segs[5:]), head)
+        self._error(404, "EntryNotFound", f"no route for {parts.path}", head=head)
+
+    def _info(self, repo: Repo, rev: str) -> None:
+        commit = self._commit(repo, rev)
+        if commit is None:
+            return
+        self._json({
+            "_id": "0" * 24,
+            "id": repo.repo_id,
+            "author": repo.repo_id.split("/")[0],
+            "sha": commit.sha,
+            "private": False,
+            "gated": False,
+            "disabled": False,
+            "lastModified": "2025-06-01T00:00:00.000Z",
+            "tags": [],
+            "siblings": [{"rfilename": p} for p in sorted(commit.files)],
+        })
+
+    def _tree(self, repo: Repo, rev: str, path: str, query: dict) -> None:
+        commit = self._commit(repo, rev)
+        if commit is None:
+            return
+        recursive = query.get("recursive", ["false"])[0].lower() == "true"
+        prefix = path.strip("/") + "/" if path.strip("/") else ""
+        files = sorted(p for p in commit.files if p.startswith(prefix))
+        if prefix and not files:
+            return self._error(404, "EntryNotFound", f"{path} does not exist on {rev}")
+        entries, folders = [], set()
+        for p in files:
+            rel = p[len(prefix):]
+            dirs = rel.split("/")[:-1]
+            for i in range(len(dirs)):
+                folder = prefix + "/".join(dirs[: i + 1])
+                if (recursive or i == 0) and folder not in folders:
+                    folders.add(folder)
+                    entries.append({"type": "directory", "oid": hashlib.sha1(folder.encode()).hexdigest(), "path": folder})
+            if not recursive and dirs:
+                continue
+            data = commit.files[p]
+            entry = {"type": "file", "oid": git_blob_id(data), "size": len(data), "path": p}
+            if commit.lfs:
+                entry["lfs"] = {"oid": hashlib.sha256(data).hexdigest(), "size": len(data), "pointerSize": 134}
+            entries.append(entry)
+        entries.sort(key=lambda e: e["path"])
+        start = int(query.get("cursor", ["0"])[0])
+        page = entries[start : start + self.hub.page_size]
+        headers = {}
+        if start + self.hub.page_size < len(entries):
+            base = f"{self.hub.url}/api/datasets/{repo.repo_id}/tree/{quote(rev, safe='')}"
+            if path:
+                base += "/" + quote(path, safe="")
+            nxt = f"{base}?recursive={str(recursive).lower()}&expand=false&cursor={start + self.hub.page_size}"
+            headers["Link"] = f'<{nxt}>; rel="next"'
+        self._json(page, headers)
+
+    def _resolve(self, repo: Repo, commit: Commit, path: str, head: bool) -> None:
+        hub = self.hub
+        if path not in commit.files:
+            return self._send(404, b'{"error":"Entry not found"}', {
+                "X-Error-Code": "EntryNotFound", "X-Error-Message": "Entry not found", "X-Repo-Commit": commit.sha,
+                "Content-Type": "application/json"}, head=head)
+        data = commit.files[path]
+        headers = {"X-Repo-Commit": commit.sha, "Accept-Ranges": "bytes", "Content-Type": "application/octet-stream"}
+        if commit.lfs:
+            sha = hashlib.sha256(data).hexdigest()
+            headers.update({"ETag": f'"{sha}"', "X-Linked-Etag": f'"{sha}"', "X-Linked-Size": str(len(data))})
+        else:
+            headers["ETag"] = f'"{git_blob_id(data)}"'
+        if head:
+            return self._send(200, b"", {**headers, "Content-Length": str(len(data))}, head=True)
+        with hub._lock:
+            fail = path in hub.fail_get
+            cut = path in hub.cut_once
+            hub.cut_once.discard(path)
+        if fail:
+            return self._error(500, "InternalError", "simulated server error")
+        body = hub.corrupt.get(path, data)
+        status, start = 200, 0
+        rng = self.headers.get("Range")
+        if rng and rng.startswith("bytes=") and rng.endswith("-"):
+            start = int(rng[len("bytes="):-1])
+            status = 206
+            headers["Content-Range"] = f"bytes {start}-{len(body) - 1}/{len(body)}"
+        chunk = body[start:]
+        self.send_response(status)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(chunk)))
+        if cut:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        if cut:  # send half the body, then drop the connection
+            self.wfile.write(chunk[: len(chunk) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        self.wfile.write(chunk)
+
+
+# ---- generated datasets ------------------------------------------------------------------------
+def _png(arr: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    Image.fromarray(arr).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def _look(arr: np.ndarray, gains) -> np.ndarray:
+    return np.clip(arr.astype(np.float64) * gains + 8, 0, 255).astype(np.uint8)
+
+
+def _scene(rng, h: int, w: int) -> np.ndarray:
+    yy, xx = np.mgrid[0:h, 0:w]
+    base = np.stack([xx / w * 200 + 20, yy / h * 180 + 30, (xx + yy) / (w + h) * 160 + 40], axis=-1)
+    blobs = rng.normal(0, 18, size=(h // 8 + 1, w // 8 + 1, 3)).repeat(8, 0).repeat(8, 1)[:h, :w]
+    return np.clip(base + blobs, 0, 255).astype(np.uint8)
+
+
+def make_pst50_files(n: int = 50, naming: str = "prefixed", size=(48, 64), seed: int = 0) -> dict[str, bytes]:
+    """A PST50-like repo: content_709/, content_log/, paired_style/, paired_gt/ (+ a README and an extra
+    unpaired style, which pstbench must ignore). naming: "prefixed" (in{n}/tar{n}/gt{n}) or "numbers" ({n})."""
+    h, w = size
+    rng = np.random.default_rng(seed)
+    files: dict[str, bytes] = {"README.md": b"# PST50 (fake)\n"}
+    for i in range(1, n + 1):
+        content = _scene(rng, h, w)
+        log = np.clip(content.astype(np.float64) * 0.55 + 70, 0, 255).astype(np.uint8)
+        gains = rng.uniform(0.8, 1.2, size=3)
+        gt = _look(content, gains)
+        style = _look(_scene(rng, h, w), gains)
+        names = {"content_709": f"in{i}", "content_log": f"in{i}", "paired_style": f"tar{i}", "paired_gt": f"gt{i}"}
+        for split, arr in (("content_709", content), ("content_log", log), ("paired_style", style), ("paired_gt", gt)):
+            stem = names[split] if naming == "prefixed" else str(i)
+            files[f"{split}/{stem}.png"] = _png(arr)
+    files["unpaired_style/1.png"] = _png(_scene(rng, h, w))
+    return files
+
+
+def make_acetone_files(n: int = 6, size=(40, 56), seed: int = 1) -> dict[str, bytes]:
+    """An AceTone-Bench-like repo: raw_image/, ref_image/, gt_image/ paired by sorted position."""
+    h, w = size
+    rng = np.random.default_rng(seed)
+    files: dict[str, bytes] = {"README.md": b"# AceTone-Bench-Transfer (fake)\n"}
+    for i in range(n):
+        raw = _scene(rng, h, w)
+        gains = rng.uniform(0.8, 1.2, size=3)
+        files[f"raw_image/{i:05d}.png"] = _png(raw)
+        files[f"ref_image/{i:05d}.png"] = _png(_look(_scene(rng, h, w), gains))
+        files[f"gt_image/{i:05d}.png"] = _png(_look(raw, gains))
+    return files
