@@ -70,7 +70,12 @@ def load_protocol(spec: str | Path | None = None) -> Protocol:
         data = yaml.safe_load(raw)
     except yaml.YAMLError as exc:
         raise UserError(f"{path}: not valid YAML ({str(exc).splitlines()[0]}); fix the file's syntax") from None
-    _validate(path, data)
+    if isinstance(data, dict) and data.get("kind") == "selection":  # selection protocols (e.g. vab)
+        from .selection.protocol import validate_selection_protocol
+
+        validate_selection_protocol(path, data)
+    else:
+        _validate(path, data)
     return Protocol(id=data["id"], path=path.resolve(), sha256=hashlib.sha256(raw).hexdigest(), data=data)
 
 

@@ -1,0 +1,198 @@
+"""Validation of selection protocols (`kind: selection`, e.g. `protocols/vab.yaml`) and typed access
+to their parameters. `pytest_pstbench.protocol.load_protocol` calls `validate_selection_protocol`
+for a file with `kind: selection`; everything else in the kit reads the parameters through
+`SelectionParams`, never from constants in code.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserError
+
+PROMPT_TYPES = ("pick_best", "pick_worst", "pick_best_and_worst")
+METRICS = ("top1", "bot1", "tb1")
+AGGREGATIONS = ("ap@1", "pass^3")
+_CORRECT = {"top1": "best", "bot1": "worst", "tb1": "best_and_worst"}
+_METRIC_PROMPT = {"top1": "pick_best", "bot1": "pick_worst", "tb1": "pick_best_and_worst"}
+DEFAULT_SELECTION_PROTOCOL = "vab"
+
+
+def validate_selection_protocol(path: Path, data: Any) -> None:
+    """Raise UserError (naming the file and the key) when `data` is not a valid selection protocol."""
+
+    def bad(rule: str) -> UserError:
+        return UserError(f"{path}: invalid selection protocol: {rule}")
+
+    def mapping(obj, where: str) -> dict:
+        if not isinstance(obj, dict):
+            raise bad(f"'{where}' must be a mapping")
+        return obj
+
+    def need(obj: dict, key: str, where: str):
+        if key not in obj:
+            raise bad(f"missing key '{where}.{key}'" if where else f"missing top-level key '{key}'")
+        return obj[key]
+
+    data = mapping(data, "the file")
+    for key in ("id", "kind", "candidates", "trials", "prompt_types", "answers", "judge", "metrics",
+                "aggregations", "aggregation", "consensus"):
+        need(data, key, "")
+    if data["kind"] != "selection":
+        raise bad("'kind' must be 'selection'")
+    cand = mapping(data["candidates"], "candidates")
+    lo, hi, labels = need(cand, "min", "candidates"), need(cand, "max", "candidates"), need(cand, "labels", "candidates")
+    if not (isinstance(lo, int) and isinstance(hi, int) and 2 <= lo <= hi):
+        raise bad("candidates.min and candidates.max must be integers with 2 <= min <= max")
+    if not isinstance(labels, list) or len(labels) < hi or len(set(map(str, labels))) != len(labels):
+        raise bad(f"candidates.labels must list at least {hi} distinct labels (one per presentation position)")
+    if any(not re.fullmatch(r"[A-Z]", str(lab)) for lab in labels):
+        raise bad("candidates.labels must be single capital letters (A, B, C, ...)")
+    trials = mapping(data["trials"], "trials")
+    count = need(trials, "count", "trials")
+    if not isinstance(count, int) or count < 1:
+        raise bad("trials.count must be a positive integer")
+    perm = mapping(need(trials, "permutation", "trials"), "trials.permutation")
+    if need(perm, "rule", "trials.permutation") != "vab-toolkit":
+        raise bad("trials.permutation.rule must be 'vab-toolkit' (the only rule implemented)")
+    for key in ("redraw_distinct_min_k", "max_redraws"):
+        if not isinstance(need(perm, key, "trials.permutation"), int):
+            raise bad(f"trials.permutation.{key} must be an integer")
+    ptypes = mapping(data["prompt_types"], "prompt_types")
+    for p in PROMPT_TYPES:
+        spec = mapping(need(ptypes, p, "prompt_types"), f"prompt_types.{p}")
+        if not isinstance(need(spec, "template", f"prompt_types.{p}"), str):
+            raise bad(f"prompt_types.{p}.template must be a string")
+        if not isinstance(need(spec, "min_k", f"prompt_types.{p}"), int):
+            raise bad(f"prompt_types.{p}.min_k must be an integer")
+    answers = mapping(data["answers"], "answers")
+    patterns = mapping(need(answers, "patterns", "answers"), "answers.patterns")
+    for key in ("best", "worst"):
+        pat = need(patterns, key, "answers.patterns")
+        try:
+            compiled = re.compile(str(pat))
+        except re.error as exc:
+            raise bad(f"answers.patterns.{key} is not a valid regular expression ({exc})") from None
+        if compiled.groups < 1:
+            raise bad(f"answers.patterns.{key} needs a group capturing the label")
+    if answers.get("match", "last") not in ("first", "last"):
+        raise bad("answers.match must be 'first' or 'last'")
+    for flag in answers.get("flags", []) or []:
+        if not hasattr(re, str(flag)):
+            raise bad(f"answers.flags: unknown flag {flag!r} (use names of Python's re flags, e.g. IGNORECASE)")
+    judge = mapping(data["judge"], "judge")
+    nt = need(judge, "num_trials", "judge")
+    if not isinstance(nt, int) or nt < 1:
+        raise bad("judge.num_trials must be a positive integer")
+    if need(judge, "tie_break", "judge") != "presentation_position":
+        raise bad("judge.tie_break must be 'presentation_position' (the only rule implemented)")
+    metrics = mapping(data["metrics"], "metrics")
+    if not metrics:
+        raise bad("'metrics' must name at least one of top1, bot1, tb1")
+    for name, spec in metrics.items():
+        if name not in METRICS:
+            raise bad(f"metrics.{name}: unknown metric (known: {', '.join(METRICS)})")
+        spec = mapping(spec, f"metrics.{name}")
+        need(spec, "label", f"metrics.{name}")
+        if spec.get("prompt_type", _METRIC_PROMPT[name]) != _METRIC_PROMPT[name]:
+            raise bad(f"metrics.{name}.prompt_type must be {_METRIC_PROMPT[name]}")
+        if spec.get("correct", _CORRECT[name]) != _CORRECT[name]:
+            raise bad(f"metrics.{name}.correct must be {_CORRECT[name]}")
+    aggs = mapping(data["aggregations"], "aggregations")
+    for name in aggs:
+        if name not in AGGREGATIONS:
+            raise bad(f"aggregations.{name}: unknown aggregation (known: {', '.join(AGGREGATIONS)})")
+    boot = mapping(need(mapping(data["aggregation"], "aggregation"), "bootstrap", "aggregation"), "aggregation.bootstrap")
+    for key in ("confidence", "resamples", "seed"):
+        need(boot, key, "aggregation.bootstrap")
+    cons = mapping(data["consensus"], "consensus")
+    n = need(cons, "n_judges", "consensus")
+    if not isinstance(n, int) or n < 1:
+        raise bad("consensus.n_judges must be a positive integer")
+    alpha = need(cons, "alpha", "consensus")
+    if not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
+        raise bad("consensus.alpha must be a number between 0 and 1")
+    th = mapping(need(cons, "thresholds", "consensus"), "consensus.thresholds")
+    for k, m in th.items():
+        if not isinstance(k, int) or not (isinstance(m, int) and 1 <= m <= n):
+            raise bad(f"consensus.thresholds: {k}: {m}: keys must be integers k, values integers 1..n_judges")
+
+
+@dataclass(frozen=True)
+class SelectionParams:
+    """Typed view on a loaded selection protocol (`pytest_pstbench.protocol.Protocol`)."""
+
+    protocol: Any
+
+    @classmethod
+    def of(cls, protocol) -> "SelectionParams":
+        if protocol.data.get("kind") != "selection":
+            raise UserError(
+                f"{protocol.path}: protocol {protocol.id} is not a selection protocol (kind: selection); "
+                f"fix: use --protocol {DEFAULT_SELECTION_PROTOCOL} (or another selection protocol) with a selection track"
+            )
+        return cls(protocol)
+
+    @property
+    def data(self) -> dict:
+        return self.protocol.data
+
+    @property
+    def labels(self) -> list[str]:
+        return [str(x) for x in self.data["candidates"]["labels"]]
+
+    @property
+    def k_min(self) -> int:
+        return int(self.data["candidates"]["min"])
+
+    @property
+    def k_max(self) -> int:
+        return int(self.data["candidates"]["max"])
+
+    @property
+    def trials(self) -> int:
+        return int(self.data["trials"]["count"])
+
+    @property
+    def permutation(self) -> dict:
+        return self.data["trials"]["permutation"]
+
+    def prompt_types_for(self, k: int) -> list[str]:
+        """The prompt types asked for a task of size k (in protocol order)."""
+        return [p for p in PROMPT_TYPES if k >= int(self.data["prompt_types"][p]["min_k"])]
+
+    def template(self, prompt_type: str) -> str:
+        return self.data["prompt_types"][prompt_type]["template"]
+
+    @property
+    def metrics(self) -> dict[str, dict]:
+        return self.data["metrics"]
+
+    @property
+    def aggregations(self) -> list[str]:
+        return list(self.data["aggregations"])
+
+    @property
+    def bootstrap(self) -> dict:
+        return self.data["aggregation"]["bootstrap"]
+
+    @property
+    def consensus(self) -> dict:
+        return self.data["consensus"]
+
+    @property
+    def judge(self) -> dict:
+        return self.data["judge"]
+
+    def answer_regex(self, which: str) -> re.Pattern:
+        answers = self.data["answers"]
+        flags = 0
+        for name in answers.get("flags", []) or []:
+            flags |= getattr(re, str(name))
+        return re.compile(str(answers["patterns"][which]), flags)
+
+    @property
+    def answer_match(self) -> str:
+        return str(self.data["answers"].get("match", "last"))
