@@ -176,6 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .data.cli_data import add_data_commands
 
     add_data_commands(sub)
+    __import__("pytest_pstbench.selection.cli", fromlist=["add_vab_commands"]).add_vab_commands(sub)  # pstbench vab ...
     return parser
 
 

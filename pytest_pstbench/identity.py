@@ -20,6 +20,11 @@ def is_identity_spec(spec: str) -> bool:
 
 def identity_outputs(track, spec: str) -> dict[str, Path]:
     """Pair id -> the pair's content file, after checking the `<prefix>:` against the track's content split."""
+    if Path(spec).exists():
+        raise UserError(
+            f"--outputs {spec}: ambiguous: it names the Identity outputs (the track's content) and an existing "
+            f"path; fix: pass ./{spec} for the folder"
+        )
     prefix = spec[: -len(IDENTITY)].rstrip(":")
     if prefix:
         split = str(track.info.get("content_split") or "")

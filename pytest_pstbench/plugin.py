@@ -16,7 +16,9 @@ _OPTIONS = (
     ("results", "string", "results root folder (default: results)"),
     ("allow-resize", "bool", "resize outputs of another size to the reference size (bicubic), recorded per pair in run.json"),
     ("device", "string", "device for LPIPS: cpu or cuda (default: cpu)"),
-    ("protocol", "string", "protocol id or YAML path (default: pstbench)"),
+    ("protocol", "string", "protocol id or YAML path (default: pstbench; vab for selection tracks)"),
+    ("answers", "string", "selection tracks: JSON Lines answers file (raw responses or parsed best/worst labels)"),
+    ("judge", "string", "selection tracks: scoring function module:function or path/to/file.py:function (image -> float)"),
 )
 
 
@@ -86,6 +88,14 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "pstbench: a test that scores method outputs with pytest-pstbench (set by the pstbench fixtures)"
     )
     if option_value(config, "track"):
+        from .selection.kind import is_selection_track
+
+        base = config.inipath.parent if config.inipath else config.rootpath
+        if is_selection_track(str(option_value(config, "track")), base):  # vab-demo, vab, `kind: selection` manifests
+            from .selection.pytest_support import SelectionRun
+
+            config.pluginmanager.register(SelectionRun.from_config(config), "pstbench-run")
+            return
         from .pytest_support import PstbenchRun
 
         config.pluginmanager.register(PstbenchRun.from_config(config), "pstbench-run")

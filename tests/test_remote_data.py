@@ -82,7 +82,7 @@ def _data(env) -> Path:
 
 
 def _copy_fetched(fetched, env) -> Path:
-    shutil.copytree(fetched, _data(env))
+    shutil.copytree(fetched, _data(env), dirs_exist_ok=True)
     return _data(env) / "pst50"
 
 
@@ -305,7 +305,7 @@ def test_register_a_copy_from_dir(env, hub, repo_files, fetched, monkeypatch, ca
 
 
 # ---- scoring -----------------------------------------------------------------------------------
-def test_score_pst50_paired_end_to_end(env, hub, fetched, capsys):
+def test_score_pst50_paired_end_to_end(env, hub, fetched, monkeypatch, capsys):
     root = _copy_fetched(fetched, env)
     lock = _lock(env)
     out = env / "outputs"
@@ -338,6 +338,10 @@ def test_score_pst50_paired_end_to_end(env, hub, fetched, capsys):
     capsys.readouterr()
     assert main(["score", "--track", "pst50-paired", "--outputs", "log:identity", "--results", str(results)]) == 2
     assert "track pst50-paired's content is content_709, not log" in capsys.readouterr().err
+    monkeypatch.chdir(env)
+    (env / "identity").mkdir()  # a folder of that name: `identity` is ambiguous, `./identity` is the folder
+    assert main(["score", "--track", "pst50-paired", "--outputs", "identity", "--results", str(results)]) == 2
+    assert "ambiguous" in capsys.readouterr().err
 
 
 # ---- AceTone-Bench -----------------------------------------------------------------------------
@@ -346,7 +350,8 @@ def test_acetone_unpinned_is_refused_and_a_pinned_manifest_fetches(env, hub, mon
     assert "has no pinned revision" in capsys.readouterr().err and hub.log == []
     # naming a commit explicitly gets past the pin, and the shipped layout (1024 pairs) is checked
     assert main(["data", "fetch", "acetone", "--revision", ACETONE_SHA, "--allow-other-revision"]) == 2
-    assert "raw_image: 6 files" in capsys.readouterr().err and "expected 1024" in capsys.readouterr().err + "expected 1024"
+    err = capsys.readouterr().err
+    assert "acetone.yaml: split raw_image: 6 files" in err and "expected 1024" in err
     assert hub.downloads() == []
 
     from pytest_pstbench.protocol import protocols_dir
@@ -396,7 +401,7 @@ def test_shipped_manifests_and_layout_rules(tmp_path, monkeypatch):
         remote.load_manifests()
 
 
-def test_demo_and_missing_remote_data_do_not_import_huggingface_hub(tmp_path):
+def test_remote_track_lookup_does_not_import_huggingface_hub(tmp_path):
     code = (
         "import sys\n"
         "from pytest_pstbench.tracks import resolve_track\n"

@@ -79,7 +79,7 @@ def add_data_commands(sub) -> None:
 
     f = dsub.add_parser("fetch", help="fetch a dataset at its pinned revision into $PSTBENCH_DATA, verified file by file")
     f.add_argument("name", help="dataset name: pst50 or acetone")
-    f.add_argument("--splits", nargs="+", default=None, metavar="SPLIT", help="splits to fetch (default: what the dataset's first track needs)")
+    f.add_argument("--splits", nargs="+", default=None, metavar="SPLIT", help="splits to fetch (default: the manifest's default_splits; for pst50 those pst50-paired needs)")
     f.add_argument("--from", dest="from_dir", default=None, metavar="DIR", help="register a copy you already have (verified against the Hub's metadata first)")
     f.add_argument("--revision", default=None, help="fetch another revision than the pinned one (needs --allow-other-revision)")
     f.add_argument("--allow-other-revision", action="store_true", help="accept --revision other than the pinned one; recorded as a deviation")

@@ -468,7 +468,7 @@ def fetch_dataset(
     with _FetchLock(root):
         old = read_lock(m.name)
         if from_dir is not None:
-            sha, expected, layout = _expected_for_copy(m, requested, splits, Path(from_dir), say)
+            sha, expected, layout = _expected_for_copy(m, requested, override, splits, Path(from_dir), say)
         elif _offline():
             return _fetch_offline(m, splits, requested, old, say)
         else:
@@ -558,7 +558,8 @@ def _download(m: DatasetManifest, root: Path, sha: str, expected: dict[str, dict
             raise _Mismatch(reason)
 
     if todo:
-        with ThreadPoolExecutor(max_workers=min(8, len(todo))) as pool:
+        pool = ThreadPoolExecutor(max_workers=min(8, len(todo)))
+        try:
             futures = {pool.submit(one, p): p for p in todo}
             for k, fut in enumerate(as_completed(futures), 1):
                 path = futures[fut]
@@ -573,6 +574,10 @@ def _download(m: DatasetManifest, root: Path, sha: str, expected: dict[str, dict
                     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
                     errors[path] = f"{type(exc).__name__}: {first}"
                     say(f"[{k}/{len(todo)}] {path}: FAILED ({errors[path]})")
+        except BaseException:  # e.g. Ctrl-C: drop the queued files; complete ones stay and are reused next time
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown()
     bad = sorted(errors)
     _record_verification(lock, list(expected), bad)
     lock["updated"] = _now()
@@ -601,12 +606,13 @@ def _fetch_offline(m: DatasetManifest, splits: list[str], requested: str, lock: 
             f"`{cmd} --from DIR`"
         )
     paths = [p for s in splits for p in lock["pairs"][s].values()]
-    bad = [f"{p}: {r}" for p in paths if (r := check_file(root / p, lock["files"][p], full=True))]
-    _record_verification(lock, paths, [b.split(":")[0] for b in bad])
+    bad = {p: r for p in paths if (r := check_file(root / p, lock["files"][p], full=True))}
+    _record_verification(lock, paths, list(bad))
     _write_json_atomic(root / LOCK_NAME, lock)
     if bad:
         raise UserError(
-            f"HF_HUB_OFFLINE=1: {len(bad)} files of {m.name} are missing or damaged ({_shown(bad, 3)}) and cannot be "
+            f"HF_HUB_OFFLINE=1: {len(bad)} files of {m.name} are missing or damaged "
+            f"({_shown([f'{p}: {r}' for p, r in bad.items()], 3)}) and cannot be "
             f"downloaded offline; fix: unset HF_HUB_OFFLINE and run `{cmd}`"
         )
     say(f"{m.repo_id}@{lock['revision'][:12]}: offline; all {len(paths)} files present and verified, nothing to download")
@@ -614,7 +620,7 @@ def _fetch_offline(m: DatasetManifest, splits: list[str], requested: str, lock: 
 
 
 # ---- --from DIR --------------------------------------------------------------------------------
-def _expected_for_copy(m: DatasetManifest, requested: str, splits: list[str], src: Path, say):
+def _expected_for_copy(m: DatasetManifest, requested: str, override: bool, splits: list[str], src: Path, say):
     """(sha, expected files, layout) for a user's copy: from a pstbench lock inside it, else from the Hub's metadata."""
     if not src.is_dir():
         raise UserError(f"--from {src}: not a folder; fix: give the folder that holds {', '.join(m.splits[s]['folder'] for s in splits)}/")
@@ -639,7 +645,7 @@ def _expected_for_copy(m: DatasetManifest, requested: str, splits: list[str], sr
         )
     say(f"--from {src}: asking the Hub for the file list and hashes of {m.repo_id}@{requested} (metadata only) ...")
     sha, listing = _remote_listing(m, requested, splits)
-    _check_resolved(m, requested, sha, override=not (m.pinned and same_revision(requested, m.revision)))
+    _check_resolved(m, requested, sha, override)
     layout = resolve_layout(m, listing, splits)
     return sha, {p: listing[p] for s in splits for p in layout[s].values()}, layout
 
@@ -658,7 +664,7 @@ def _register_copy(m: DatasetManifest, root: Path, src: Path, expected: dict[str
     if src != root.resolve():
         for path, entry in expected.items():
             dst = root / path
-            if check_file(dst, entry, full=False) is None and check_file(dst, entry, full=True) is None:
+            if check_file(dst, entry, full=True) is None:
                 continue
             dst.parent.mkdir(parents=True, exist_ok=True)
             tmp = dst.with_name(f".{dst.name}.pstbench-tmp")

@@ -65,8 +65,9 @@ def validate_selection_protocol(path: Path, data: Any) -> None:
         spec = mapping(need(ptypes, p, "prompt_types"), f"prompt_types.{p}")
         if not isinstance(need(spec, "template", f"prompt_types.{p}"), str):
             raise bad(f"prompt_types.{p}.template must be a string")
-        if not isinstance(need(spec, "min_k", f"prompt_types.{p}"), int):
-            raise bad(f"prompt_types.{p}.min_k must be an integer")
+        min_k = need(spec, "min_k", f"prompt_types.{p}")
+        if not isinstance(min_k, int) or not 2 <= min_k <= (3 if p == "pick_best_and_worst" else 2):
+            raise bad(f"prompt_types.{p}.min_k must be 2" + (" or 3 (3: derived from pick_best for k = 2)" if p == "pick_best_and_worst" else ""))
     answers = mapping(data["answers"], "answers")
     patterns = mapping(need(answers, "patterns", "answers"), "answers.patterns")
     for key in ("best", "worst"):

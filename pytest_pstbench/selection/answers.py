@@ -1,0 +1,292 @@
+"""Answers files: export what a model must answer, then parse what it answered.
+
+`export_track` writes, for every task and trial, the candidate images in presentation order
+(`A.png`, `B.png`, ...; the candidate files' bytes, unchanged), the prompt text for each prompt
+type, `export.json` (labels -> original candidates) and `requests.jsonl` (one request per line).
+
+An answers file is JSON Lines, one object per (task, trial, prompt type)::
+
+    {"task_id": "vd-01", "trial": 0, "prompt_type": "pick_best", "response": "... BEST: B"}
+    {"task_id": "vd-01", "trial": 1, "prompt_type": "pick_best_and_worst", "best": "A", "worst": "C"}
+
+`response` is parsed with the protocol's patterns (the last `BEST: X` / `WORST: Y`, any case);
+parsed labels (`best`, `worst`) are used as given and win over `response`. Labels are the trial's
+presentation labels. A missing answer, or one without a valid label, counts as wrong and is
+counted in run.json. Problems with the file itself (not JSON, unknown task, duplicate answer)
+are user errors.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import UserError
+from .permutations import orders_for
+from .protocol import PROMPT_TYPES
+
+EXPORT_MANIFEST = "export.json"
+REQUESTS = "requests.jsonl"
+
+OK, MISSING, UNPARSEABLE = "ok", "missing", "unparseable"
+
+
+def label_list(labels: list[str]) -> str:
+    """'A and B', 'A, B and C', ..."""
+    return labels[0] if len(labels) == 1 else ", ".join(labels[:-1]) + " and " + labels[-1]
+
+
+def prompt_text(params, prompt_type: str, k: int) -> str:
+    labels = params.labels[:k]
+    return params.template(prompt_type).format(k=k, labels=", ".join(labels), label_list=label_list(labels)) + "\n"
+
+
+def _needs(prompt_type: str) -> tuple[str, ...]:
+    return {"pick_best": ("best",), "pick_worst": ("worst",), "pick_best_and_worst": ("best", "worst")}[prompt_type]
+
+
+# ---- export --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ExportSummary:
+    out: Path
+    n_tasks: int
+    n_requests: int
+    n_images: int
+
+
+def export_track(track, protocol, out: Path, progress=None) -> ExportSummary:
+    """Write the export folder `out` atomically (temporary folder beside it, then rename)."""
+    from .protocol import SelectionParams
+    from .tasks import check_track
+
+    params = SelectionParams.of(protocol)
+    check_track(track, params)
+    out = Path(out).absolute()
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UserError(f"{out}: export folder exists and is not empty; fix: give a new folder (or remove this one)")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.export-", dir=out.parent))
+        os.chmod(tmp, 0o755)
+    except OSError as exc:
+        raise UserError(f"{out.parent}: cannot write the export here ({exc}); fix: choose a writable folder") from None
+    say = progress or (lambda _m: None)
+    n_images = n_requests = 0
+    try:
+        tasks_json = []
+        with open(tmp / REQUESTS, "w", encoding="utf-8", newline="\n") as req:
+            for task in track.tasks:
+                orders = orders_for(task, params)
+                trials = []
+                for t, order in enumerate(orders):
+                    folder = Path("tasks") / task.id / f"trial-{t}"
+                    (tmp / folder).mkdir(parents=True)
+                    labels = params.labels[: task.k]
+                    images, mapping = [], {}
+                    for pos, idx in enumerate(order):
+                        src = task.candidates[idx]
+                        rel = (folder / f"{labels[pos]}{src.suffix.lower()}").as_posix()
+                        shutil.copyfile(src, tmp / rel)
+                        n_images += 1
+                        images.append(rel)
+                        mapping[labels[pos]] = {"index": idx, "file": src.name}
+                    prompts = {}
+                    for ptype in params.prompt_types_for(task.k):
+                        text = prompt_text(params, ptype, task.k)
+                        prel = (folder / f"{ptype}.txt").as_posix()
+                        (tmp / prel).write_text(text, encoding="utf-8", newline="\n")
+                        prompts[ptype] = prel
+                        req.write(json.dumps({"task_id": task.id, "trial": t, "prompt_type": ptype, "labels": labels, "images": images, "prompt": text}, ensure_ascii=False) + "\n")
+                        n_requests += 1
+                    trials.append({"trial": t, "order": list(order), "labels": mapping, "images": images, "prompts": prompts})
+                tasks_json.append({"task_id": task.id, "k": task.k, "domain": task.domain, "topic": task.topic, "trials": trials})
+                say(f"export: {task.id} ({task.k} candidates, {len(orders)} trials)")
+        manifest = {
+            "track": track.id,
+            "dataset": {"id": track.dataset_id, "revision": track.revision},
+            "protocol": {"id": protocol.id, "sha256": protocol.sha256},
+            "trials": params.trials,
+            "answer_format": "JSON Lines: {task_id, trial, prompt_type, response} or {task_id, trial, prompt_type, best, worst}; labels as presented",
+            "tasks": tasks_json,
+        }
+        (tmp / EXPORT_MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        (tmp / "README.txt").write_text(_EXPORT_README.format(track=track.id), encoding="utf-8")
+        try:
+            if out.is_dir():
+                out.rmdir()  # empty (checked above)
+            os.rename(tmp, out)
+        except OSError as exc:
+            raise UserError(f"{out}: could not move the export into place ({exc}); fix: give a new folder") from None
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return ExportSummary(out, len(track.tasks), n_requests, n_images)
+
+
+_EXPORT_README = """pstbench export of selection track {track}
+
+requests.jsonl   one request per line: task_id, trial, prompt_type, labels, images (paths in
+                 presentation order, labelled A, B, C, ...), prompt (the text to send)
+export.json      for each task and trial: the order and the label -> original candidate mapping
+tasks/<task>/trial-<t>/   the images (A.png, B.png, ...) and one <prompt_type>.txt per prompt type
+
+Answer each request and write one JSON object per line to an answers file:
+  {{"task_id": ..., "trial": ..., "prompt_type": ..., "response": "<the model's full text>"}}
+or, when you parsed the labels yourself:
+  {{"task_id": ..., "trial": ..., "prompt_type": ..., "best": "B", "worst": "D"}}
+then score it:  pstbench vab score --track {track} --answers answers.jsonl
+"""
+
+
+# ---- parsing ---------------------------------------------------------------------------------
+
+
+def parse_response(text: str, prompt_type: str, k: int, params) -> tuple[dict[str, str | None], str, str | None]:
+    """Labels found in a raw response: ({'best': 'B', 'worst': None}, status, detail)."""
+    found: dict[str, str | None] = {}
+    valid = params.labels[:k]
+    problems = []
+    for which in _needs(prompt_type):
+        matches = params.answer_regex(which).findall(text or "")
+        if not matches:
+            found[which] = None
+            problems.append(f"no {which.upper()}: line")
+            continue
+        label = str(matches[-1] if params.answer_match == "last" else matches[0]).upper()
+        if label not in valid:
+            found[which] = None
+            problems.append(f"{which.upper()}: {label} is not one of {', '.join(valid)}")
+        else:
+            found[which] = label
+    if problems:
+        return found, UNPARSEABLE, "; ".join(problems)
+    return found, OK, None
+
+
+@dataclass
+class AnswerSet:
+    """Parsed answers file: (task_id, trial, prompt_type) -> (labels, status, detail, line)."""
+
+    path: Path
+    sha256: str
+    n_lines: int
+    entries: dict[tuple[str, int, str], tuple[dict, str, str | None, int]] = field(default_factory=dict)
+
+    def provenance(self) -> dict:
+        return {"kind": "answers", "path": str(self.path), "sha256": self.sha256, "lines": self.n_lines}
+
+
+def read_answers(path: Path, track, params) -> AnswerSet:
+    """Read and check an answers JSONL file against a track (file-level problems are user errors)."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: answers file not found; fix: give a JSON Lines file with one answer per task, trial and prompt type")
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not UTF-8 text; fix: write the answers file as UTF-8 JSON Lines") from None
+    tasks = {t.id: t for t in track.tasks}
+    out = AnswerSet(path, hashlib.sha256(raw).hexdigest(), 0)
+    unknown: list[str] = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        out.n_lines += 1
+
+        def bad(rule: str) -> UserError:
+            return UserError(f"{path}:{lineno}: {rule}")
+
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise bad(f"not valid JSON ({exc.msg}); fix: write one JSON object per line") from None
+        if not isinstance(obj, dict):
+            raise bad("not a JSON object; fix: write one object per line with task_id, trial, prompt_type and response (or best/worst)")
+        missing = [key for key in ("task_id", "trial", "prompt_type") if key not in obj]
+        if missing:
+            raise bad(f"lacks {', '.join(missing)}; fix: give task_id, trial, prompt_type and response (or best/worst) on every line")
+        tid = str(obj["task_id"])
+        if tid not in tasks:
+            unknown.append(tid)
+            continue
+        task = tasks[tid]
+        trial = obj["trial"]
+        if isinstance(trial, bool) or not isinstance(trial, int) or not 0 <= trial < params.trials:
+            raise bad(f"trial {trial!r} is not one of 0..{params.trials - 1}; fix: use the trial numbers of the export")
+        ptype = obj["prompt_type"]
+        if ptype not in PROMPT_TYPES:
+            raise bad(f"prompt_type {ptype!r} is not one of {', '.join(PROMPT_TYPES)}")
+        if ptype not in params.prompt_types_for(task.k):
+            raise bad(f"task {tid} has k = {task.k}: {ptype} is not asked (for k = 2 it is derived from pick_best); fix: drop this line")
+        key = (tid, trial, ptype)
+        if key in out.entries:
+            raise bad(f"second answer for task {tid} trial {trial} {ptype} (first on line {out.entries[key][3]}); fix: keep one answer per task, trial and prompt type")
+        needs = _needs(ptype)
+        if any(n in obj for n in ("best", "worst")):
+            labels, problems = {}, []
+            valid = params.labels[: task.k]
+            for n in needs:
+                v = obj.get(n)
+                lab = v.strip().upper() if isinstance(v, str) else None
+                if lab in valid:
+                    labels[n] = lab
+                else:
+                    labels[n] = None
+                    problems.append(f"{n} {v!r} is not one of {', '.join(valid)}")
+            status, detail = (UNPARSEABLE, "; ".join(problems)) if problems else (OK, None)
+        elif "response" in obj:
+            if not isinstance(obj["response"], str):
+                labels, status, detail = {n: None for n in needs}, UNPARSEABLE, "response is not a string"
+            else:
+                labels, status, detail = parse_response(obj["response"], ptype, task.k, params)
+        else:
+            raise bad("has neither response nor best/worst; fix: give the raw response or the parsed labels")
+        out.entries[key] = (labels, status, detail, lineno)
+    if unknown:
+        shown = ", ".join(sorted(set(unknown))[:10]) + (" ..." if len(set(unknown)) > 10 else "")
+        raise UserError(
+            f"{path}: answers for tasks not in track {track.id}: {shown}; fix: answer the tasks of this track "
+            f"(pstbench vab export --track {track.id}) or pass the track the answers belong to"
+        )
+    return out
+
+
+def answer_record(best: int | None, worst: int | None, status: str, detail: str | None = None) -> dict:
+    return {"best": best, "worst": worst, "status": status, "detail": detail}
+
+
+def task_answers_from_file(task, answer_set: AnswerSet, params) -> dict[str, list[dict]]:
+    """Answers of one task, per prompt type and trial, mapped back to dataset indices."""
+    orders = orders_for(task, params)
+    labels = params.labels
+    result: dict[str, list[dict]] = {}
+    for ptype in params.prompt_types_for(task.k):
+        per_trial = []
+        for t, order in enumerate(orders):
+            entry = answer_set.entries.get((task.id, t, ptype))
+            if entry is None:
+                per_trial.append(answer_record(None, None, MISSING, "no answer"))
+                continue
+            found, status, detail, _line = entry
+            idx = {n: (order[labels.index(v)] if v is not None else None) for n, v in found.items()}
+            per_trial.append(answer_record(idx.get("best"), idx.get("worst"), status, detail))
+        result[ptype] = per_trial
+    return complete_derived(task, result, params)
+
+
+def complete_derived(task, answers: dict[str, list[dict]], params) -> dict[str, list[dict]]:
+    """For k = 2, pick_best_and_worst is derived from pick_best (worst = the other candidate)."""
+    if task.k == 2 and "pick_best_and_worst" not in answers and "pick_best" in answers:
+        derived = []
+        for a in answers["pick_best"]:
+            b = a["best"]
+            derived.append(answer_record(b, (1 - b) if b is not None else None, a["status"], a["detail"]))
+        answers = {**answers, "pick_best_and_worst": derived}
+    return answers

@@ -1,0 +1,178 @@
+"""`pstbench vab export|score|consensus`: selection tracks from the command line.
+
+Wired into `pytest_pstbench.cli.build_parser` by `add_vab_commands(subparsers)`. User errors
+(`UserError`) are printed as one line by `pytest_pstbench.cli.main` (exit 2).
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def _progress(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _load(track_spec: str, protocol_spec: str | None):
+    from ..protocol import load_protocol
+    from .protocol import DEFAULT_SELECTION_PROTOCOL, SelectionParams
+    from .tasks import resolve_selection_track
+
+    protocol = load_protocol(protocol_spec or DEFAULT_SELECTION_PROTOCOL)
+    params = SelectionParams.of(protocol)
+    track = resolve_selection_track(track_spec, progress=_progress)
+    return protocol, params, track
+
+
+def cmd_export(args) -> int:
+    from .answers import export_track
+
+    protocol, _params, track = _load(args.track, args.protocol)
+    s = export_track(track, protocol, Path(args.out))
+    print(f"exported {s.n_tasks} tasks ({s.n_requests} requests, {s.n_images} images) of track {track.id} to {s.out}")
+    print(f"requests: {s.out / 'requests.jsonl'}; then: pstbench vab score --track {args.track} --answers ANSWERS.jsonl")
+    return 0
+
+
+def cmd_score(args) -> int:
+    from .report import answers_line, header_line, tables
+    from .session import SelectionSession, score_all
+
+    if bool(args.answers) == bool(args.judge):
+        from ..errors import UserError
+
+        raise UserError("pstbench vab score: give exactly one of --answers FILE or --judge MODULE:FUNCTION")
+    protocol, params, track = _load(args.track, args.protocol)
+    answer_set = judge = None
+    if args.answers:
+        from .answers import read_answers
+
+        answer_set = read_answers(Path(args.answers), track, params)
+        provenance = answer_set.provenance()
+        name = args.name or Path(args.answers).stem
+        label = Path(args.answers).name
+    else:
+        from .judges import load_judge
+
+        judge = load_judge(args.judge, base=Path.cwd(), default_num_trials=int(params.judge["num_trials"]))
+        provenance = judge.provenance
+        name = args.name or judge.provenance.get("function", "judge")
+        label = args.judge
+    session = SelectionSession(track, protocol, name=name, results_dir=args.results, judge=provenance, command=args.command_line)
+    outcome = score_all(session, answer_set=answer_set, judge=judge, progress=_progress if args.verbose else None)
+    print(header_line(outcome.summary, track.dataset_id, label))
+    print(tables(outcome.summary, params))
+    note = answers_line(outcome.run)
+    if note:
+        print(note)
+    print(f"run files: {outcome.run_dir}")
+    if not outcome.complete:
+        failures = outcome.run["failures"]
+        print(f"pstbench: error: {len(failures)} of {outcome.run['n_tasks']} tasks failed; run.json says complete: false", file=sys.stderr)
+        for f in failures:
+            print(f"  {f['task']}: {f['message']}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_consensus(args) -> int:
+    import csv
+    import io
+
+    from tabulate import tabulate
+
+    from ..errors import UserError
+    from ..protocol import load_protocol
+    from ..runs import write_atomic
+    from .consensus import decide, monte_carlo_pass_probability, read_votes, thresholds_for
+    from .protocol import DEFAULT_SELECTION_PROTOCOL, SelectionParams
+
+    protocol = load_protocol(args.protocol or DEFAULT_SELECTION_PROTOCOL)
+    params = SelectionParams.of(protocol)
+    if args.alpha is not None and not 0 < args.alpha < 1:
+        raise UserError(f"--alpha {args.alpha}: must be between 0 and 1 (e.g. 0.05)")
+    if args.verify_mc is not None and args.verify_mc < 1:
+        raise UserError(f"--verify-mc {args.verify_mc}: give a positive number of Monte Carlo draws (e.g. 100000)")
+    votes_path = Path(args.votes)
+    tasks = read_votes(votes_path)
+    rows = thresholds_for(tasks, params.consensus, alpha=args.alpha, path=votes_path)
+    decisions = []
+    for t in tasks:
+        th = rows[(t.k, t.n)]
+        if th.m is None:
+            decisions.append((t, None))
+            continue
+        decisions.append((t, decide(t.k, t.best, t.worst if t.k >= 3 else None, th.m)))
+    source = f"--alpha {args.alpha}" if args.alpha is not None else f"protocol {protocol.id} (n_judges = {params.consensus['n_judges']})"
+    n_acc = sum(1 for _t, d in decisions if d is not None and d.accepted)
+    print(f"consensus: {votes_path}   tasks: {len(tasks)}   accepted: {n_acc}   thresholds: {source}")
+    headers = ["k", "n", "m", "tasks", "accepted", "null pass probability"]
+    if args.verify_mc:
+        headers += [f"Monte Carlo ({args.verify_mc} draws, 95% Wald)", "exact inside"]
+    body = []
+    mc_conf = float(params.consensus.get("monte_carlo", {}).get("confidence", 0.95))
+    mc_seed = int(params.consensus.get("monte_carlo", {}).get("seed", 0))
+    for (k, n), th in rows.items():
+        group = [d for t, d in decisions if (t.k, t.n) == (k, n)]
+        if th.m is None:
+            line = [k, n, "-", len(group), 0, f"none: even m = n gives more than {args.alpha}"]
+        else:
+            p = th.p_null
+            exact = f"{float(p)!r}" + (f" ({p.numerator}/{p.denominator})" if len(str(p)) <= 24 else "")
+            line = [k, n, th.m, len(group), sum(1 for d in group if d.accepted), exact]
+        if args.verify_mc:
+            if th.m is None:
+                line += ["-", "-"]
+            else:
+                mc = monte_carlo_pass_probability(k, n, th.m, args.verify_mc, seed=mc_seed, confidence=mc_conf)
+                line += [f"{mc.estimate:.6f} [{mc.ci_low:.6f}, {mc.ci_high:.6f}]", "yes" if mc.contains(float(th.p_null)) else "NO"]
+        body.append([str(x) for x in line])
+    print(tabulate(body, headers=headers, tablefmt="simple", disable_numparse=True))
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["task_id", "k", "n", "m", "best", "best_votes", "worst", "worst_votes"])
+    for t, d in decisions:
+        if d is not None and d.accepted:
+            w.writerow([t.task_id, t.k, t.n, rows[(t.k, t.n)].m, d.best, d.best_votes, d.worst or "", d.worst_votes if t.k >= 3 else ""])
+    if args.out:
+        write_atomic(Path(args.out), buf.getvalue())
+        print(f"accepted tasks: {args.out}")
+    else:
+        print()
+        print(buf.getvalue(), end="")
+    if args.verbose:
+        for t, d in decisions:
+            if d is not None and not d.accepted:
+                print(f"rejected {t.task_id}: {d.reason}", file=sys.stderr)
+    return 0
+
+
+def add_vab_commands(subparsers) -> None:
+    """Add `vab export|score|consensus` to the `pstbench` parser's subcommands."""
+    p = subparsers.add_parser("vab", help="selection tracks (best/worst judgment, protocol vab): export, score, consensus")
+    sub = p.add_subparsers(dest="vab_command", required=True, metavar="ACTION")
+
+    e = sub.add_parser("export", help="write each task's images per trial, prompts and requests.jsonl for a model to answer")
+    e.add_argument("--track", required=True, help="vab-demo, or the path to a local selection track.yaml")
+    e.add_argument("--out", required=True, help="new (or empty) folder to write the export into")
+    e.add_argument("--protocol", default=None, help="selection protocol id or YAML path (default: vab)")
+    e.set_defaults(func=cmd_export)
+
+    s = sub.add_parser("score", help="score a judge on a selection track: an answers file or a scoring function")
+    s.add_argument("--track", required=True, help="vab-demo, or the path to a local selection track.yaml")
+    s.add_argument("--answers", default=None, help="JSON Lines answers file (raw responses or parsed labels)")
+    s.add_argument("--judge", default=None, help="scoring function module:function or path/to/file.py:function")
+    s.add_argument("--name", default=None, help="run name (default: the answers file's stem, or the function's name)")
+    s.add_argument("--results", default="results", help="results root; run files go to RESULTS/<track>/<name>/ (default: results)")
+    s.add_argument("--protocol", default=None, help="selection protocol id or YAML path (default: vab)")
+    s.add_argument("-v", "--verbose", action="store_true", help="print one progress line per task")
+    s.set_defaults(func=cmd_score)
+
+    c = sub.add_parser("consensus", help="filter tasks by judges' agreement; print the exact null pass probability per k")
+    c.add_argument("votes", metavar="VOTES.csv", help="CSV with columns task_id, k, judge, best, worst (worst empty when k = 2)")
+    c.add_argument("--alpha", type=float, default=None, help="derive each threshold as the smallest m with null pass probability <= ALPHA (default: the protocol's thresholds)")
+    c.add_argument("--verify-mc", type=int, default=None, metavar="N", help="check each probability by Monte Carlo with N draws (95%% Wald interval)")
+    c.add_argument("--out", default=None, help="write the accepted tasks (CSV) here instead of printing them")
+    c.add_argument("--protocol", default=None, help="selection protocol id or YAML path (default: vab)")
+    c.add_argument("-v", "--verbose", action="store_true", help="list rejected tasks with the reason on stderr")
+    c.set_defaults(func=cmd_consensus)

@@ -1,0 +1,168 @@
+"""Scoring-function judges: `f(image) -> float`, higher = better (reward-model style).
+
+A judge is named `package.module:function` (imported) or `path/to/file.py:function` (loaded from
+the file; a relative path is relative to the current folder). It receives each candidate as a
+uint8 HxWx3 RGB numpy array (Pillow: EXIF orientation applied, converted to RGB; a fresh copy per
+call) and returns one number. Each candidate's score is the mean of `num_trials` calls (the
+protocol's `judge.num_trials`, or the function's own `num_trials` attribute); the calls run per
+candidate in dataset order.
+
+Answers: in each trial the best is the candidate with the highest score and the worst the one
+with the lowest, both in presentation order; among equal scores the earliest presented candidate
+is picked (best and worst alike). A judge that ties is therefore penalised by the permutations: its
+picks follow the presentation order, which changes between trials.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import math
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from ..errors import UserError
+from .answers import OK, answer_record, complete_derived
+from .permutations import orders_for
+
+
+class JudgeFailure(Exception):
+    """The judge could not score a task (it raised, or returned something that is not a number)."""
+
+
+@dataclass
+class Judge:
+    fn: Callable
+    spec: str
+    num_trials: int
+    provenance: dict = field(default_factory=dict)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def load_judge(spec: str, *, base: Path | None = None, default_num_trials: int = 1) -> Judge:
+    """Resolve `module:function` or `path/to/file.py:function` into a Judge (user errors are one line)."""
+    target, sep, func_name = str(spec).rpartition(":")
+    if not sep or not target or not func_name.isidentifier():
+        raise UserError(
+            f"--judge {spec}: expected module:function or path/to/file.py:function (e.g. examples/judges/no_reference.py:sharpness)"
+        )
+    prov: dict = {"kind": "function", "spec": spec}
+    is_file = target.endswith(".py") or "/" in target or "\\" in target
+    if is_file:
+        path = Path(target)
+        if not path.is_absolute() and base is not None:
+            path = Path(base) / path
+        if not path.is_file():
+            raise UserError(f"--judge {spec}: file {path} not found; fix: give the path of a Python file (relative to the current folder)")
+        path = path.resolve()
+        data = path.read_bytes()
+        mod_name = f"_pstbench_judge_{hashlib.sha256(str(path).encode()).hexdigest()[:12]}"
+        module = sys.modules.get(mod_name)
+        if module is None:
+            mspec = importlib.util.spec_from_file_location(mod_name, path)
+            if mspec is None or mspec.loader is None:  # pragma: no cover
+                raise UserError(f"--judge {spec}: cannot load {path} as a Python module")
+            module = importlib.util.module_from_spec(mspec)
+            sys.modules[mod_name] = module
+            try:
+                mspec.loader.exec_module(module)
+            except Exception as exc:  # the user's file failed to import
+                del sys.modules[mod_name]
+                raise UserError(f"--judge {spec}: importing {path} raised {type(exc).__name__}: {_one_line(exc)}; fix the judge file") from None
+        prov.update({"file": str(path), "file_sha256": hashlib.sha256(data).hexdigest()})
+    else:
+        try:
+            module = importlib.import_module(target)
+        except ImportError as exc:
+            raise UserError(f"--judge {spec}: cannot import module {target} ({type(exc).__name__}: {_one_line(exc)}); fix: install it or give a file path") from None
+        except Exception as exc:
+            raise UserError(f"--judge {spec}: importing {target} raised {type(exc).__name__}: {_one_line(exc)}; fix the judge module") from None
+        prov["module"] = target
+        mfile = getattr(module, "__file__", None)
+        if mfile and Path(mfile).is_file():
+            prov.update({"file": str(Path(mfile).resolve()), "file_sha256": hashlib.sha256(Path(mfile).read_bytes()).hexdigest()})
+    fn = getattr(module, func_name, None)
+    if fn is None:
+        raise UserError(f"--judge {spec}: {target} has no attribute {func_name}; fix: name a function defined there")
+    if not callable(fn):
+        raise UserError(f"--judge {spec}: {target}.{func_name} is not callable; fix: name a function f(image) -> float")
+    prov["function"] = func_name
+    return judge_from_callable(fn, spec=spec, default_num_trials=default_num_trials, provenance=prov)
+
+
+def judge_from_callable(fn: Callable, *, spec: str, default_num_trials: int = 1, provenance: dict | None = None) -> Judge:
+    if not callable(fn):
+        raise UserError(f"{spec}: the judge is {type(fn).__name__}, not a callable; fix: provide a function f(image) -> float")
+    nt = getattr(fn, "num_trials", default_num_trials)
+    if isinstance(nt, bool) or not isinstance(nt, int) or nt < 1:
+        raise UserError(f"{spec}: num_trials attribute {nt!r} must be a positive integer")
+    prov = dict(provenance or {"kind": "callable", "spec": spec})
+    prov.setdefault("qualname", getattr(fn, "__qualname__", type(fn).__name__))
+    prov["num_trials"] = nt
+    return Judge(fn, spec, nt, prov)
+
+
+def load_rgb(path: Path):
+    """A candidate as the judge sees it: uint8 HxWx3 RGB (EXIF orientation applied)."""
+    import numpy as np
+    from PIL import Image, ImageOps, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as im:
+            im = ImageOps.exif_transpose(im)
+            return np.ascontiguousarray(np.asarray(im.convert("RGB"), dtype=np.uint8))
+    except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as exc:
+        raise JudgeFailure(f"{path} (candidate): cannot be read as an image ({_one_line(exc)}); fix: replace the file") from None
+
+
+def score_candidates(task, judge: Judge) -> list[float]:
+    """Mean of `judge.num_trials` calls per candidate, dataset order."""
+    scores = []
+    for i, path in enumerate(task.candidates):
+        image = load_rgb(path)
+        total = 0.0
+        for _call in range(judge.num_trials):
+            try:
+                value = judge.fn(image.copy())
+            except Exception as exc:
+                raise JudgeFailure(
+                    f"judge {judge.spec} raised {type(exc).__name__}: {_one_line(exc)} (task {task.id}, candidate {i}: {path.name})"
+                ) from None
+            try:
+                v = float(value)
+            except (TypeError, ValueError):
+                raise JudgeFailure(
+                    f"judge {judge.spec} returned {type(value).__name__} for task {task.id} candidate {i}; fix: return one number (higher = better)"
+                ) from None
+            if not math.isfinite(v):
+                raise JudgeFailure(f"judge {judge.spec} returned {v} for task {task.id} candidate {i}; fix: return a finite number")
+            total += v
+        scores.append(total / judge.num_trials)
+    return scores
+
+
+def pick(scores: list[float], order) -> tuple[int, int]:
+    """(best, worst) as dataset indices: highest / lowest score, earliest presentation position on ties."""
+    presented = [scores[i] for i in order]
+    best_pos = max(range(len(presented)), key=lambda p: (presented[p], -p))
+    worst_pos = min(range(len(presented)), key=lambda p: (presented[p], p))
+    return order[best_pos], order[worst_pos]
+
+
+def answers_from_scores(task, scores: list[float], params) -> dict[str, list[dict]]:
+    """Every asked prompt type answered from the same scores, per trial."""
+    picks = [pick(scores, order) for order in orders_for(task, params)]
+    out: dict[str, list[dict]] = {}
+    for ptype in params.prompt_types_for(task.k):
+        if ptype == "pick_best":
+            out[ptype] = [answer_record(b, None, OK) for b, _w in picks]
+        elif ptype == "pick_worst":
+            out[ptype] = [answer_record(None, w, OK) for _b, w in picks]
+        else:
+            out[ptype] = [answer_record(b, w, OK) for b, w in picks]
+    return complete_derived(task, out, params)

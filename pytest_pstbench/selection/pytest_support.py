@@ -1,0 +1,268 @@
+"""The pytest side of a selection run (`--pstbench-track vab-demo` or a selection manifest).
+
+Registered by `pytest_pstbench.plugin` as plugin `pstbench-run` instead of `PstbenchRun` when the
+track is a selection track. One test item per task; the judge is, in this order of precedence:
+
+* `--pstbench-answers FILE` (JSON Lines answers; parsed once at start-up, file errors are usage errors),
+* `--pstbench-judge module:function` or `path/to/file.py:function` (a scoring function),
+* a `pstbench_judge` fixture defined in a conftest.py at the rootdir (returns the scoring function).
+
+An item passes when its task was scored, whatever the judge answered (accuracy is a run-level
+result: the terminal summary's tables and the run files); it fails only when the task could not be
+scored (the judge raised, returned a non-number, or a candidate image is unreadable).
+
+Per-task results travel in the reports' `user_properties` (key `pstbench_selection_result`), so
+under pytest-xdist the controller alone aggregates and writes the run files.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from pathlib import Path
+
+import pytest
+
+from ..errors import UserError
+from ..plugin import option_value
+
+RESULT_KEY = "pstbench_selection_result"
+FIXTURE_NAME = "pstbench_judge"
+_UNSUPPORTED = ("baseline", "min", "max", "gate_metrics")
+
+
+class TaskFailure(Exception):
+    """A task could not be scored; shown as its one-line message."""
+
+
+def _is_worker(config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def _ini_base(config) -> Path:
+    return config.inipath.parent if config.inipath else config.rootpath
+
+
+def _from_cli(config, suffix: str) -> bool:
+    return config.getoption("pstbench_" + suffix.replace("-", "_"), default=None) is not None
+
+
+def _path_value(config, suffix: str) -> Path | None:
+    value = option_value(config, suffix)
+    if value is None:
+        return None
+    path = Path(str(value))
+    if not path.is_absolute():
+        path = (config.invocation_params.dir if _from_cli(config, suffix) else _ini_base(config)) / path
+    return path
+
+
+def conftest_defines_judge(config) -> bool:
+    """A conftest.py at the rootdir (or above it) defines `pstbench_judge`."""
+    root = Path(str(config.rootpath)).resolve()
+    for plugin in config.pluginmanager.get_plugins():
+        f = getattr(plugin, "__file__", None)
+        if not f or os.path.basename(f) != "conftest.py" or not hasattr(plugin, FIXTURE_NAME):
+            continue
+        folder = Path(f).resolve().parent
+        if folder == root or folder in root.parents:
+            return True
+    return False
+
+
+def _task_call_plain():
+    """Test function of a task item when the judge is an answers file or --pstbench-judge."""
+
+
+def _task_call_fixture(pstbench_judge):
+    """Test function of a task item when the judge is the `pstbench_judge` fixture."""
+
+
+class TaskItem(pytest.Function):
+    """One task of a selection track. The scoring happens in `runtest`; the function body is empty."""
+
+    def __init__(self, *, task=None, run=None, **kwargs):
+        super().__init__(**kwargs)
+        self.task = task
+        self.run = run
+        self.add_marker("pstbench")
+
+    def runtest(self) -> None:
+        judge_fn = self.funcargs.get(FIXTURE_NAME) if FIXTURE_NAME in self.fixturenames else None
+        result = self.run.score(self.task, judge_fn)
+        self.user_properties.append((RESULT_KEY, json.dumps(result.to_json(), allow_nan=False)))
+        if not result.ok:
+            raise TaskFailure(result.error)
+
+    def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, (TaskFailure, UserError)):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self):
+        return self.path, None, f"pstbench {self.run.track.id}::{self.task.id}"
+
+
+class SelectionCollector(pytest.Collector):
+    def __init__(self, *, run=None, **kwargs):
+        super().__init__(**kwargs)
+        self.run = run
+
+    def collect(self):
+        func = _task_call_fixture if self.run.mode == "fixture" else _task_call_plain
+        for task in self.run.track.tasks:
+            yield TaskItem.from_parent(self, name=task.id, callobj=func, task=task, run=self.run)
+
+
+class SelectionRun:
+    """Registered as plugin `pstbench-run` for a selection track."""
+
+    def __init__(self, config, track, protocol, params, session, *, answer_set=None, judge=None, judge_label=None):
+        self.config = config
+        self.track = track
+        self.protocol = protocol
+        self.params = params
+        self.session = session
+        self.answer_set = answer_set
+        self.judge = judge
+        self.judge_label = judge_label
+        self.mode = "answers" if answer_set is not None else "judge" if judge is not None else None
+        self._fixture_judge = None
+        self.outcome = None
+        self.error: str | None = None
+
+    @classmethod
+    def from_config(cls, config: pytest.Config) -> "SelectionRun":
+        from ..protocol import load_protocol
+        from .protocol import DEFAULT_SELECTION_PROTOCOL, SelectionParams
+        from .session import SelectionSession
+        from .tasks import resolve_selection_track
+
+        try:
+            for opt in _UNSUPPORTED:
+                if config.getoption(f"pstbench_{opt}", default=None) or (opt != "gate_metrics" and config.getini(f"pstbench_{opt}")):
+                    raise UserError(
+                        f"--pstbench-{opt.replace('_', '-')}: not supported for selection tracks yet "
+                        "(judge comparison with McNemar tests is pending); fix: drop the option"
+                    )
+            protocol = load_protocol(option_value(config, "protocol") or DEFAULT_SELECTION_PROTOCOL)
+            params = SelectionParams.of(protocol)
+            spec = str(option_value(config, "track"))
+            bases = () if _from_cli(config, "track") else (_ini_base(config),)
+            track = resolve_selection_track(spec, bases=bases)
+            answers_path = _path_value(config, "answers")
+            judge_spec = option_value(config, "judge")
+            if answers_path is not None and judge_spec:
+                raise UserError("--pstbench-answers and --pstbench-judge: give one judge, not both")
+            answer_set = judge = None
+            label = None
+            if answers_path is not None:
+                from .answers import read_answers
+
+                answer_set = read_answers(answers_path, track, params)
+                provenance, default_name, label = answer_set.provenance(), answers_path.stem, answers_path.name
+            elif judge_spec:
+                from .judges import load_judge
+
+                base = config.invocation_params.dir if _from_cli(config, "judge") else _ini_base(config)
+                judge = load_judge(str(judge_spec), base=Path(base), default_num_trials=int(params.judge["num_trials"]))
+                provenance, default_name, label = judge.provenance, judge.provenance.get("function", "judge"), str(judge_spec)
+            else:
+                provenance, default_name, label = {"kind": "fixture", "fixture": FIXTURE_NAME}, "pytest", f"fixture {FIXTURE_NAME}"
+            session = SelectionSession(
+                track,
+                protocol,
+                name=str(option_value(config, "name") or default_name),
+                results_dir=_path_value(config, "results") or Path("results"),
+                judge=provenance,
+                command="pytest " + shlex.join(config.invocation_params.args),
+            )
+        except UserError as exc:
+            raise pytest.UsageError(f"pstbench: {exc}") from None
+        return cls(config, track, protocol, params, session, answer_set=answer_set, judge=judge, judge_label=label)
+
+    # ---- collection ----------------------------------------------------------------------------
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, session, config, items):
+        if self.mode is None and conftest_defines_judge(config):
+            self.mode = "fixture"
+        if self.mode is None:
+            return
+        where = self.track.manifest if self.track.manifest is not None else config.invocation_params.dir
+        collector = SelectionCollector.from_parent(session, name=f"pstbench[{self.track.id}]", path=Path(where), run=self)
+        new_items = list(collector.collect())
+        session.ihook.pytest_collectreport(report=pytest.CollectReport(collector.nodeid, "passed", None, new_items))
+        items.extend(new_items)
+
+    # ---- scoring -------------------------------------------------------------------------------
+    def score(self, task, fixture_value=None):
+        if self.mode == "answers":
+            return self.session.score_task_from_answers(task, self.answer_set)
+        judge = self.judge
+        if self.mode == "fixture":
+            if self._fixture_judge is None or self._fixture_judge.fn is not fixture_value:
+                from .judges import judge_from_callable
+
+                self._fixture_judge = judge_from_callable(
+                    fixture_value,
+                    spec=f"fixture {FIXTURE_NAME}",
+                    default_num_trials=int(self.params.judge["num_trials"]),
+                    provenance={"kind": "fixture", "fixture": FIXTURE_NAME, "module": getattr(fixture_value, "__module__", None)},
+                )
+            judge = self._fixture_judge
+        return self.session.score_task_with_judge(task, judge)
+
+    # ---- results -------------------------------------------------------------------------------
+    def pytest_runtest_logreport(self, report):
+        if _is_worker(self.config):
+            return
+        from .session import TaskResult
+
+        for key, value in getattr(report, "user_properties", ()):
+            if key == RESULT_KEY:
+                self.session.add(TaskResult.from_json(json.loads(value)))
+
+    def pytest_sessionfinish(self, session, exitstatus):
+        if _is_worker(self.config) or not self.session.results:
+            return
+        if self._fixture_judge is not None:
+            self.session.judge = dict(self._fixture_judge.provenance)
+        try:
+            self.outcome = self.session.finish()
+        except UserError as exc:
+            self.error = str(exc)
+
+    def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
+        if _is_worker(config):
+            return
+        tr = terminalreporter
+        tr.section("pstbench")
+        if self.error:
+            tr.write_line(f"pstbench: error: {self.error}")
+            return
+        if self.mode is None:
+            tr.write_line(
+                f"pstbench: track {self.track.id} is a selection track and no judge was given; fix: pass "
+                f"--pstbench-answers FILE or --pstbench-judge MODULE:FUNCTION, or define a {FIXTURE_NAME} fixture in the rootdir conftest.py"
+            )
+            return
+        if self.outcome is None:
+            tr.write_line(f"pstbench: track {self.track.id}: no task was scored, no run files written")
+            return
+        from .report import answers_line, header_line, tables
+
+        tr.write_line(header_line(self.outcome.summary, self.track.dataset_id, self.judge_label))
+        for line in tables(self.outcome.summary, self.params).splitlines():
+            tr.write_line(line)
+        note = answers_line(self.outcome.run)
+        if note:
+            tr.write_line(note)
+        tr.write_line(f"run files: {self.outcome.run_dir}")
+        if not self.outcome.complete:
+            run = self.outcome.run
+            n_fail = len(run["failures"])
+            tr.write_line(
+                f"run incomplete: {run['n_scored']} of {run['n_tasks']} tasks scored"
+                + (f", {n_fail} failed" if n_fail else "")
+                + "; run.json says complete: false"
+            )

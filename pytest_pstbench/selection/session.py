@@ -1,0 +1,244 @@
+"""One selection run: per-task results (also from xdist workers), aggregation, run files.
+
+Run files under `results/<track>/<name>/`, written atomically (run.json last):
+
+* `per_task.csv`: one row per task in track order: task_id, domain, topic, k, the consensus best and
+  worst (dataset indices), then per trial t the answers as dataset indices (`best_t` from
+  pick_best, `worst_t` from pick_worst, `bw_best_t` / `bw_worst_t` from pick_best_and_worst; empty
+  when missing or unparseable) and per metric the correctness (`top1_t` ... 1 or 0), then the
+  judge's scores (scoring-function judges) and the error of a task that could not be scored.
+* `summary.json`: every cell (overall, domain, topic, k) with n and, per metric and aggregation,
+  mean, CI, pm and the random baseline. Depends only on the inputs and the protocol.
+* `run.json`: protocol id + sha256, track, dataset revision, judge provenance, answer counts
+  (expected, missing, unparseable, and each problem), failures, completeness, environment, command.
+"""
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import io
+import platform
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..errors import UserError
+from .answers import MISSING, OK, UNPARSEABLE
+from .protocol import SelectionParams
+
+RUN_FILES = ("per_task.csv", "summary.json", "run.json")
+
+
+@dataclass
+class TaskResult:
+    task_id: str
+    answers: dict | None = None  # prompt type -> per trial {best, worst, status, detail}
+    scores: list | None = None  # scoring-function judges: mean score per candidate (dataset order)
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.answers is not None
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "TaskResult":
+        return cls(**data)
+
+
+@dataclass
+class SelectionOutcome:
+    run_dir: Path
+    summary: dict
+    run: dict
+    per_task: str = field(repr=False, default="")
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.run["complete"])
+
+
+def _environment() -> dict:
+    from importlib import metadata
+
+    def version(dist: str):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return None
+
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "pytest_pstbench": version("pytest-pstbench"),
+        "numpy": version("numpy"),
+        "pillow": version("pillow"),
+        "scikit-image": version("scikit-image"),
+    }
+
+
+class SelectionSession:
+    """The state of one run of a judge over a selection track. The CLI and the plugin drive it."""
+
+    def __init__(self, track, protocol, *, name: str, results_dir: Path | str = "results", judge: dict | None = None, command: str | None = None):
+        if not name or "/" in name or "\\" in name or name.startswith("."):
+            raise UserError(f"--name {name!r}: a run name must be a plain folder name (no '/', not starting with '.')")
+        from .tasks import check_track
+
+        self.params = SelectionParams.of(protocol)
+        check_track(track, self.params)
+        self.track = track
+        self.protocol = protocol
+        self.name = name
+        self.results_dir = Path(results_dir)
+        self.judge = dict(judge or {})
+        self.command = command if command is not None else " ".join(sys.argv)
+        self.results: dict[str, TaskResult] = {}
+
+    @property
+    def run_dir(self) -> Path:
+        return self.results_dir / self.track.id / self.name
+
+    # ---- scoring ---------------------------------------------------------------------------------
+    def score_task_from_answers(self, task, answer_set) -> TaskResult:
+        from .answers import task_answers_from_file
+
+        return TaskResult(task.id, answers=task_answers_from_file(task, answer_set, self.params))
+
+    def score_task_with_judge(self, task, judge) -> TaskResult:
+        from .judges import JudgeFailure, answers_from_scores, score_candidates
+
+        try:
+            scores = score_candidates(task, judge)
+        except JudgeFailure as exc:
+            return TaskResult(task.id, error=str(exc))
+        return TaskResult(task.id, answers=answers_from_scores(task, scores, self.params), scores=scores)
+
+    def add(self, result: TaskResult) -> None:
+        self.results[result.task_id] = result
+
+    # ---- aggregation -----------------------------------------------------------------------------
+    def finish(self, write: bool = True) -> SelectionOutcome:
+        from .. import runs
+        from .metrics import aggregate, correctness
+
+        order = [t for t in self.track.tasks if t.id in self.results]
+        if not order:
+            raise UserError(f"track {self.track.id}: no task was scored, so no run files were written; fix: check the judge or answers")
+        scored = [t for t in order if self.results[t.id].ok]
+        metrics = list(self.params.metrics)
+        correct = {t.id: correctness(t, self.results[t.id].answers, metrics) for t in scored}
+        cells = aggregate(scored, [correct[t.id] for t in scored], self.params) if scored else []
+        complete = len(scored) == len(self.track.tasks)
+        summary = {
+            "track": self.track.id,
+            "kind": "selection",
+            "protocol": self.protocol.id,
+            "dataset_revision": self.track.revision,
+            "name": self.name,
+            "n": len(scored),
+            "n_tasks": len(self.track.tasks),
+            "complete": complete,
+            "trials": self.params.trials,
+            "cells": cells,
+        }
+        per_task = self._per_task_csv(order, correct)
+        run = self._run_record(order, scored, complete)
+        outcome = SelectionOutcome(self.run_dir, summary, run, per_task)
+        if write:
+            d = self.run_dir
+            d.mkdir(parents=True, exist_ok=True)
+            old = d / "run.json"
+            if old.exists():  # an older run.json must not vouch for new files while they are written
+                old.unlink()
+            runs.write_atomic(d / "per_task.csv", per_task)
+            runs.write_atomic(d / "summary.json", runs.dumps_json(summary))
+            runs.write_atomic(d / "run.json", runs.dumps_json(run))
+        return outcome
+
+    def _per_task_csv(self, order, correct) -> str:
+        trials = range(self.params.trials)
+        metrics = list(self.params.metrics)
+        header = ["task_id", "domain", "topic", "k", "best", "worst"]
+        for t in trials:
+            header += [f"best_t{t}", f"worst_t{t}", f"bw_best_t{t}", f"bw_worst_t{t}"] + [f"{m}_t{t}" for m in metrics]
+        header += ["scores", "error"]
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(header)
+
+        def cell(v):
+            return "" if v is None else str(v)
+
+        for task in order:
+            r = self.results[task.id]
+            row = [task.id, task.domain, task.topic, task.k, task.best, task.worst]
+            for t in trials:
+                if r.ok:
+                    a = r.answers
+                    pb = a.get("pick_best", [{}] * len(trials))[t]
+                    pw = a.get("pick_worst", [{}] * len(trials))[t]
+                    bw = a.get("pick_best_and_worst", [{}] * len(trials))[t]
+                    row += [cell(pb.get("best")), cell(pw.get("worst")), cell(bw.get("best")), cell(bw.get("worst"))]
+                    row += [int(correct[task.id][m][t]) for m in metrics]
+                else:
+                    row += [""] * (4 + len(metrics))
+            row.append(";".join(repr(float(s)) for s in r.scores) if r.scores is not None else "")
+            row.append(r.error or "")
+            w.writerow(row)
+        return buf.getvalue()
+
+    def _run_record(self, order, scored, complete) -> dict:
+        expected = missing = unparseable = 0
+        problems = []
+        for task in scored:
+            answers = self.results[task.id].answers
+            for ptype in self.params.prompt_types_for(task.k):  # derived answers are not counted
+                for t, a in enumerate(answers[ptype]):
+                    expected += 1
+                    if a["status"] == MISSING:
+                        missing += 1
+                    elif a["status"] == UNPARSEABLE:
+                        unparseable += 1
+                    if a["status"] != OK:
+                        problems.append({"task": task.id, "trial": t, "prompt_type": ptype, "status": a["status"], "detail": a["detail"]})
+        not_scored = [t.id for t in self.track.tasks if t.id not in self.results]
+        deviations = []
+        if not_scored:
+            deviations.append({"kind": "tasks_not_scored", "tasks": not_scored})
+        if missing or unparseable:
+            deviations.append({"kind": "answers_counted_wrong", "missing": missing, "unparseable": unparseable})
+        return {
+            "protocol": {"id": self.protocol.id, "sha256": self.protocol.sha256, "path": str(self.protocol.path)},
+            "kind": "selection",
+            "track": self.track.id,
+            "dataset": {"id": self.track.dataset_id, "revision": self.track.revision, "source": self.track.source},
+            "name": self.name,
+            "complete": complete,
+            "n_tasks": len(self.track.tasks),
+            "n_scored": len(scored),
+            "trials": self.params.trials,
+            "judge": self.judge,
+            "answers": {"expected": expected, "missing": missing, "unparseable": unparseable, "problems": problems},
+            "failures": [{"task": t.id, "message": self.results[t.id].error} for t in order if not self.results[t.id].ok],
+            "deviations": deviations,
+            "environment": _environment(),
+            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "command": self.command,
+        }
+
+
+def score_all(session: SelectionSession, *, answer_set=None, judge=None, progress=None) -> SelectionOutcome:
+    """Score every task of the track (from an answers file or with a judge), aggregate and write."""
+    n = len(session.track.tasks)
+    for i, task in enumerate(session.track.tasks, 1):
+        if answer_set is not None:
+            result = session.score_task_from_answers(task, answer_set)
+        else:
+            result = session.score_task_with_judge(task, judge)
+        session.add(result)
+        if progress:
+            progress(f"[{i}/{n}] {task.id} {'ok' if result.ok else 'FAILED'}")
+    return session.finish()

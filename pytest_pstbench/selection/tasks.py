@@ -1,0 +1,514 @@
+"""Selection tracks: the Task model, local selection manifests, and the offline `vab-demo` track.
+
+A selection track is an ordered list of tasks. A task is 2-6 candidate images of one subject with
+consensus labels: the index (0-based, in dataset order) of the best and of the worst candidate.
+
+Local manifest (`track.yaml`; paths relative to it)::
+
+    kind: selection          # required: tells pstbench (and its pytest plugin) this is a selection track
+    id: my-track             # folder name under results/
+    dataset: my-dataset      # optional; defaults to id
+    revision: v1             # optional; default: sha256 over task ids and candidate files (12 hex)
+    tasks:
+      - id: t001             # unique plain name; also the permutation seed (an int id stays an int)
+        domain: photography  # optional (default "unspecified"); a breakdown of the metrics
+        topic: landscape     # optional (default "unspecified"); a breakdown of the metrics
+        candidates: [t001/a.jpg, t001/b.jpg, t001/c.jpg]   # or mappings {file: ..., any other keys}
+        best: 0              # index into candidates
+        worst: 2             # required for k >= 3; for k = 2 it is the other candidate
+
+The `vab-demo` track is generated (see `build_vab_demo`): each task is 2-6 versions of one
+scikit-image photograph with graded execution defects (blur, noise, exposure, colour cast, JPEG
+compression, crop); its labels come from a simulated panel of 10 voters passed through the
+protocol's consensus filter.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import shutil
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from ..errors import UserError
+from ..paths import cache_dir
+from .kind import BUILTIN_SELECTION_TRACKS
+
+MANIFEST_NAME = "track.yaml"
+_PLAIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+
+
+@dataclass(frozen=True)
+class Task:
+    id: str
+    seed: object  # the task id as stored in the dataset (int or str): the permutation seed
+    domain: str
+    topic: str
+    candidates: tuple[Path, ...]
+    best: int
+    worst: int
+    info: dict = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def k(self) -> int:
+        return len(self.candidates)
+
+
+@dataclass
+class SelectionTrack:
+    id: str
+    dataset_id: str
+    revision: str
+    tasks: list[Task]
+    source: str  # "demo" | "local" | "remote"
+    manifest: Path | None = None
+    info: dict = field(default_factory=dict)
+    kind: str = "selection"
+
+    @property
+    def task_ids(self) -> list[str]:
+        return [t.id for t in self.tasks]
+
+    def task(self, task_id: str) -> Task:
+        for t in self.tasks:
+            if t.id == task_id:
+                return t
+        raise KeyError(task_id)
+
+    @property
+    def pairs(self):
+        raise UserError(
+            f"track {self.id} is a selection track (tasks of candidate images, not pairs); "
+            "fix: score it with --pstbench-answers FILE or --pstbench-judge MOD:FUNC (pstbench vab score)"
+        )
+
+
+def check_track(track: SelectionTrack, params) -> None:
+    """Refuse tasks whose size the protocol does not cover."""
+    for t in track.tasks:
+        if not params.k_min <= t.k <= params.k_max:
+            raise UserError(
+                f"{track.manifest or track.id}: task {t.id} has {t.k} candidates but protocol "
+                f"{params.protocol.id} covers {params.k_min}-{params.k_max} (candidates.min/max); fix: drop or split the task"
+            )
+
+
+def resolve_selection_track(spec: str, progress: Callable[[str], None] | None = None, bases: tuple = ()) -> SelectionTrack:
+    """`vab-demo`, `vab` (remote, pending), or a local selection manifest (path, or folder with track.yaml)."""
+    if spec == "vab-demo":
+        return load_selection_manifest(build_vab_demo(progress=progress), source="demo")
+    if spec == "vab":
+        raise UserError(
+            "--track vab: the remote VAB track (Hugging Face BakeLab/Visual-Aesthetic-Benchmark) is not available yet: "
+            "it needs the remote-data machinery (pstbench data fetch), which is pending; fix: use vab-demo, or a local "
+            "selection manifest converted from the dataset"
+        )
+    tried = [Path(spec)] + [Path(b) / spec for b in bases if not Path(spec).is_absolute()]
+    for path in tried:
+        if path.is_dir():
+            path = path / MANIFEST_NAME
+        if path.is_file():
+            return load_selection_manifest(path, source="local")
+    raise UserError(
+        f"--track {spec}: unknown selection track; give a built-in one ({', '.join(BUILTIN_SELECTION_TRACKS)}) "
+        "or the path to a local selection manifest (a YAML file with kind: selection, id and tasks)"
+    )
+
+
+def _plain_id(value) -> bool:
+    return isinstance(value, (str, int)) and not isinstance(value, bool) and bool(_PLAIN.match(str(value)))
+
+
+def load_selection_manifest(path: Path, source: str = "local") -> SelectionTrack:
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: selection track manifest not found; fix: give the path of an existing track.yaml")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: not a valid YAML track manifest ({str(exc).splitlines()[0]})") from None
+
+    def bad(rule: str) -> UserError:
+        return UserError(f"{path}: invalid selection track manifest: {rule}")
+
+    if not isinstance(data, dict) or "id" not in data or "tasks" not in data:
+        raise bad("it must be a mapping with keys kind, id and tasks")
+    if data.get("kind") != "selection":
+        raise bad("`kind: selection` is missing (a manifest with `pairs` is a paired track)")
+    track_id = data["id"]
+    if not _plain_id(track_id):
+        raise bad(f"`id` {track_id!r} must be a plain name (letters, digits, . _ + -; it becomes a folder under results/)")
+    raw_tasks = data["tasks"]
+    if not isinstance(raw_tasks, list) or not raw_tasks:
+        raise bad("`tasks` must be a non-empty list of {id, candidates, best, worst}")
+    base = path.parent
+    tasks: list[Task] = []
+    seen: set[str] = set()
+    for i, entry in enumerate(raw_tasks):
+        if not isinstance(entry, dict):
+            raise bad(f"tasks[{i}] must be a mapping with id, candidates, best, worst")
+        missing = [key for key in ("id", "candidates", "best") if key not in entry]
+        if missing:
+            raise bad(f"tasks[{i}] lacks {', '.join(missing)}")
+        seed = entry["id"]
+        if not _plain_id(seed):
+            raise bad(f"tasks[{i}]: task id {seed!r} must be a plain name (letters, digits, . _ + -)")
+        tid = str(seed)
+        if tid in seen:
+            raise bad(f"task id {tid!r} appears twice; task ids must be unique")
+        seen.add(tid)
+        cands = entry["candidates"]
+        if not isinstance(cands, list) or len(cands) < 2:
+            raise bad(f"task {tid}: `candidates` must list at least 2 image files")
+        files, cinfo = [], []
+        for j, c in enumerate(cands):
+            rel = c.get("file") if isinstance(c, dict) else c
+            if not isinstance(rel, str) or not rel:
+                raise bad(f"task {tid}: candidates[{j}] must be a file path or a mapping with `file`")
+            f = (base / rel).resolve()
+            if not f.is_file():
+                raise bad(f"task {tid}: candidate file {f} does not exist; fix the path (relative to the manifest)")
+            files.append(f)
+            cinfo.append({k: v for k, v in c.items() if k != "file"} if isinstance(c, dict) else {})
+        k = len(files)
+
+        def index(key: str):
+            v = entry.get(key)
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < k:
+                raise bad(f"task {tid}: `{key}` must be a candidate index 0..{k - 1} (0-based, in the order listed), got {v!r}")
+            return v
+
+        best = index("best")
+        if "worst" in entry:
+            worst = index("worst")
+        elif k == 2:
+            worst = 1 - best
+        else:
+            raise bad(f"task {tid}: `worst` is required when a task has {k} candidates")
+        if worst == best:
+            raise bad(f"task {tid}: best and worst are both candidate {best}; they must differ")
+        tasks.append(
+            Task(
+                id=tid,
+                seed=seed,
+                domain=str(entry.get("domain", "unspecified")),
+                topic=str(entry.get("topic", "unspecified")),
+                candidates=tuple(files),
+                best=best,
+                worst=worst,
+                info={"candidates": cinfo, **{k2: v for k2, v in entry.items() if k2 not in ("id", "domain", "topic", "candidates", "best", "worst")}},
+            )
+        )
+    revision = data.get("revision")
+    if revision is None:
+        revision = files_revision(tasks)
+    return SelectionTrack(
+        id=str(track_id),
+        dataset_id=str(data.get("dataset", track_id)),
+        revision=str(revision),
+        tasks=tasks,
+        source=source,
+        manifest=path.resolve(),
+        info={k: v for k, v in data.items() if k in ("name", "generator", "description")},
+    )
+
+
+def files_revision(tasks: list[Task]) -> str:
+    """sha256 over task ids, labels and candidate bytes, in track order; first 12 hex digits."""
+    h = hashlib.sha256()
+    for t in tasks:
+        h.update(f"{t.id}\0{t.best}\0{t.worst}\0{t.k}\0".encode())
+        for c in t.candidates:
+            h.update(hashlib.sha256(c.read_bytes()).digest())
+    return h.hexdigest()[:12]
+
+
+# ================================================================================================
+# vab-demo: generated offline from scikit-image photographs
+
+DEMO_TRACK_ID = "vab-demo"
+DEMO_GENERATOR_VERSION = 1
+
+#: Everything that determines the generated track; recorded in its manifest under `generator`.
+VAB_DEMO_PARAMS: dict = {
+    "generator_version": DEMO_GENERATOR_VERSION,
+    "seed": 20250311,
+    "source": "skimage.data",
+    "size": [192, 144],  # width, height of every candidate
+    "n_tasks": 30,
+    "k_cycle": [2, 3, 4, 5, 6],  # task j has k = k_cycle[j % 5]
+    "mixed_every": 3,  # every third task mixes defect families; the others grade one family
+    "severity_ladder": [0.0, 0.2, 0.4, 0.6, 0.8, 1.0],  # k distinct levels per task; 0 = clean
+    "defects": {
+        "blur": {"max_radius": 2.5},  # PIL GaussianBlur radius = max_radius * severity
+        "noise": {"max_sigma": 0.12},  # Gaussian noise, sigma (of 1.0 full scale) = max_sigma * severity
+        "exposure": {"max_stops": 1.5},  # x * 2^(+-max_stops * severity), direction drawn per candidate
+        "colour_cast": {"max_gain": 0.3},  # channel gains, one of four casts drawn per candidate
+        "jpeg": {"quality_clean": 92, "quality_worst": 6},  # JPEG round trip, quality interpolated
+        "crop": {"min_keep": 0.55},  # keep 1 - (1 - min_keep) * severity of each side, resized back
+    },
+    # The panel: each voter sees quality -severity + N(0, noise) per candidate and votes its best and
+    # worst; the votes pass through the protocol's consensus filter (thresholds for n = voters).
+    "panel": {"voters": 10, "noise": 0.1},
+    "max_attempts": 60,  # redraws of a task until the panel reaches consensus
+    "png_compress_level": 3,
+    # view -> photo (skimage.data), crop box [left, top, right, bottom] in source pixels, domain, topic
+    "views": {
+        "astronaut": {"photo": "astronaut", "box": [0, 0, 512, 384], "domain": "photography", "topic": "portrait"},
+        "chelsea": {"photo": "chelsea", "box": [0, 0, 400, 300], "domain": "photography", "topic": "animal"},
+        "coffee": {"photo": "coffee", "box": [0, 0, 533, 400], "domain": "photography", "topic": "still life"},
+        "hubble": {"photo": "hubble_deep_field", "box": [0, 0, 640, 480], "domain": "science", "topic": "astronomy"},
+        "rocket": {"photo": "rocket", "box": [35, 0, 604, 427], "domain": "photography", "topic": "vehicle"},
+        "immunohistochemistry": {"photo": "immunohistochemistry", "box": [0, 0, 512, 384], "domain": "science", "topic": "microscopy"},
+        "colorwheel": {"photo": "colorwheel", "box": [0, 46, 370, 324], "domain": "graphics", "topic": "colour chart"},
+        "motorcycle": {"photo": "motorcycle_left", "box": [37, 0, 704, 500], "domain": "photography", "topic": "vehicle"},
+        "retina": {"photo": "retina", "box": [0, 176, 1411, 1234], "domain": "science", "topic": "medical"},
+        "astronaut_flag": {"photo": "astronaut", "box": [0, 128, 512, 512], "domain": "photography", "topic": "portrait"},
+        "hubble_lower": {"photo": "hubble_deep_field", "box": [360, 392, 1000, 872], "domain": "science", "topic": "astronomy"},
+        "logo": {"photo": "logo", "box": [0, 62, 500, 437], "domain": "graphics", "topic": "logo"},
+    },
+}
+
+
+def demo_params(size: tuple[int, int] | None = None) -> dict:
+    params = json.loads(json.dumps(VAB_DEMO_PARAMS))
+    if size is not None:
+        params["size"] = [int(size[0]), int(size[1])]
+    return params
+
+
+def _load_photo(name: str):
+    import numpy as np
+    import skimage.data as skd
+
+    if name == "motorcycle_left":
+        img = skd.stereo_motorcycle()[0]
+    else:
+        img = getattr(skd, name)()
+    img = np.asarray(img)
+    if img.ndim == 3 and img.shape[2] == 4:  # RGBA (logo): composite onto white
+        a = img[..., 3:4].astype(np.float64) / 255.0
+        img = np.rint(img[..., :3] * a + 255.0 * (1.0 - a)).astype(np.uint8)
+    if img.dtype != np.uint8 or img.ndim != 3 or img.shape[2] != 3:  # pragma: no cover
+        raise RuntimeError(f"skimage.data photo {name!r} is not 8-bit RGB: {img.dtype} {img.shape}")
+    return img
+
+
+def _render_view(photo, box, size):
+    import numpy as np
+    from PIL import Image
+
+    left, top, right, bottom = box
+    crop = np.ascontiguousarray(photo[top:bottom, left:right])
+    return np.asarray(Image.fromarray(crop, "RGB").resize(tuple(size), Image.Resampling.LANCZOS), dtype=np.uint8)
+
+
+def apply_defect(img, family: str, severity: float, rng, params: dict):
+    """One graded execution defect on a uint8 RGB image (severity 0 returns the image unchanged)."""
+    import numpy as np
+    from PIL import Image, ImageFilter
+
+    if severity <= 0:
+        return img.copy()
+    p = params["defects"][family]
+    if family == "blur":
+        im = Image.fromarray(img, "RGB").filter(ImageFilter.GaussianBlur(p["max_radius"] * severity))
+        return np.asarray(im, dtype=np.uint8)
+    x = img.astype(np.float64) / 255.0
+    if family == "noise":
+        x = x + rng.normal(0.0, p["max_sigma"] * severity, size=x.shape)
+    elif family == "exposure":
+        direction = 1.0 if rng.random() < 0.5 else -1.0
+        x = x * 2.0 ** (direction * p["max_stops"] * severity)
+    elif family == "colour_cast":
+        g = p["max_gain"] * severity
+        casts = ([1 + g, 1, 1 - g], [1 - g, 1, 1 + g], [1 - g / 2, 1 + g / 2, 1 - g / 2], [1 + g / 2, 1 - g / 2, 1 + g / 2])
+        x = x * np.asarray(casts[int(rng.integers(0, 4))])
+    elif family == "jpeg":
+        q = int(round(p["quality_clean"] + (p["quality_worst"] - p["quality_clean"]) * severity))
+        buf = io.BytesIO()
+        Image.fromarray(img, "RGB").save(buf, format="JPEG", quality=q, subsampling=2)
+        buf.seek(0)
+        with Image.open(buf) as im:
+            return np.asarray(im.convert("RGB"), dtype=np.uint8)
+    elif family == "crop":
+        h, w = img.shape[:2]
+        keep = 1.0 - (1.0 - p["min_keep"]) * severity
+        cw, ch = max(1, int(round(w * keep))), max(1, int(round(h * keep)))
+        left = int(rng.integers(0, w - cw + 1))
+        top = int(rng.integers(0, h - ch + 1))
+        im = Image.fromarray(np.ascontiguousarray(img[top : top + ch, left : left + cw]), "RGB")
+        return np.asarray(im.resize((w, h), Image.Resampling.BICUBIC), dtype=np.uint8)
+    else:  # pragma: no cover - guarded by the params
+        raise ValueError(f"unknown defect {family!r}")
+    return np.clip(np.rint(x * 255.0), 0, 255).astype(np.uint8)
+
+
+def simulate_panel(severities, voters: int, noise: float, rng) -> tuple[list[int], list[int]]:
+    """Votes of a simulated panel: each voter perceives -severity + N(0, noise) and votes best/worst."""
+    import numpy as np
+
+    s = np.asarray(severities, dtype=np.float64)
+    perceived = -s[None, :] + rng.normal(0.0, noise, size=(voters, s.size))
+    return [int(i) for i in perceived.argmax(axis=1)], [int(i) for i in perceived.argmin(axis=1)]
+
+
+def _generate_demo(dest: Path, params: dict, thresholds: dict, progress) -> None:
+    import numpy as np
+    import yaml
+    from PIL import Image
+
+    from .consensus import decide
+
+    say = progress or (lambda _m: None)
+    photos: dict = {}
+    views: dict = {}
+    for name, spec in params["views"].items():
+        if spec["photo"] not in photos:
+            photos[spec["photo"]] = _load_photo(spec["photo"])
+        views[name] = _render_view(photos[spec["photo"]], spec["box"], params["size"])
+    view_names = list(params["views"])
+    families = list(params["defects"])
+    ladder = params["severity_ladder"]
+    digest = hashlib.sha256(b"pstbench-vab-demo\0" + json.dumps(params, sort_keys=True).encode())
+    tasks_out = []
+    n_voters = params["panel"]["voters"]
+    for j in range(params["n_tasks"]):
+        k = params["k_cycle"][j % len(params["k_cycle"])]
+        vname = view_names[j % len(view_names)]
+        view = params["views"][vname]
+        m = int(thresholds[k])
+        for attempt in range(params["max_attempts"]):
+            rng = np.random.default_rng([params["seed"], j, attempt])
+            levels = sorted(rng.choice(len(ladder), size=k, replace=False).tolist())
+            order = rng.permutation(k).tolist()  # dataset order: shuffled, never sorted by quality
+            sev = [float(ladder[levels[i]]) for i in order]
+            if (j + 1) % params["mixed_every"] == 0:
+                fams = [families[int(rng.integers(0, len(families)))] for _ in range(k)]
+            else:
+                fams = [families[j % len(families)]] * k
+            best_votes, worst_votes = simulate_panel(sev, n_voters, params["panel"]["noise"], rng)
+            d = decide(k, [str(b) for b in best_votes], [str(w) for w in worst_votes] if k >= 3 else None, m)
+            if d.accepted:
+                break
+        else:  # pragma: no cover - the parameters make this unreachable
+            raise RuntimeError(f"vab-demo: task {j} reached no consensus in {params['max_attempts']} attempts")
+        best = int(d.best)
+        worst = int(d.worst) if k >= 3 else 1 - best
+        tid = f"vd-{j + 1:02d}"
+        (dest / tid).mkdir()
+        cands = []
+        for c in range(k):
+            crng = np.random.default_rng([params["seed"], j, attempt, 1000 + c])
+            img = apply_defect(views[vname], fams[c], sev[c], crng, params)
+            rel = f"{tid}/c{c}.png"
+            im = Image.fromarray(np.ascontiguousarray(img), "RGB")
+            im.save(dest / rel, format="PNG", optimize=False, compress_level=params["png_compress_level"])
+            digest.update(f"\0{rel}\0{img.shape}\0".encode())
+            digest.update(np.ascontiguousarray(img).tobytes())
+            cands.append({"file": rel, "defect": fams[c] if sev[c] > 0 else "none", "severity": sev[c]})
+        say(f"vab-demo: {tid} ({vname}, k={k}, attempt {attempt})")
+        tasks_out.append(
+            {
+                "id": tid,
+                "domain": view["domain"],
+                "topic": view["topic"],
+                "view": vname,
+                "candidates": cands,
+                "best": best,
+                "worst": worst,
+                "panel": {"voters": n_voters, "threshold": m, "best_votes": d.best_votes, "worst_votes": d.worst_votes if k >= 3 else None},
+            }
+        )
+    manifest = {
+        "kind": "selection",
+        "id": DEMO_TRACK_ID,
+        "name": "pstbench vab-demo (scikit-image photographs with graded execution defects)",
+        "revision": digest.hexdigest()[:12],
+        "generator": params,
+        "consensus_thresholds": {int(k): int(v) for k, v in thresholds.items()},
+        "tasks": tasks_out,
+    }
+    text = yaml.safe_dump(manifest, sort_keys=False, default_flow_style=None, width=110, allow_unicode=True)
+    tmp = dest / (MANIFEST_NAME + ".tmp")
+    tmp.write_text(text, encoding="utf-8", newline="\n")
+    os.replace(tmp, dest / MANIFEST_NAME)
+
+
+def _read_generator(manifest: Path) -> dict | None:
+    if not manifest.is_file():
+        return None
+    import yaml
+
+    try:
+        data = yaml.safe_load(manifest.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError, OSError):
+        return None
+    if not isinstance(data, dict) or data.get("id") != DEMO_TRACK_ID:
+        return None
+    return {"generator": data.get("generator"), "thresholds": data.get("consensus_thresholds")}
+
+
+def build_vab_demo(root: Path | None = None, *, size: tuple[int, int] | None = None, protocol=None, progress=None) -> Path:
+    """Build (or reuse) the vab-demo track under `root` and return its manifest path.
+
+    `root` defaults to `cache_dir()/tracks/vab-demo`. `size` (width, height) overrides the
+    candidates' size (tests use small images). Labels use the consensus thresholds of `protocol`
+    (default: the shipped `vab`). Built in a temporary folder beside `root` and renamed into place.
+    """
+    from ..protocol import load_protocol
+
+    protocol = protocol or load_protocol("vab")
+    params = demo_params(size)
+    thresholds = {int(k): int(v) for k, v in protocol.data["consensus"]["thresholds"].items()}
+    if int(protocol.data["consensus"]["n_judges"]) != params["panel"]["voters"]:
+        raise UserError(f"{protocol.path}: consensus.n_judges must be {params['panel']['voters']} for the vab-demo panel")
+    want = {"generator": params, "thresholds": thresholds}
+    root = Path(root) if root is not None else cache_dir() / "tracks" / DEMO_TRACK_ID
+    root = root.expanduser().absolute()
+    manifest = root / MANIFEST_NAME
+    say = progress or (lambda _m: None)
+    if _read_generator(manifest) == want:
+        return manifest
+    if root.exists() and not root.is_dir():
+        raise UserError(f"{root}: the vab-demo track needs a directory here, but a file exists; remove it")
+    if root.is_dir() and any(root.iterdir()) and _read_generator(manifest) is None:
+        raise UserError(f"{root}: directory exists and is not a pstbench vab-demo track; remove it or set PSTBENCH_CACHE elsewhere")
+    try:
+        root.parent.mkdir(parents=True, exist_ok=True)
+        build = Path(tempfile.mkdtemp(prefix=f".{root.name}.build-", dir=root.parent))
+        os.chmod(build, 0o755)
+    except OSError as exc:
+        raise UserError(f"{root.parent}: cannot build the vab-demo track here ({exc}); set PSTBENCH_CACHE to a writable directory") from None
+    try:
+        say(f"vab-demo: building at {root}")
+        _generate_demo(build, params, thresholds, progress)
+        for _attempt in range(5):
+            try:
+                os.rename(build, root)  # atomic; fails when root exists and is not empty
+                say(f"vab-demo: built at {root}")
+                return manifest
+            except OSError:
+                pass
+            if _read_generator(manifest) == want:  # a concurrent build won
+                return manifest
+            trash = root.parent / f".{root.name}.stale-{uuid.uuid4().hex[:8]}"
+            try:
+                os.rename(root, trash)
+            except OSError:
+                continue
+            shutil.rmtree(trash, ignore_errors=True)
+        if _read_generator(manifest) == want:
+            return manifest
+        raise UserError(f"{root}: could not move the vab-demo track into place (another process keeps replacing it); retry")
+    finally:
+        if build.exists():
+            shutil.rmtree(build, ignore_errors=True)
