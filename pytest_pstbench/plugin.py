@@ -10,8 +10,10 @@ import pytest
 
 # (option suffix, ini type, help). `--pstbench-<suffix>` and ini key `pstbench_<suffix with _>`.
 _OPTIONS = (
-    ("track", "string", "track to score: demo or a path to a local track.yaml; one test item per pair"),
-    ("outputs", "string", "folder with the method's outputs, one <pair_id>.png per pair"),
+    ("track", "string", "track to score: demo, a remote track (pst50-paired, pst50-paired-log, acetone-transfer; "
+     "fetch with `pstbench data fetch`) or a path to a local track.yaml; one test item per pair"),
+    ("outputs", "string", "folder with the method's outputs, one <pair_id>.png per pair; `identity` (or "
+     "`log:identity`) scores the track's content images unchanged"),
     ("name", "string", "run name; run files go to RESULTS/<track>/<name>/ (default: the outputs folder's name, or 'pytest')"),
     ("results", "string", "results root folder (default: results)"),
     ("allow-resize", "bool", "resize outputs of another size to the reference size (bicubic), recorded per pair in run.json"),

@@ -109,10 +109,21 @@ class PstbenchRun:
         try:
             protocol = load_protocol(option_value(config, "protocol"))
             track = resolve_track(str(option_value(config, "track")))
-            outputs_dir = _path_option(config, "outputs")
-            outputs = resolve_outputs(track, outputs_dir) if outputs_dir is not None else None
-            method_info = {**load_method_yaml(outputs_dir), **parse_method_info(config.getoption("pstbench_method_info"))}
-            name = option_value(config, "name") or (outputs_dir.resolve().name if outputs_dir else "pytest")
+            from .identity import identity_outputs, is_identity_spec
+
+            raw_outputs = option_value(config, "outputs")
+            if raw_outputs is not None and is_identity_spec(str(raw_outputs)):
+                # `identity` / `log:identity`: the track's content images are the outputs
+                outputs, outputs_dir = identity_outputs(track, str(raw_outputs)), None
+                method_info = {"method": "identity", "description": "the content image, unchanged"}
+                default_name = "identity"
+            else:
+                outputs_dir = _path_option(config, "outputs")
+                outputs = resolve_outputs(track, outputs_dir) if outputs_dir is not None else None
+                method_info = load_method_yaml(outputs_dir)
+                default_name = outputs_dir.resolve().name if outputs_dir else "pytest"
+            method_info = {**method_info, **parse_method_info(config.getoption("pstbench_method_info"))}
+            name = option_value(config, "name") or default_name
             session = RunSession(
                 track,
                 protocol,

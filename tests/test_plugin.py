@@ -172,3 +172,12 @@ def test_pstbench_pair_without_track_is_a_clear_error(pytester):
     result = _run(pytester)
     assert result.ret != 0
     result.stdout.fnmatch_lines(["*uses pstbench_pair but no track is set; fix: pass --pstbench-track*"])
+
+
+def test_identity_outputs_in_pytest_equal_cli_identity(pytester, setup):
+    manifest, outputs = setup
+    result = _run(pytester, f"--pstbench-track={manifest}", "--pstbench-outputs=identity", "--pstbench-results=py")
+    result.assert_outcomes(passed=4)
+    assert cli_main(["score", "--track", str(manifest), "--outputs", str(outputs), "--results", str(pytester.path / "cli")]) == 0
+    for f in ("metrics.csv", "summary.json"):
+        assert (pytester.path / "py/small/identity" / f).read_bytes() == (pytester.path / "cli/small/identity" / f).read_bytes()
