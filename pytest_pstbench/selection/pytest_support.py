@@ -28,7 +28,23 @@ from ..plugin import option_value
 
 RESULT_KEY = "pstbench_selection_result"
 FIXTURE_NAME = "pstbench_judge"
-_UNSUPPORTED = ("baseline", "min", "max", "gate_metrics")
+# Options of paired runs that a selection run refuses (option dest suffix -> why).
+_UNSUPPORTED = {
+    "outputs": "a selection track is scored from --pstbench-answers or --pstbench-judge",
+    "baseline": "judge comparison with McNemar tests is not implemented yet",
+    "min": "judge comparison with McNemar tests is not implemented yet",
+    "max": "judge comparison with McNemar tests is not implemented yet",
+    "gate_metrics": "judge comparison with McNemar tests is not implemented yet",
+}
+
+
+def _given(config, dest: str) -> bool:
+    if config.getoption(dest, default=None):
+        return True
+    try:
+        return bool(config.getini(dest))
+    except ValueError:  # no such ini key
+        return False
 
 
 class TaskFailure(Exception):
@@ -139,12 +155,9 @@ class SelectionRun:
         from .tasks import resolve_selection_track
 
         try:
-            for opt in _UNSUPPORTED:
-                if config.getoption(f"pstbench_{opt}", default=None) or (opt != "gate_metrics" and config.getini(f"pstbench_{opt}")):
-                    raise UserError(
-                        f"--pstbench-{opt.replace('_', '-')}: not supported for selection tracks yet "
-                        "(judge comparison with McNemar tests is pending); fix: drop the option"
-                    )
+            for opt, why in _UNSUPPORTED.items():
+                if _given(config, f"pstbench_{opt}"):
+                    raise UserError(f"--pstbench-{opt.replace('_', '-')}: not supported for selection tracks ({why}); fix: drop the option")
             protocol = load_protocol(option_value(config, "protocol") or DEFAULT_SELECTION_PROTOCOL)
             params = SelectionParams.of(protocol)
             spec = str(option_value(config, "track"))
