@@ -305,12 +305,9 @@ def load_method_yaml(outputs_dir: Path | None) -> dict:
     path = Path(outputs_dir) / "method.yaml"
     if not path.is_file():
         return {}
-    import yaml
+    from .yamlfile import read_yaml
 
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise UserError(f"{path}: not valid YAML ({str(exc).splitlines()[0]}); fix the file or remove it") from None
+    data = read_yaml(path, "method.yaml")
     if not isinstance(data, dict):
         raise UserError(f"{path}: must be a mapping (e.g. code: URL@commit, weights: sha256, settings: ...)")
     return data

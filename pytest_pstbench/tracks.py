@@ -68,15 +68,12 @@ def resolve_track(spec: str, progress=None) -> Track:
 
 
 def load_manifest(path: Path, source: str = "local") -> Track:
-    import yaml
+    from .yamlfile import read_yaml
 
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: track manifest not found; fix: give the path of an existing track.yaml")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: not a valid YAML track manifest ({str(exc).splitlines()[0]})") from None
+    data = read_yaml(path, "track manifest")
 
     def bad(rule: str) -> UserError:
         return UserError(f"{path}: invalid track manifest: {rule}")

@@ -88,12 +88,9 @@ def load_manifests() -> dict[str, DatasetManifest]:
 
 
 def _load_manifest(path: Path) -> DatasetManifest:
-    import yaml
+    from ..yamlfile import read_yaml
 
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: not a valid YAML dataset manifest ({str(exc).splitlines()[0]})") from None
+    data = read_yaml(path, "dataset manifest")
 
     def bad(rule: str) -> UserError:
         return UserError(f"{path}: invalid remote dataset manifest: {rule}; fix the file")

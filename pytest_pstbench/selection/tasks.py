@@ -126,15 +126,12 @@ def _plain_id(value) -> bool:
 
 
 def load_selection_manifest(path: Path, source: str = "local") -> SelectionTrack:
-    import yaml
+    from ..yamlfile import read_yaml
 
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: selection track manifest not found; fix: give the path of an existing track.yaml")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: not a valid YAML track manifest ({str(exc).splitlines()[0]})") from None
+    data = read_yaml(path, "selection track manifest")
 
     def bad(rule: str) -> UserError:
         return UserError(f"{path}: invalid selection track manifest: {rule}")
