@@ -19,7 +19,7 @@ def time_pstbench(args: list[str], cwd: Path, env: dict | None = None, quiet: bo
 def seeded_cache(tmp: Path, *parts: str) -> Path:
     """A fresh PSTBENCH_CACHE under `tmp` holding copies of the user's cache folders `parts` (e.g. the
     LPIPS weights), so a benchmark measures its command and not one-time fetches."""
-    from pytest_pstbench.paths import cache_dir
+    from pytest_pstbench.core.paths import cache_dir
 
     cache = tmp / "cache"
     for part in parts:

@@ -143,7 +143,7 @@ def build_track(root: Path, n: int, methods: int = 3):
     import yaml
     from PIL import Image
 
-    from pytest_pstbench.tracks import load_manifest
+    from pytest_pstbench.paired.tracks import load_manifest
 
     (root / "track").mkdir(parents=True)
     outs = [root / f"out{k}" for k in range(methods)]
@@ -170,7 +170,7 @@ def peak_rss_gb() -> float:
 
 
 def score_session(track, protocol, outputs_dir: Path, results: Path, name: str, device: str) -> None:
-    from pytest_pstbench.session import RunSession
+    from pytest_pstbench.paired.session import RunSession
 
     session = RunSession(track, protocol, name=name, results_dir=results, device=device, outputs_dir=outputs_dir,
                          use_cache=False, command="bench_fast")
@@ -194,8 +194,8 @@ def main(argv=None) -> None:
     from PIL import Image
 
     from pytest_pstbench.metrics import lpips_metric
-    from pytest_pstbench.protocol import load_protocol
-    import pytest_pstbench.session  # noqa: F401 (imported before any clock starts)
+    from pytest_pstbench.core.protocol import load_protocol
+    import pytest_pstbench.paired.session  # noqa: F401 (imported before any clock starts)
     import skimage.color, skimage.metrics  # noqa: F401,E401
 
     protocol = load_protocol()

@@ -1,18 +1,19 @@
 """pytest plugin: options, fixtures, marker and thin hooks.
 
 Imports only pytest and the standard library at module level (it is loaded in every pytest run
-of an environment where pytest-pstbench is installed). Everything heavy is imported from
-`pytest_pstbench.pytest_support` when a pstbench option, fixture or marker is used.
+of an environment where pytest-pstbench is installed). Everything heavy is imported when a
+pstbench option, fixture or marker is used: the track kind's run (`pytest_pstbench.pytest_run.TrackRun`,
+subclassed by each kind, found through `pytest_pstbench.core.kinds`).
 """
 from __future__ import annotations
 
 import pytest
 
-from .cli.options import option_value  # standard library only: the plugin stays cheap to import
+from pytest_pstbench.cli.options import option_value  # standard library only: the plugin stays cheap to import
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    from .cli.options import add_to_pytest  # the one option table (standard library only)
+    from pytest_pstbench.cli.options import add_to_pytest  # the one option table (standard library only)
 
     add_to_pytest(parser, parser.getgroup("pstbench", "pstbench: photorealistic style transfer benchmark"))
 
@@ -22,17 +23,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "pstbench: a test that scores method outputs with pytest-pstbench (set by the pstbench fixtures)"
     )
     if option_value(config, "track"):
-        from .selection.kind import is_selection_track
+        from pytest_pstbench.core.kinds import pytest_run_class, track_kind
 
         base = config.inipath.parent if config.inipath else config.rootpath
-        if is_selection_track(str(option_value(config, "track")), base):  # vab-demo, vab, `kind: selection` manifests
-            from .selection.pytest_support import SelectionRun
-
-            config.pluginmanager.register(SelectionRun.from_config(config), "pstbench-run")
-            return
-        from .pytest_support import PstbenchRun
-
-        config.pluginmanager.register(PstbenchRun.from_config(config), "pstbench-run")
+        kind = track_kind(str(option_value(config, "track")), base)  # vab-demo, vab, `kind: selection` manifests
+        config.pluginmanager.register(pytest_run_class(kind).from_config(config), "pstbench-run")
 
 
 def _run(request: pytest.FixtureRequest):
@@ -87,17 +82,17 @@ def pstbench_compare():
     """
 
     def compare(candidate, baseline, metrics=None, margins=None):
-        from .runkinds import kind_of_runs
+        from pytest_pstbench.core.kinds import kind_of_runs
 
         kind = kind_of_runs([baseline, candidate])  # paired Wilcoxon or exact McNemar between judges
         if margins and kind.name == "selection":
-            from .errors import UserError
+            from pytest_pstbench.core.errors import UserError
 
             raise UserError("pstbench_compare(margins=...): margins are implemented for paired runs (Wilcoxon), "
                             "not for selection runs (McNemar); fix: drop margins")
         if margins:
-            from .compare import load_runs, protocol_for
-            from .gate import parse_margins
+            from pytest_pstbench.paired.compare import load_runs, protocol_for
+            from pytest_pstbench.core.gate import parse_margins
 
             items = [f"{m}={d}" for m, d in dict(margins).items()]
             protocol = protocol_for(load_runs([baseline, candidate]))
@@ -110,13 +105,13 @@ def pstbench_compare():
 
 @pytest.fixture(scope="session")
 def pstbench_protocol(request):
-    """The loaded protocol (`pytest_pstbench.protocol.Protocol`)."""
+    """The loaded protocol (`pytest_pstbench.core.protocol.Protocol`)."""
     return _run(request).protocol
 
 
 @pytest.fixture(scope="session")
 def pstbench_track(request):
-    """The track being scored (`pytest_pstbench.tracks.Track`)."""
+    """The track being scored (`pytest_pstbench.paired.tracks.Track`)."""
     return _run(request).track
 
 

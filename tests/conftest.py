@@ -16,7 +16,7 @@ import skimage.color  # noqa: E402,F401
 import skimage.data  # noqa: E402,F401
 import skimage.io  # noqa: E402,F401
 import skimage.metrics  # noqa: E402,F401
-import pytest_pstbench.imageio  # noqa: E402,F401
+import pytest_pstbench.paired.imageio  # noqa: E402,F401
 import pytest_pstbench.metrics.lpips_metric  # noqa: E402,F401
 
 PHOTOS = ("astronaut", "chelsea", "coffee", "rocket")
@@ -30,7 +30,7 @@ def _isolated_cache(tmp_path_factory):
     import os
     import shutil
 
-    from pytest_pstbench.paths import cache_dir
+    from pytest_pstbench.core.paths import cache_dir
 
     real_weights = cache_dir() / "weights"
     real_packages = cache_dir() / "packages"  # python-color-transfer for the idt baseline
@@ -51,7 +51,7 @@ def _isolated_cache(tmp_path_factory):
 
 def protocol_without_lpips(path: Path) -> Path:
     """A copy of the shipped protocol without the LPIPS metric (for fast engine tests)."""
-    from pytest_pstbench.protocol import load_protocol
+    from pytest_pstbench.core.protocol import load_protocol
 
     data = yaml.safe_load(load_protocol().path.read_text())
     del data["metrics"]["lpips"]

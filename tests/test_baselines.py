@@ -22,10 +22,10 @@ from PIL import Image
 
 import pytest_pstbench
 from conftest import make_track, protocol_without_lpips
-from pytest_pstbench import pinned_packages as pp
-from pytest_pstbench.baselines import REFERENCE_METHODS, prepare_reference_baseline
+from pytest_pstbench.data import pinned_packages as pp
+from pytest_pstbench.paired.baselines import REFERENCE_METHODS, prepare_reference_baseline
 from pytest_pstbench.cli import main
-from pytest_pstbench.errors import UserError
+from pytest_pstbench.core.errors import UserError
 
 PCT = pp.PYTHON_COLOR_TRANSFER
 FIX = "pip install 'pytest-pstbench[baselines]'"
@@ -190,7 +190,7 @@ def test_several_methods_in_the_given_order(track, tmp_path, capsys):
 
 
 def test_method_yaml_lands_in_run_json(track, tmp_path):
-    from pytest_pstbench.tracks import load_manifest
+    from pytest_pstbench.paired.tracks import load_manifest
 
     assert main(["baseline", "mkl", "--track", str(track), "--out", "mkl"]) == 0
     meta = yaml.safe_load((tmp_path / "mkl" / "method.yaml").read_text())
@@ -255,7 +255,7 @@ def test_existing_out_refused_unless_overwrite(track, tmp_path, capsys):
 
 
 def test_a_failing_pair_is_named_and_nothing_is_written(track, tmp_path, monkeypatch, capsys):
-    import pytest_pstbench.baselines as bl
+    import pytest_pstbench.paired.baselines as bl
 
     real = bl._prepare_histmatch
 
@@ -288,7 +288,7 @@ def test_unreadable_content_is_a_one_line_error(track, tmp_path, capsys):
 
 
 def test_wrong_color_matcher_version_is_refused(monkeypatch):
-    import pytest_pstbench.baselines as bl
+    import pytest_pstbench.paired.baselines as bl
 
     monkeypatch.setattr(bl, "_dist_version", lambda dist: "0.5.0" if dist == "color-matcher" else None)
     with pytest.raises(UserError, match=r"pinned to color-matcher 0\.6\.0, but 0\.5\.0 is installed"):
@@ -422,7 +422,7 @@ def test_an_installed_pinned_copy_is_used_without_fetching(tmp_path, pct_folder,
 # --- the other kinds of track -----------------------------------------------------------------
 
 def test_demo_track(tmp_path, monkeypatch):
-    from pytest_pstbench.tracks import resolve_track
+    from pytest_pstbench.paired.tracks import resolve_track
 
     monkeypatch.chdir(tmp_path)
     assert main(["baseline", "identity", "--track", "demo", "--out", "demo-id"]) == 0

@@ -10,7 +10,7 @@ from PIL import Image
 
 from conftest import make_outputs, make_track
 from pytest_pstbench.cli import main
-from pytest_pstbench.protocol import load_protocol
+from pytest_pstbench.core.protocol import load_protocol
 
 PROTOCOL = load_protocol()
 
@@ -150,7 +150,7 @@ def test_weights_fetch_nets(capsys):
     """`pstbench weights fetch --net ...`: alex is ready from the (session) cache; squeeze has no offline
     source here and gives one line naming the file to provide."""
     from pytest_pstbench.cli import main
-    from pytest_pstbench.lpips_weights import cache_path
+    from pytest_pstbench.metrics.lpips_weights import cache_path
 
     assert main(["weights", "fetch", "--net", "alex"]) == 0
     out = capsys.readouterr().out

@@ -10,11 +10,11 @@ import pytest
 import scipy.stats
 
 from pytest_pstbench.cli import main as cli_main
-from pytest_pstbench.compare import BETTER, NO_DIFF, WORSE, compare_runs
-from pytest_pstbench.errors import UserError
-from pytest_pstbench.protocol import load_protocol
-from pytest_pstbench.runs import load_run
-from pytest_pstbench.stats import holm
+from pytest_pstbench.paired.compare import BETTER, NO_DIFF, WORSE, compare_runs
+from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.protocol import load_protocol
+from pytest_pstbench.core.runs import load_run
+from pytest_pstbench.core.stats import holm
 
 PROTOCOL = load_protocol()
 METRICS = PROTOCOL.metric_names

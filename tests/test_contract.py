@@ -41,7 +41,7 @@ def _paired(root: Path) -> Kind:
     (bad / "p02.png").unlink()
     return Kind("paired", str(manifest), [f"--pstbench-outputs={good}", "--pstbench-no-cache"],
                 [f"--pstbench-outputs={bad}", "--pstbench-no-cache"], ("metrics.csv", "summary.json"), 4,
-                "pytest_pstbench.session:RunSession")
+                "pytest_pstbench.paired.session:RunSession")
 
 
 def _selection(root: Path) -> Kind:
@@ -116,7 +116,7 @@ def test_a_user_error_while_the_run_finishes_fails_the_session_with_one_line(pyt
     module, _, cls = kind.session_class.partition(":")
     pytester.makeconftest(
         f"import {module} as m\n"
-        "from pytest_pstbench.errors import UserError\n"
+        "from pytest_pstbench.core.errors import UserError\n"
         "def _finish(self, *a, **k):\n"
         "    raise UserError('results/x: cannot write the run here (disk full); fix: free space')\n"
         f"m.{cls}.finish = _finish\n"
@@ -139,7 +139,7 @@ def test_run_names_follow_one_rule(pytester, kind, name):
 
 def test_run_json_carries_its_format_and_a_newer_format_is_refused(pytester, kind, capsys):
     from pytest_pstbench.cli import main
-    from pytest_pstbench.runs import RUN_FORMAT
+    from pytest_pstbench.core.runs import RUN_FORMAT
 
     assert _run(pytester, kind, *kind.good, "--pstbench-name=a").ret == 0
     assert _run(pytester, kind, *kind.good, "--pstbench-name=b").ret == 0

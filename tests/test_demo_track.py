@@ -12,9 +12,9 @@ import yaml
 from PIL import Image
 from skimage.color import lab2rgb, rgb2lab
 
-from pytest_pstbench import baselines
+from pytest_pstbench.paired import baselines
 from pytest_pstbench.data import demo
-from pytest_pstbench.errors import UserError
+from pytest_pstbench.core.errors import UserError
 
 KINDS = ("content", "style", "reference")
 

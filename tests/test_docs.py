@@ -331,7 +331,7 @@ def _front_page_scoring_commands() -> list[list[str]]:
 
 
 def test_front_page_scoring_commands_run_on_the_demo_track(pytester, monkeypatch, capsys):
-    from pytest_pstbench.tracks import resolve_track
+    from pytest_pstbench.paired.tracks import resolve_track
 
     commands = _front_page_scoring_commands()
     assert [c[0] for c in commands] == ["pstbench", "pytest"]

@@ -20,12 +20,12 @@ import yaml
 from conftest import make_outputs, make_track, protocol_without_lpips
 from test_compare import scores_from, write_run
 from pytest_pstbench.cli import main as cli_main
-from pytest_pstbench.compare import BETTER, WITHIN_MARGIN, WORSE_BEYOND_MARGIN, compare_runs
-from pytest_pstbench.errors import UserError
-from pytest_pstbench.gate import parse_margins
-from pytest_pstbench.protocol import load_protocol
-from pytest_pstbench.runs import load_run
-from pytest_pstbench.stats import holm
+from pytest_pstbench.paired.compare import BETTER, WITHIN_MARGIN, WORSE_BEYOND_MARGIN, compare_runs
+from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.gate import parse_margins
+from pytest_pstbench.core.protocol import load_protocol
+from pytest_pstbench.core.runs import load_run
+from pytest_pstbench.core.stats import holm
 
 GOLDEN = Path(__file__).parent / "golden" / "compare_margin0.json"
 PROTOCOL = load_protocol()

@@ -332,7 +332,7 @@ def test_missing_matplotlib_is_a_one_line_error(setup, tmp_path, capsys, monkeyp
 
 
 def test_module_import_is_cheap():
-    code = ("import sys, pytest_pstbench.report_cli, pytest_pstbench.report.build; "
+    code = ("import sys, pytest_pstbench.cli.report, pytest_pstbench.report.build; "
             "heavy = [m for m in ('numpy', 'PIL', 'matplotlib', 'yaml', 'torch') if m in sys.modules]; "
             "assert not heavy, heavy")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from PIL import Image, ImageCms
 
-from pytest_pstbench.errors import UserError
-from pytest_pstbench.imageio import LoadedImage, fit_to_reference, load_image
-from pytest_pstbench.protocol import load_protocol
+from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.paired.imageio import LoadedImage, fit_to_reference, load_image
+from pytest_pstbench.core.protocol import load_protocol
 
 PROTO = load_protocol()
 IO = PROTO.section("io")

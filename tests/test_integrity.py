@@ -146,7 +146,7 @@ def test_case04_partial_session_does_not_replace_a_complete_run(pytester):
 
 _HOLD_LOCK = """
 import sys, time
-from pytest_pstbench.runs import run_lock
+from pytest_pstbench.core.runs import run_lock
 with run_lock(sys.argv[1]):
     print("locked", flush=True)
     sys.stdin.read()
@@ -325,7 +325,7 @@ def test_case07_forged_cache_entry_is_a_miss(tmp_path, own_cache):
 
 def test_case07_verify_cache_catches_a_forged_entry_with_a_valid_digest(tmp_path, own_cache, monkeypatch, capsys):
     """An entry forged by someone who also recomputes its digest is caught by --verify-cache."""
-    from pytest_pstbench import cache as cache_mod
+    from pytest_pstbench.core import cache as cache_mod
 
     manifest = make_track(tmp_path / "track")
     proto = protocol_without_lpips(tmp_path / "proto.yaml")
@@ -376,7 +376,7 @@ def test_case07_pytest_verify_cache(pytester):
 
 
 def test_case16_non_finite_metric_never_reaches_the_cache(tmp_path, monkeypatch, capsys):
-    from pytest_pstbench.cache import ScoreCache
+    from pytest_pstbench.core.cache import ScoreCache
     from pytest_pstbench.metrics import PairScorer
 
     c = ScoreCache(tmp_path / "c")
@@ -480,9 +480,9 @@ def _png(path, width, height, *, valid=True, ctype=2):
 _PEAK = """
 import resource, sys
 from pathlib import Path
-from pytest_pstbench.imageio import load_image
-from pytest_pstbench.protocol import load_protocol
-from pytest_pstbench.errors import UserError
+from pytest_pstbench.paired.imageio import load_image
+from pytest_pstbench.core.protocol import load_protocol
+from pytest_pstbench.core.errors import UserError
 p = load_protocol()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 try:
@@ -609,9 +609,9 @@ def test_case11_animated_png_output_and_candidate_are_refused(tmp_path, capsys):
 
 
 def test_also_trailing_data_after_iend_is_named(tmp_path):
-    from pytest_pstbench.errors import UserError
-    from pytest_pstbench.imageio import load_image
-    from pytest_pstbench.protocol import load_protocol
+    from pytest_pstbench.core.errors import UserError
+    from pytest_pstbench.paired.imageio import load_image
+    from pytest_pstbench.core.protocol import load_protocol
 
     manifest = make_track(tmp_path / "track")
     out = make_outputs(manifest, tmp_path / "out") / "p01.png"
@@ -777,8 +777,8 @@ def test_case09_srgb_is_decided_by_profile_content(tmp_path):
     import numpy as np
     from PIL import Image, ImageCms
 
-    from pytest_pstbench.imageio import load_image
-    from pytest_pstbench.protocol import load_protocol
+    from pytest_pstbench.paired.imageio import load_image
+    from pytest_pstbench.core.protocol import load_protocol
 
     proto = load_protocol()
     rng = np.random.default_rng(0)
@@ -868,7 +868,7 @@ def test_case14_silent_endpoint_times_out_with_one_line(tmp_path):
 
 def test_case14_network_timeout_value_is_checked(monkeypatch):
     from pytest_pstbench.data.hub import network_timeout
-    from pytest_pstbench.errors import UserError
+    from pytest_pstbench.core.errors import UserError
 
     monkeypatch.setenv("PSTBENCH_NETWORK_TIMEOUT", "soon")
     with pytest.raises(UserError, match=r"^PSTBENCH_NETWORK_TIMEOUT='soon': expected a number of seconds > 0; "):
@@ -1001,7 +1001,7 @@ def test_case02_sigkill_during_the_write_keeps_the_previous_complete_run(tmp_pat
 
 
 def test_case02_writer_killed_between_the_renames_is_recovered_under_the_lock(tmp_path):
-    from pytest_pstbench import runs
+    from pytest_pstbench.core import runs
 
     manifest = make_track(tmp_path / "track")
     proto = protocol_without_lpips(tmp_path / "proto.yaml")
@@ -1038,9 +1038,9 @@ def test_case04_partial_selection_session_does_not_replace_a_complete_run(pytest
 
 
 def test_case16_reference_deleted_after_the_track_was_read_fails_the_pair_in_one_line(tmp_path, capsys):
-    from pytest_pstbench.protocol import load_protocol
-    from pytest_pstbench.session import RunSession
-    from pytest_pstbench.tracks import load_manifest
+    from pytest_pstbench.core.protocol import load_protocol
+    from pytest_pstbench.paired.session import RunSession
+    from pytest_pstbench.paired.tracks import load_manifest
 
     manifest = make_track(tmp_path / "track")
     outputs = make_outputs(manifest, tmp_path / "out", strength=0.44)
@@ -1057,11 +1057,11 @@ def test_case16_reference_deleted_after_the_track_was_read_fails_the_pair_in_one
 def test_case05_entry_is_not_stored_when_a_file_changed_under_its_key(tmp_path, monkeypatch):
     """The key is computed before decoding; if the bytes decoded are not the bytes hashed (a file replaced
     in between, or a stale per-process hash), the values are used for this run but not cached."""
-    from pytest_pstbench import cache as cache_mod
-    from pytest_pstbench.cache import ScoreCache
-    from pytest_pstbench.protocol import load_protocol
-    from pytest_pstbench.session import RunSession
-    from pytest_pstbench.tracks import load_manifest
+    from pytest_pstbench.core import cache as cache_mod
+    from pytest_pstbench.core.cache import ScoreCache
+    from pytest_pstbench.core.protocol import load_protocol
+    from pytest_pstbench.paired.session import RunSession
+    from pytest_pstbench.paired.tracks import load_manifest
 
     manifest = make_track(tmp_path / "track")
     outputs = make_outputs(manifest, tmp_path / "out", strength=0.71)
@@ -1083,12 +1083,12 @@ def test_case13_dataset_jpeg_size_is_checked_before_decoding(tmp_path, monkeypat
     import numpy as np
     import yaml
 
-    from pytest_pstbench.errors import UserError
+    from pytest_pstbench.core.errors import UserError
     """A JPEG dataset image is held to the same header-size guard as a PNG: Pillow's decoder is never run."""
     from PIL import Image as PILImage
 
-    from pytest_pstbench.imageio import load_dataset_image
-    from pytest_pstbench.protocol import load_protocol as _load
+    from pytest_pstbench.paired.imageio import load_dataset_image
+    from pytest_pstbench.core.protocol import load_protocol as _load
 
     path = tmp_path / "big.jpg"
     PILImage.fromarray(np.zeros((40, 50, 3), np.uint8)).save(path, quality=90)

@@ -167,10 +167,10 @@ def short(module: str) -> str:
 # ---- the checks --------------------------------------------------------------------------------
 def test_the_graph_is_read():
     top, deferred = import_graph()
-    assert "pytest_pstbench.report.build" in top["pytest_pstbench.report_cli"] or \
-        "pytest_pstbench.report.build" in deferred["pytest_pstbench.report_cli"]
+    assert "pytest_pstbench.report.build" in top["pytest_pstbench.cli.report"] or \
+        "pytest_pstbench.report.build" in deferred["pytest_pstbench.cli.report"]
     assert "pytest_pstbench.data.manifest" in top["pytest_pstbench.data.fetch"]
-    assert "pytest_pstbench.selection.cli" in deferred["pytest_pstbench.cli"]  # __import__("...")
+    assert "pytest_pstbench.cli.vab" in deferred["pytest_pstbench.cli"]  # __import__("...")
 
 
 def test_no_cycle_among_module_level_imports():

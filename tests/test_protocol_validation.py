@@ -11,8 +11,8 @@ import yaml
 
 from conftest import make_outputs, make_track
 from pytest_pstbench.cli import main
-from pytest_pstbench.errors import UserError
-from pytest_pstbench.protocol import load_protocol
+from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.protocol import load_protocol
 
 BASE = yaml.safe_load(load_protocol().path.read_text(encoding="utf-8"))
 
@@ -160,7 +160,7 @@ def test_importing_the_protocol_and_the_registry_loads_no_numpy():
     import subprocess
     import sys
 
-    code = ("import sys, pytest_pstbench.protocol as p; p.load_protocol(); "
+    code = ("import sys, pytest_pstbench.core.protocol as p; p.load_protocol(); "
             "print(sorted(m for m in ('numpy', 'torch', 'PIL', 'skimage', 'lpips') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -21,7 +21,7 @@ from PIL import Image
 
 from hub_server import FakeHub, make_acetone_files, make_pst50_files
 from pytest_pstbench.cli import main
-from pytest_pstbench.errors import UserError
+from pytest_pstbench.core.errors import UserError
 
 PST50 = "zrgong/PST50"
 PST50_SHA = "6ed86e3" + hashlib.sha1(b"pst50").hexdigest()[:33]  # the pinned short revision 6ed86e3
@@ -132,7 +132,7 @@ def test_fresh_fetch_of_chosen_splits(env, hub, repo_files, capsys):
 
 
 def _resolve(spec):
-    from pytest_pstbench.tracks import resolve_track
+    from pytest_pstbench.paired.tracks import resolve_track
 
     return resolve_track(spec)
 
@@ -387,7 +387,7 @@ def test_acetone_unpinned_is_refused_and_a_pinned_manifest_fetches(env, hub, mon
     assert "acetone.yaml: split raw_image: 6 files" in err and "expected 1024" in err
     assert hub.downloads() == []
 
-    from pytest_pstbench.protocol import protocols_dir
+    from pytest_pstbench.core.protocol import protocols_dir
 
     manifest = yaml.safe_load((protocols_dir() / "tracks" / "acetone.yaml").read_text())
     manifest["revision"] = ACETONE_SHA
@@ -437,8 +437,8 @@ def test_shipped_manifests_and_layout_rules(tmp_path, monkeypatch):
 def test_remote_track_lookup_does_not_import_huggingface_hub(tmp_path):
     code = (
         "import sys\n"
-        "from pytest_pstbench.tracks import resolve_track\n"
-        "from pytest_pstbench.errors import UserError\n"
+        "from pytest_pstbench.paired.tracks import resolve_track\n"
+        "from pytest_pstbench.core.errors import UserError\n"
         "try:\n    resolve_track('pst50-paired')\nexcept UserError as e:\n    print(e)\n"
         "assert 'huggingface_hub' not in sys.modules\n"
     )

@@ -115,7 +115,7 @@ def test_workflow_run_steps_in_a_copy_of_the_example(tmp_path):
         ran.append((cmd, proc))
     assert len(ran) == 4  # revision, weights, data fetch, pytest
 
-    from pytest_pstbench.tracks import load_manifest
+    from pytest_pstbench.paired.tracks import load_manifest
 
     assert gh_output.read_text().strip() == f"revision={load_manifest(manifest).revision}"
     assert "not a remote track; nothing to fetch" in ran[2][1].stdout

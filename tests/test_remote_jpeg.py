@@ -21,7 +21,7 @@ from PIL import Image, features
 
 from hub_server import FakeHub, make_acetone_files, point_at
 from pytest_pstbench.cli import main
-from pytest_pstbench.errors import UserError
+from pytest_pstbench.core.errors import UserError
 
 ACETONE = "Vivre/AceTone-Bench-Transfer"
 SHA = hashlib.sha1(b"acetone jpeg").hexdigest()
@@ -43,7 +43,7 @@ def hub(files):
 
 @pytest.fixture
 def env(hub, tmp_path, monkeypatch):
-    from pytest_pstbench.protocol import protocols_dir
+    from pytest_pstbench.core.protocol import protocols_dir
 
     point_at(hub, tmp_path, monkeypatch)
     manifest = yaml.safe_load((protocols_dir() / "tracks" / "acetone.yaml").read_text())
@@ -65,7 +65,7 @@ def test_jpeg_only_track_scored_end_to_end(env, hub, files, tmp_path, capsys):
     from conftest import protocol_without_lpips
 
     assert main(["data", "fetch", "acetone", "--revision", "main"]) == 0
-    from pytest_pstbench.tracks import resolve_track
+    from pytest_pstbench.paired.tracks import resolve_track
 
     track = resolve_track("acetone-transfer")
     assert [p.content.suffix for p in track.pairs] == [".jpg"] * N
@@ -134,8 +134,8 @@ def _save(path: Path, arr: np.ndarray, fmt: str, **kw) -> Path:
 
 
 def test_dataset_image_formats_and_refusals(tmp_path):
-    from pytest_pstbench.imageio import load_dataset_image
-    from pytest_pstbench.protocol import load_protocol
+    from pytest_pstbench.paired.imageio import load_dataset_image
+    from pytest_pstbench.core.protocol import load_protocol
 
     proto = load_protocol()
     rng = np.random.default_rng(0)
@@ -172,7 +172,7 @@ def test_dataset_image_formats_and_refusals(tmp_path):
 
 
 def test_local_track_with_jpeg_images_gets_the_same_rule(tmp_path):
-    from pytest_pstbench.tracks import load_manifest
+    from pytest_pstbench.paired.tracks import load_manifest
 
     rng = np.random.default_rng(1)
     for role in ("c", "s", "r"):

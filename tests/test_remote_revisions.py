@@ -68,7 +68,7 @@ def _gets(hub) -> list[str]:
 
 def _acetone_manifest(env, monkeypatch, count: int = 4) -> None:
     """The shipped acetone.yaml (unpinned) with the fake repo's pair count."""
-    from pytest_pstbench.protocol import protocols_dir
+    from pytest_pstbench.core.protocol import protocols_dir
 
     manifest = yaml.safe_load((protocols_dir() / "tracks" / "acetone.yaml").read_text())
     assert manifest["revision"] is None

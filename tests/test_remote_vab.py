@@ -25,7 +25,7 @@ from PIL import Image, ImageFilter
 
 from hub_server import FakeHub
 from pytest_pstbench.cli import main
-from pytest_pstbench.errors import UserError
+from pytest_pstbench.core.errors import UserError
 
 VAB = "BakeLab/Visual-Aesthetic-Benchmark"
 VAB_SHA = "d14fcdb" + hashlib.sha1(b"vab").hexdigest()[:33]  # the pinned short revision d14fcdb
@@ -133,7 +133,7 @@ def hub(repo_files):
 @pytest.fixture(scope="module")
 def manifests(tmp_path_factory):
     """The shipped vab.yaml with tasks.count set to the generated number of tasks."""
-    from pytest_pstbench.protocol import protocols_dir
+    from pytest_pstbench.core.protocol import protocols_dir
 
     data = yaml.safe_load((protocols_dir() / "tracks" / "vab.yaml").read_text())
     data["tasks"]["count"] = len(TASKS)

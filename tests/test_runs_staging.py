@@ -6,8 +6,8 @@ import stat
 
 import pytest
 
-from pytest_pstbench.errors import UserError
-from pytest_pstbench.runs import replace_stale_dir, staging_dir, swap_dir_into_place
+from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.runs import replace_stale_dir, staging_dir, swap_dir_into_place
 
 
 def _fill(folder, text):

@@ -15,8 +15,8 @@ from skimage.metrics import peak_signal_noise_ratio
 
 from conftest import make_outputs, make_track
 from pytest_pstbench.cli import main
-from pytest_pstbench.protocol import load_protocol
-from pytest_pstbench.tracks import load_manifest
+from pytest_pstbench.core.protocol import load_protocol
+from pytest_pstbench.paired.tracks import load_manifest
 
 BASE = load_protocol()
 
@@ -46,9 +46,9 @@ def _score(root: Path, manifest: Path, outputs: Path, protocol: Path, name: str,
 
 
 def test_every_shipped_variant_scored_by_score_equals_its_sensitivity_row(setup, capsys):
-    from pytest_pstbench.aggregation import entry_value, statistic_of
-    from pytest_pstbench.sensitivity_engine import resolve_methods, run_sensitivity
-    from pytest_pstbench.variants import BASE_ID, load_variants
+    from pytest_pstbench.core.aggregation import entry_value, statistic_of
+    from pytest_pstbench.paired.sensitivity import resolve_methods, run_sensitivity
+    from pytest_pstbench.paired.variants import BASE_ID, load_variants
 
     root, manifest, half, most = setup
     track = load_manifest(manifest)
@@ -147,7 +147,7 @@ def test_evaluation_resolution_resizes_every_image_before_the_metrics(setup, cap
 
 
 def test_compare_on_pooled_runs_treats_per_pair_mse_as_lower_is_better(setup, capsys):
-    from pytest_pstbench.compare import compare_runs, load_runs
+    from pytest_pstbench.paired.compare import compare_runs, load_runs
 
     root, manifest, half, most = setup
     data = yaml.safe_load(BASE.path.read_text(encoding="utf-8"))

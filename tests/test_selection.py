@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from pytest_pstbench.cli import main as cli_main
-from pytest_pstbench.errors import UserError
-from pytest_pstbench.protocol import load_protocol
+from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.protocol import load_protocol
 from pytest_pstbench.selection import answers as ans
 from pytest_pstbench.selection import consensus as cons
 from pytest_pstbench.selection.judges import answers_from_scores, load_judge, pick
@@ -684,8 +684,8 @@ def test_local_manifest_and_errors(tmp_path, demo_manifest):
 def test_a_bad_comparison_section_is_refused_when_the_protocol_loads(tmp_path):
     import yaml
 
-    from pytest_pstbench.errors import UserError
-    from pytest_pstbench.protocol import load_protocol
+    from pytest_pstbench.core.errors import UserError
+    from pytest_pstbench.core.protocol import load_protocol
 
     data = yaml.safe_load(load_protocol("vab").path.read_text())
     data["comparison"]["alpha"] = 5

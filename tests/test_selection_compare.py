@@ -21,8 +21,8 @@ import pytest
 import yaml
 
 from pytest_pstbench.cli import main as cli_main
-from pytest_pstbench.errors import UserError
-from pytest_pstbench.protocol import load_protocol
+from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.protocol import load_protocol
 from pytest_pstbench.selection.compare import compare_selection_paths, mcnemar_exact
 from pytest_pstbench.selection.permutations import orders_for
 from pytest_pstbench.selection.protocol import SelectionParams, comparison_params

@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from pytest_pstbench.cli import main as cli_main
-from pytest_pstbench.errors import UserError
-from pytest_pstbench.protocol import load_protocol
+from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.protocol import load_protocol
 from pytest_pstbench.selection import answers as ans
 from pytest_pstbench.selection.metrics import aggregate, trial_outcomes
 from pytest_pstbench.selection.permutations import orders_for

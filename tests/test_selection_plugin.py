@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_pstbench.cli import main as cli_main
-from pytest_pstbench.protocol import load_protocol
+from pytest_pstbench.core.protocol import load_protocol
 from pytest_pstbench.selection.protocol import SelectionParams
 from pytest_pstbench.selection.tasks import load_selection_manifest, resolve_selection_track
 

@@ -16,17 +16,17 @@ from PIL import Image
 
 from conftest import make_outputs, make_track, protocol_without_lpips
 from pytest_pstbench.cli import main
-from pytest_pstbench.errors import UserError
-from pytest_pstbench.protocol import load_protocol
-from pytest_pstbench.sensitivity_engine import (
+from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.protocol import load_protocol
+from pytest_pstbench.paired.sensitivity import (
     SensitivityResult,
     analyse,
     parse_method_specs,
     resolve_methods,
     run_sensitivity,
 )
-from pytest_pstbench.tracks import load_manifest
-from pytest_pstbench.variants import BASE_ID, flatten, load_variant, load_variants, shipped_variant_ids
+from pytest_pstbench.paired.tracks import load_manifest
+from pytest_pstbench.paired.variants import BASE_ID, flatten, load_variant, load_variants, shipped_variant_ids
 
 REQUIRED = {
     "resolution-short512", "resolution-256",
@@ -229,7 +229,7 @@ def test_aggregates_median_and_pooled_psnr_by_hand(setup, value_run):
     ],
 )
 def test_resolution_variant_equals_scoring_pre_resized_images(setup, tmp_path, evaluate, size_of):
-    from pytest_pstbench.session import RunSession
+    from pytest_pstbench.paired.session import RunSession
 
     variant = write_variant(tmp_path / "res.yaml", "res", {"resolution": {"evaluate": evaluate}})
     run = engine(setup, [str(variant)], methods={"half": setup.methods["half"], "identity": "identity"})
@@ -508,7 +508,7 @@ def test_each_distinct_family_of_paired_tests_runs_once(tmp_path, monkeypatch):
     p-values are still those of scipy.stats.wilcoxon on each variant's own values."""
     from scipy.stats import wilcoxon
 
-    import pytest_pstbench.stats as stats
+    import pytest_pstbench.core.stats as stats
 
     calls = []
     real = stats.wilcoxon_test

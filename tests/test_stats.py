@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_pstbench.protocol import load_protocol
-from pytest_pstbench.stats import MeanCI, bootstrap_mean_ci
+from pytest_pstbench.core.protocol import load_protocol
+from pytest_pstbench.core.stats import MeanCI, bootstrap_mean_ci
 
 
 @pytest.fixture(scope="module")

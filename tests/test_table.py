@@ -18,7 +18,7 @@ from PIL import Image
 
 from conftest import make_outputs, make_track, protocol_without_lpips
 from pytest_pstbench.cli import main as cli_main
-from pytest_pstbench.protocol import load_protocol
+from pytest_pstbench.core.protocol import load_protocol
 
 GOLDEN = Path(__file__).parent / "golden"
 PROTOCOL = load_protocol()

@@ -2,7 +2,7 @@
 import numpy as np
 from PIL import Image
 
-from pytest_pstbench.baselines import reinhard_lab  # stand-in for the repository's own method
+from pytest_pstbench.paired.baselines import reinhard_lab  # stand-in for the repository's own method
 
 
 def stylize(content: np.ndarray, style: np.ndarray) -> np.ndarray:

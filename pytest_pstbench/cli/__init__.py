@@ -8,13 +8,13 @@ import shlex
 import sys
 from pathlib import Path
 
-from ..errors import UserError
-from .options import add_to_argparse
-from .progress import progress as _progress
+from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.cli.options import add_to_argparse
+from pytest_pstbench.cli.progress import progress as _progress
 
 
 def _print_table(protocol, track, rows) -> None:
-    from ..report.tables import header_line, run_table
+    from pytest_pstbench.report.tables import header_line, run_table
 
     print(header_line(rows[-1][1], track.dataset_id))
     print(run_table(protocol, rows))
@@ -43,9 +43,9 @@ def _report_outcome(outcome) -> int:
 
 
 def cmd_score(args) -> int:
-    from ..request import ScoreRequest, open_scoring
-    from ..session import identity_row, score_run
-    from ..selection.kind import is_selection_track
+    from pytest_pstbench.paired.request import ScoreRequest, open_scoring
+    from pytest_pstbench.paired.session import identity_row, score_run
+    from pytest_pstbench.selection.kind import is_selection_track
 
     if is_selection_track(args.track):  # vab, vab-demo, `kind: selection` manifests
         raise UserError(
@@ -78,11 +78,11 @@ def cmd_score(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from ..baselines import BaselineFailed, parse_methods, prepare_reference_baseline, write_reference_baseline
-    from ..lpips_weights import resolve_alexnet_features
-    from ..protocol import load_protocol
-    from ..session import RunSession, identity_row, load_method_yaml, score_run
-    from ..tracks import resolve_outputs, resolve_track
+    from pytest_pstbench.paired.baselines import BaselineFailed, parse_methods, prepare_reference_baseline, write_reference_baseline
+    from pytest_pstbench.metrics.lpips_weights import resolve_alexnet_features
+    from pytest_pstbench.core.protocol import load_protocol
+    from pytest_pstbench.paired.session import RunSession, identity_row, load_method_yaml, score_run
+    from pytest_pstbench.paired.tracks import resolve_outputs, resolve_track
 
     protocol = load_protocol(args.protocol)
     # The demo's methods are the reference baselines of `pstbench baseline` (identity is always the first row).
@@ -128,9 +128,9 @@ def cmd_demo(args) -> int:
 def cmd_compare(args) -> int:
     import json
 
-    from ..compare import compare_runs, comparison_table, load_runs, protocol_for
-    from ..runkinds import runs_kind
-    from ..selection.compare import cmd_compare_selection
+    from pytest_pstbench.paired.compare import compare_runs, comparison_table, load_runs, protocol_for
+    from pytest_pstbench.core.kinds import runs_kind
+    from pytest_pstbench.selection.compare import cmd_compare_selection
 
     if runs_kind(args.runs) == "selection":  # exact McNemar tests between judges
         if args.margin:
@@ -141,7 +141,7 @@ def cmd_compare(args) -> int:
     protocol = protocol_for(runs, args.protocol) if args.protocol else None
     margins = None
     if args.margin:
-        from ..gate import parse_margins
+        from pytest_pstbench.core.gate import parse_margins
 
         if protocol is None:
             protocol = protocol_for(runs)
@@ -159,7 +159,7 @@ def cmd_compare(args) -> int:
 
 
 def cmd_weights_fetch(args) -> int:
-    from ..lpips_weights import BACKBONE_OF_NET, fetch_weights
+    from pytest_pstbench.metrics.lpips_weights import BACKBONE_OF_NET, fetch_weights
 
     for net in args.net:
         backbone = BACKBONE_OF_NET[net]
@@ -209,18 +209,20 @@ def build_parser() -> argparse.ArgumentParser:
         "sensitivity variant), squeeze (no offline source: only found in torchvision's cache)",
     )
     w.set_defaults(func=cmd_weights_fetch)
-    from ..data.cli_data import add_data_commands
+    from pytest_pstbench.cli.data import add_data_commands
 
     add_data_commands(sub)
-    __import__("pytest_pstbench.selection.cli", fromlist=["add_vab_commands"]).add_vab_commands(sub)  # pstbench vab ...
-    from ..baselines_cli import add_baseline_command
-    from ..report_cli import add_report_command
-    from ..sensitivity import add_sensitivity_command
+    from pytest_pstbench.cli.vab import add_vab_commands
+
+    add_vab_commands(sub)  # pstbench vab ...
+    from pytest_pstbench.cli.baselines import add_baseline_command
+    from pytest_pstbench.cli.report import add_report_command
+    from pytest_pstbench.cli.sensitivity import add_sensitivity_command
 
     add_baseline_command(sub)  # pstbench baseline METHOD ...
     add_sensitivity_command(sub)  # pstbench sensitivity ...
     add_report_command(sub)  # pstbench report ...
-    from ..table import add_table_command
+    from pytest_pstbench.report.paper_table import add_table_command
 
     add_table_command(sub)  # pstbench table ...
     return parser

@@ -1,6 +1,6 @@
 """`python -m pytest_pstbench.cli ...` runs the `pstbench` command."""
 import sys
 
-from . import main
+from pytest_pstbench.cli import main
 
 sys.exit(main())

@@ -51,10 +51,10 @@ import numpy as np
 import yaml
 from PIL import Image
 
-from ..errors import UserError
-from ..paths import cache_dir
-from ..runs import replace_stale_dir, staging_dir
-from .photos import load_photo, render_view
+from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.paths import cache_dir
+from pytest_pstbench.core.runs import replace_stale_dir, staging_dir
+from pytest_pstbench.data.photos import load_photo, render_view
 
 GENERATOR_VERSION = 1
 
@@ -247,8 +247,8 @@ LOCK_NAME = "lock.json"
 
 def _write_lock(root: Path, rels: list[str]) -> None:
     """`lock.json`: sha256, size and modification time (ns) of every file of the track."""
-    from ..paths import file_sha256
-    from ..runs import dumps_json, write_atomic
+    from pytest_pstbench.core.paths import file_sha256
+    from pytest_pstbench.core.runs import dumps_json, write_atomic
 
     files = {}
     for rel in rels:
@@ -261,8 +261,8 @@ def _lock_ok(root: Path, say: Callable[[str], None] = lambda _msg: None) -> bool
     """Whether every file of the track matches `lock.json`: checked cheaply by size and modification
     time; a file whose size or time differs is hashed in full (and, when its sha256 still matches, its new
     time recorded). A missing or unreadable lock, or a file that differs, makes the track stale."""
-    from ..paths import file_sha256
-    from ..runs import dumps_json, write_atomic
+    from pytest_pstbench.core.paths import file_sha256
+    from pytest_pstbench.core.runs import dumps_json, write_atomic
 
     try:
         lock = json.loads((root / LOCK_NAME).read_text(encoding="utf-8"))

@@ -13,9 +13,9 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import UserError
-from .hub import _bounded_hub_client, _endpoint, _hub_error, _network_errors, _offline, _remote_listing
-from .lock import (
+from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.data.hub import _bounded_hub_client, _endpoint, _hub_error, _network_errors, _offline, _remote_listing
+from pytest_pstbench.data.lock import (
     dataset_dir,
     LOCK_NAME,
     _new_lock,
@@ -27,9 +27,9 @@ from .lock import (
     same_revision,
     _write_json_atomic,
 )
-from .manifest import DatasetManifest, get_manifest, _HEX, resolve_layout
-from .progress import human, reporter, shown
-from .verify import check_file, _check_present
+from pytest_pstbench.data.manifest import DatasetManifest, get_manifest, _HEX, resolve_layout
+from pytest_pstbench.data.progress import human, reporter, shown
+from pytest_pstbench.data.verify import check_file, _check_present
 
 
 @dataclass
@@ -135,7 +135,7 @@ def _fetch_locked(m: DatasetManifest, root: Path, splits: list[str], requested: 
 def _after_fetch(m: DatasetManifest, result: FetchResult, say) -> FetchResult:
     """Selection datasets: extract (or re-check) the tasks of every track whose split is now present."""
     if m.kind == "selection":
-        from .remote_selection import extract_fetched_tracks
+        from pytest_pstbench.data.remote_selection import extract_fetched_tracks
 
         result.tasks = extract_fetched_tracks(m, progress=say)
     return result

@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 import re
 
-from ..errors import UserError
-from .manifest import DatasetManifest
+from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.data.manifest import DatasetManifest
 
 
 def _endpoint() -> str | None:

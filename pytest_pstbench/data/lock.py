@@ -11,9 +11,9 @@ import json
 import os
 from pathlib import Path
 
-from ..errors import UserError
-from ..paths import data_dir
-from .manifest import DatasetManifest, _HEX
+from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.paths import data_dir
+from pytest_pstbench.data.manifest import DatasetManifest, _HEX
 
 LOCK_NAME = "pstbench-lock.json"
 LOCK_FORMAT = 1

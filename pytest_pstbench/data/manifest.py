@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import UserError
-from .progress import shown
+from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.data.progress import shown
 
 MANIFESTS_ENV = "PSTBENCH_REMOTE_MANIFESTS"  # extra folder of dataset manifests (override shipped ones by name)
 _HEX = re.compile(r"^[0-9a-f]{7,40}$")
@@ -48,7 +48,7 @@ class DatasetManifest:
 
 
 def manifest_dirs() -> list[Path]:
-    from ..protocol import protocols_dir
+    from pytest_pstbench.core.protocol import protocols_dir
 
     dirs = [protocols_dir() / "tracks"]
     extra = os.environ.get(MANIFESTS_ENV)
@@ -76,7 +76,7 @@ def load_manifests() -> dict[str, DatasetManifest]:
 
 
 def _load_manifest(path: Path) -> DatasetManifest:
-    from ..yamlfile import read_yaml
+    from pytest_pstbench.core.yamlfile import read_yaml
 
     data = read_yaml(path, "dataset manifest")
 

@@ -29,11 +29,11 @@ import json
 import re
 from pathlib import Path
 
-from ..errors import UserError
-from ..runs import replace_stale_dir, staging_dir
-from .lock import dataset_dir, read_lock
-from .manifest import DatasetManifest
-from .progress import shown
+from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.runs import replace_stale_dir, staging_dir
+from pytest_pstbench.data.lock import dataset_dir, read_lock
+from pytest_pstbench.data.manifest import DatasetManifest
+from pytest_pstbench.data.progress import shown
 
 EXTRACT_DIR = "pstbench-tracks"
 STATE_NAME = "pstbench-extract.json"

@@ -15,10 +15,10 @@ import json
 import os
 from pathlib import Path
 
-from ..errors import UserError
-from ..paths import cache_dir
-from ..runs import replace_stale_dir, staging_dir
-from .photos import load_photo, render_view
+from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.paths import cache_dir
+from pytest_pstbench.core.runs import replace_stale_dir, staging_dir
+from pytest_pstbench.data.photos import load_photo, render_view
 
 MANIFEST_NAME = "track.yaml"
 
@@ -128,7 +128,7 @@ def _generate_demo(dest: Path, params: dict, thresholds: dict, progress) -> None
     import yaml
     from PIL import Image
 
-    from ..selection.consensus import decide
+    from pytest_pstbench.selection.consensus import decide
 
     say = progress or (lambda _m: None)
     photos: dict = {}
@@ -226,7 +226,7 @@ def build_vab_demo(root: Path | None = None, *, size: tuple[int, int] | None = N
     candidates' size (tests use small images). Labels use the consensus thresholds of `protocol`
     (default: the shipped `vab`). Built in a temporary folder beside `root` and renamed into place.
     """
-    from ..protocol import load_protocol
+    from pytest_pstbench.core.protocol import load_protocol
 
     protocol = protocol or load_protocol("vab")
     params = demo_params(size)

@@ -8,8 +8,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from ..errors import UserError
-from .lock import (
+from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.data.lock import (
     dataset_dir,
     LOCK_NAME,
     read_lock,
@@ -18,8 +18,8 @@ from .lock import (
     same_revision,
     _write_json_atomic,
 )
-from .manifest import DatasetManifest, get_manifest
-from .progress import human, reporter, shown
+from pytest_pstbench.data.manifest import DatasetManifest, get_manifest
+from pytest_pstbench.data.progress import human, reporter, shown
 
 
 def _hash_file(path: Path, entry: dict) -> tuple[str, str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .registry import DELTA_E_FORMULAS as FORMULAS  # the formulas allowed
+from pytest_pstbench.metrics.registry import DELTA_E_FORMULAS as FORMULAS  # the formulas allowed
 
 
 def srgb_to_lab(rgb: np.ndarray, rgb_to_xyz, white_point=None) -> np.ndarray:

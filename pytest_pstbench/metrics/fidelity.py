@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from .registry import CHANNELS, SSIM_DOWNSAMPLE as DOWNSAMPLE  # the values allowed
+from pytest_pstbench.metrics.registry import CHANNELS, SSIM_DOWNSAMPLE as DOWNSAMPLE  # the values allowed
 
 
 def luma(img: np.ndarray, weights) -> np.ndarray:
@@ -125,7 +125,7 @@ def ssim(
     win = 2 * int(3.5 * sigma + 0.5) + 1 if gaussian_weights else int(win_size)
     height, width = planes_out[0].shape
     if min(height, width) < win:
-        from ..errors import UserError
+        from pytest_pstbench.core.errors import UserError
 
         scaled = f" ({width}x{height} after downsampling)" if (height, width) != output.shape[:2] else ""
         raise UserError(

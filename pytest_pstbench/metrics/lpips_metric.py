@@ -1,4 +1,4 @@
-"""LPIPS as a pure metric: no network access, weights from `pytest_pstbench.lpips_weights`.
+"""LPIPS as a pure metric: no network access, weights from `pytest_pstbench.metrics.lpips_weights`.
 
 The model is `lpips.LPIPS(net, version, pretrained=True, pnet_rand=True)`: the linear layers
 come from the lpips package's own bundled weights (`lpips/weights/v{version}/{net}.pth`), and the
@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..errors import UserError
-from ..lpips_weights import BACKBONE_OF_NET, resolve_features
-from .registry import LPIPS_INPUT_SCALES, LPIPS_NETS, LPIPS_VERSIONS, RESIZE_FILTERS
+from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.metrics.lpips_weights import BACKBONE_OF_NET, resolve_features
+from pytest_pstbench.metrics.registry import LPIPS_INPUT_SCALES, LPIPS_NETS, LPIPS_VERSIONS, RESIZE_FILTERS
 
 _MODELS: dict[tuple[str, str, str], tuple[Any, dict]] = {}
 

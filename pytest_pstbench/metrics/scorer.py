@@ -5,8 +5,8 @@ from typing import Callable
 
 import numpy as np
 
-from .registry import function_kwargs as metric_params  # noqa: F401 (the keyword arguments of a metric function)
-from .registry import get as metric_kind
+from pytest_pstbench.metrics.registry import function_kwargs as metric_params  # noqa: F401 (the keyword arguments of a metric function)
+from pytest_pstbench.metrics.registry import get as metric_kind
 
 
 class PairScorer:
@@ -29,9 +29,9 @@ class PairScorer:
 
     def score(self, output: np.ndarray, reference: np.ndarray, style: np.ndarray | None) -> dict[str, float]:
         """Per-pair value of each metric: the metric itself, or the pair's MSE for a PSNR the protocol
-        aggregates as `pooled_mse` (see `pytest_pstbench.aggregation`)."""
-        from ..aggregation import per_pair_is_mse
-        from . import mse
+        aggregates as `pooled_mse` (see `pytest_pstbench.core.aggregation`)."""
+        from pytest_pstbench.core.aggregation import per_pair_is_mse
+        from pytest_pstbench.metrics import mse
 
         values = {}
         for name, params in self.protocol.metrics.items():

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import UserError
-from ..runs import staging_dir, swap_dir_into_place
-from .figures import assign_colors, metric_figures, sensitivity_figures
-from .html import render
-from .model import (
+from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.runs import staging_dir, swap_dir_into_place
+from pytest_pstbench.report.figures import assign_colors, metric_figures, sensitivity_figures
+from pytest_pstbench.report.html import render
+from pytest_pstbench.report.model import (
     DEFAULT_MAX_PAIRS,
     DEFAULT_THUMB_SIZE,
     GENERATOR,
@@ -29,7 +29,7 @@ from .model import (
     check_same_setting,
     load_analysis,
 )
-from .thumbnails import thumbnails, track_for
+from pytest_pstbench.report.thumbnails import thumbnails, track_for
 
 
 def build_report(
@@ -49,7 +49,7 @@ def build_report(
     if max_pairs < 0:
         raise UserError(f"--max-pairs {max_pairs}: must be 0 (all pairs) or a positive number")
     _require_matplotlib()
-    from ..runs import load_run
+    from pytest_pstbench.core.runs import load_run
 
     out = Path(out)
     _check_out_dir(out)

@@ -6,7 +6,7 @@ import math
 import re
 from pathlib import Path
 
-from .model import Page, entry_value, ranks_of, short
+from pytest_pstbench.report.model import Page, entry_value, ranks_of, short
 
 
 def assign_colors(page: Page) -> None:

@@ -9,7 +9,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from .model import ANALYSIS_FILE, GENERATOR, Image, MetricInfo, Page, entry_value, ranks_of, run_field, short
+from pytest_pstbench.report.model import ANALYSIS_FILE, GENERATOR, Image, MetricInfo, Page, entry_value, ranks_of, run_field, short
 
 
 def esc(value) -> str:

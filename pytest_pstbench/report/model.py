@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import UserError
+from pytest_pstbench.core.errors import UserError
 
 DEFAULT_THUMB_SIZE = 192
 DEFAULT_MAX_PAIRS = 50
@@ -133,7 +133,7 @@ def build_page(runs, max_pairs: int, protocol_spec: str | None) -> Page:
     notes: list[str] = []
     protocol = None
     try:
-        from ..compare import protocol_for
+        from pytest_pstbench.paired.compare import protocol_for
 
         protocol = protocol_for(runs, protocol_spec)
     except UserError as exc:
@@ -275,7 +275,7 @@ def ranks_of(a: dict, variant: str, metric: str) -> dict[str, int] | None:
 
 def entry_value(entry: dict):
     """The entry's mean (aggregation.entry_value; numpy is imported then, not at import time)."""
-    from ..aggregation import entry_value as value_of
+    from pytest_pstbench.core.aggregation import entry_value as value_of
 
     return value_of(entry)
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 
 def _fmt(entry: dict, decimals: int) -> str:
-    from ..aggregation import entry_value
+    from pytest_pstbench.core.aggregation import entry_value
 
     value = entry_value(entry)
     if value is None:
@@ -22,7 +22,7 @@ def run_table(protocol, rows: list[tuple[str, dict]]) -> str:
     """rows: (method name, summary dict). Columns follow the protocol's metric order."""
     from tabulate import tabulate
 
-    from ..aggregation import heading_suffix
+    from pytest_pstbench.core.aggregation import heading_suffix
 
     headers = ["method"]
     for m, p in protocol.metrics.items():

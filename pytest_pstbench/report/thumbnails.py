@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import UserError
-from .model import Image, Page
+from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.report.model import Image, Page
 
 # ---- thumbnails --------------------------------------------------------------------------------
 def track_for(page: Page, track_spec: str | None, progress):
-    from ..tracks import resolve_track
+    from pytest_pstbench.paired.tracks import resolve_track
 
     # a local track is found by the manifest path run.json records (when that file still exists)
     spec = track_spec or (page.manifest if page.manifest and Path(page.manifest).is_file() else page.track_id)
@@ -51,7 +51,7 @@ class Thumbs:
         rel = f"thumbs/{self.count:05d}.jpg"
         try:
             with PILImage.open(src) as im:
-                from ..imageio import MAX_PIXELS
+                from pytest_pstbench.paired.imageio import MAX_PIXELS
 
                 if im.size[0] * im.size[1] > MAX_PIXELS:  # from the header: nothing decoded yet
                     raise ValueError(f"header says {im.size[0]}x{im.size[1]} pixels, more than the kit decodes "
@@ -101,7 +101,7 @@ def _find_output(run, pair_id: str) -> tuple[Path | None, str | None, str | None
 
 
 def thumbnails(page: Page, track, stage: Path, size: int, progress) -> None:
-    from ..paths import file_sha256
+    from pytest_pstbench.core.paths import file_sha256
 
     thumbs = Thumbs(stage, size)
     missing = 0

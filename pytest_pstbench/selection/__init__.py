@@ -2,6 +2,7 @@
 
 Modules: `protocol` (validation), `tasks` (Task model, manifests, the vab-demo track),
 `permutations`, `answers` (export, parsing), `judges` (scoring functions), `metrics`,
-`consensus`, `session` (run files), `cli` (`pstbench vab ...`), `pytest_support`.
+`consensus`, `session` (run files), `client` (model API), `compare` (McNemar), `pytest_run` (its
+`TrackRun`); the command line is `pytest_pstbench.cli.vab` (`pstbench vab ...`).
 `kind` is standard-library only, for the pytest plugin's cheap track check.
 """

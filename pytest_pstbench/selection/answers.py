@@ -27,10 +27,10 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import UserError
-from ..runs import staging_dir
-from .permutations import orders_for
-from .protocol import PROMPT_TYPES
+from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.runs import staging_dir
+from pytest_pstbench.selection.permutations import orders_for
+from pytest_pstbench.selection.protocol import PROMPT_TYPES
 
 EXPORT_MANIFEST = "export.json"
 REQUESTS = "requests.jsonl"
@@ -101,8 +101,8 @@ def export_track(track, protocol, out: Path, progress=None, only: dict | None = 
 
     `only`: {(task_id, trial, prompt_type): attempt} -- write just these requests (the re-ask list of
     `retry_requests`), each line carrying the attempt number to answer with."""
-    from .protocol import SelectionParams
-    from .tasks import check_track
+    from pytest_pstbench.selection.protocol import SelectionParams
+    from pytest_pstbench.selection.tasks import check_track
 
     params = SelectionParams.of(protocol)
     check_track(track, params)

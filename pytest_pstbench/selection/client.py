@@ -30,9 +30,9 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import UserError
-from .answers import ERROR, OK, encode_image, message_content, parse_response, read_answers
-from .permutations import orders_for
+from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.selection.answers import ERROR, OK, encode_image, message_content, parse_response, read_answers
+from pytest_pstbench.selection.permutations import orders_for
 
 _sleep = time.sleep  # tests replace this to skip the official delays
 
@@ -102,7 +102,7 @@ def _done_keys(path: Path, track, params) -> tuple[set, dict]:
 
 def run_model(track, protocol, settings: RunSettings, answers_path: Path, progress=None) -> dict:
     """Ask every request not yet answered in `answers_path`; append each answer. Returns counts."""
-    from .protocol import SelectionParams
+    from pytest_pstbench.selection.protocol import SelectionParams
 
     params = SelectionParams.of(protocol)
     key = os.environ.get(settings.key_env) or None

@@ -26,8 +26,8 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..errors import UserError
-from .protocol import comparison_params
+from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.selection.protocol import comparison_params
 
 BETTER, WORSE, NO_DIFF = "better", "worse", "no significant difference"
 RUN_FILES = ("per_task.csv", "summary.json", "run.json")
@@ -75,7 +75,7 @@ class SelectionRunFiles:
 
 
 def load_selection_run(run_dir: str | Path) -> SelectionRunFiles:
-    from ..runs import read_run_folder
+    from pytest_pstbench.core.runs import read_run_folder
 
     run_dir = Path(run_dir)
     summary, record = read_run_folder(run_dir, RUN_FILES, "selection run")
@@ -101,7 +101,7 @@ def load_selection_runs(paths) -> list[SelectionRunFiles]:
 
 def check_comparable(runs: list[SelectionRunFiles]) -> None:
     """Refuse incomplete runs and runs that differ in protocol, track, dataset revision or tasks."""
-    from ..compare import check_runs_comparable
+    from pytest_pstbench.paired.compare import check_runs_comparable
 
     check_runs_comparable(runs, unit="tasks", n_key="n_tasks", ids_file="per_task.csv", ids=lambda r: r.task_ids)
 
@@ -176,7 +176,7 @@ def _units(per_task: dict[str, list[bool]], task_ids: list[str], outcome: str) -
 
 def compare_two(baseline: SelectionRunFiles, candidate: SelectionRunFiles, protocol, metrics: list[str] | None = None) -> list[McNemarComparison]:
     """One test per metric and outcome (protocol order) for baseline vs candidate; Holm not applied yet."""
-    from .protocol import SelectionParams
+    from pytest_pstbench.selection.protocol import SelectionParams
 
     params = SelectionParams.of(protocol)
     cfg = comparison_params(protocol)
@@ -202,7 +202,7 @@ def compare_two(baseline: SelectionRunFiles, candidate: SelectionRunFiles, proto
 
 
 def finish_comparison(rows: list[McNemarComparison], protocol) -> SelectionComparison:
-    from ..stats import holm
+    from pytest_pstbench.core.stats import holm
 
     cfg = comparison_params(protocol)
     for r, p in zip(rows, holm([r.pvalue for r in rows])):
@@ -214,8 +214,8 @@ def finish_comparison(rows: list[McNemarComparison], protocol) -> SelectionCompa
 def compare_selection_runs(runs: list[SelectionRunFiles], *, protocol=None, against_first: bool = False,
                            metrics: list[str] | None = None) -> SelectionComparison:
     """All pairs of runs (the later run is the candidate), or each run against the first; Holm over all tests."""
-    from ..compare import protocol_for
-    from .protocol import SelectionParams
+    from pytest_pstbench.paired.compare import protocol_for
+    from pytest_pstbench.selection.protocol import SelectionParams
 
     if len(runs) < 2:
         raise UserError("compare needs at least two run folders")
@@ -234,7 +234,7 @@ def compare_selection_runs(runs: list[SelectionRunFiles], *, protocol=None, agai
 
 def compare_selection_paths(paths, *, protocol_spec: str | None = None, against_first: bool = False,
                             metrics: list[str] | None = None) -> tuple[SelectionComparison, object, list[SelectionRunFiles]]:
-    from ..compare import protocol_for
+    from pytest_pstbench.paired.compare import protocol_for
 
     runs = load_selection_runs(paths)
     if len(runs) < 2:
@@ -247,8 +247,8 @@ def compare_selection_paths(paths, *, protocol_spec: str | None = None, against_
 # ---- front doors ------------------------------------------------------------------------------------
 def cmd_compare_selection(args) -> int:
     """`pstbench compare RUN1 RUN2 ...` on selection runs (see `pytest_pstbench.cli.cmd_compare`)."""
-    from .protocol import SelectionParams
-    from ..report.selection_tables import comparison_footer, comparison_header, comparison_table
+    from pytest_pstbench.selection.protocol import SelectionParams
+    from pytest_pstbench.report.selection_tables import comparison_footer, comparison_header, comparison_table
 
     comp, protocol, runs = compare_selection_paths(
         args.runs, protocol_spec=args.protocol, against_first=args.against_first, metrics=args.metrics
@@ -266,7 +266,7 @@ def cmd_compare_selection(args) -> int:
 def bound_keys(protocol) -> list[str]:
     """The keys `--pstbench-min/max` accept on a selection run: METRIC.AGGREGATION, the path of a mean
     in summary.json's overall cell (`cells[0].metrics.tb1["pass^3"].mean` is `tb1.pass^3`)."""
-    from .protocol import SelectionParams
+    from pytest_pstbench.selection.protocol import SelectionParams
 
     params = SelectionParams.of(protocol)
     return [f"{m}.{a}" for m in params.metrics for a in params.aggregations]
@@ -274,7 +274,7 @@ def bound_keys(protocol) -> list[str]:
 
 def parse_selection_bounds(items: list[str] | None, kind: str, protocol) -> dict[str, float]:
     """`["tb1.pass^3=0.3", ...]` -> {"tb1.pass^3": 0.3}; keys from the protocol, values in [0, 1]."""
-    from ..gate import parse_bound_items
+    from pytest_pstbench.core.gate import parse_bound_items
 
     keys = bound_keys(protocol)
     return parse_bound_items(
@@ -296,7 +296,7 @@ def evaluate_selection_gate(run_dir: Path, protocol, *, baselines: list[Path], m
                             summary: dict | None = None):
     """The candidate run in `run_dir`: bounds on its overall means (`summary`, else its summary.json),
     then against each baseline run (Holm over all tests) -> gate.GateResult."""
-    from ..gate import GateResult, check_bounds
+    from pytest_pstbench.core.gate import GateResult, check_bounds
 
     result = GateResult()
     mins, maxs = mins or {}, maxs or {}
@@ -306,7 +306,7 @@ def evaluate_selection_gate(run_dir: Path, protocol, *, baselines: list[Path], m
         result.reasons.extend(check_bounds(overall_means(summary), mins, maxs, label=lambda k: k.replace(".", " ", 1)))
     if not baselines:
         return result
-    from ..runkinds import gate_against_baselines as against
+    from pytest_pstbench.core.kinds import gate_against_baselines as against
 
     against(result, run_dir, baselines, protocol, metrics)
     return result
@@ -338,7 +338,7 @@ def _compare_paths(paths, *, protocol_spec=None, against_first=False, metrics=No
 
 
 def _make_kind():
-    from ..runkinds import RunKind
+    from pytest_pstbench.core.kinds import RunKind
 
     return RunKind(
         name="selection", run_files=RUN_FILES, load=load_selection_run, check_comparable=check_comparable,

@@ -35,7 +35,7 @@ from fractions import Fraction
 from functools import lru_cache
 from pathlib import Path
 
-from ..errors import UserError
+from pytest_pstbench.core.errors import UserError
 
 
 def _extend(poly: list[int], bound: int, n: int) -> list[int]:

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ..errors import UserError
-from .answers import OK, answer_record, complete_derived
-from .permutations import orders_for
+from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.selection.answers import OK, answer_record, complete_derived
+from pytest_pstbench.selection.permutations import orders_for
 
 
 class JudgeFailure(Exception):
@@ -112,8 +112,8 @@ def load_rgb(path: Path):
     import numpy as np
     from PIL import Image, ImageOps, UnidentifiedImageError
 
-    from ..errors import UserError
-    from ..imageio import check_header_size
+    from pytest_pstbench.core.errors import UserError
+    from pytest_pstbench.paired.imageio import check_header_size
 
     where = f"{path} (candidate)"
     try:

@@ -16,7 +16,7 @@ a cell's pass^3 is the mean over its tasks that have a record. ap@1 ("avg pass@1
 each trial t, right / counted records of trial t; then the mean over the trials with a counted
 record. With every trial counted this is the mean over tasks of the per-task accuracy. A cell with
 nothing counted reports None (the official summary prints 0 there). The CI is a percentile bootstrap
-over the cell's tasks (same random stream as `pytest_pstbench.stats.bootstrap_mean_ci`), recomputing
+over the cell's tasks (same random stream as `pytest_pstbench.core.stats.bootstrap_mean_ci`), recomputing
 the statistic on each resample. Random baselines are the official ones: per task 1/k (Top-1, Bot-1),
 1/(k(k-1)) (TB-1, k >= 3; 1/2 for k = 2), cubed for pass^3, averaged over the cell's tasks, summed in
 track order in floating point as summarize.py does.
@@ -154,7 +154,7 @@ def _ratio_bootstrap(D, N, boot) -> tuple[float, float]:
 
 
 def _entry(agg: str, recs_list: list[list[dict]], key: str, trials: int, boot, random: float | None) -> dict:
-    from ..stats import bootstrap_mean_ci
+    from pytest_pstbench.core.stats import bootstrap_mean_ci
 
     den, num = _trial_counts(recs_list, key, trials)
     per_trial = [(c / d if d else None) for c, d in zip(num, den)]

@@ -1,5 +1,5 @@
 """Validation of selection protocols (`kind: selection`, e.g. `protocols/vab.yaml`) and typed access
-to their parameters. `pytest_pstbench.protocol.load_protocol` calls `validate_selection_protocol`
+to their parameters. `pytest_pstbench.core.protocol.load_protocol` calls `validate_selection_protocol`
 for a file with `kind: selection`; everything else in the kit reads the parameters through
 `SelectionParams`, never from constants in code.
 """
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import UserError
+from pytest_pstbench.core.errors import UserError
 
 PROMPT_TYPES = ("pick_best", "pick_worst", "pick_best_and_worst")
 METRICS = ("top1", "bot1", "tb1")
@@ -213,7 +213,7 @@ def comparison_params(protocol) -> ComparisonParams:
 
 @dataclass(frozen=True)
 class SelectionParams:
-    """Typed view on a loaded selection protocol (`pytest_pstbench.protocol.Protocol`)."""
+    """Typed view on a loaded selection protocol (`pytest_pstbench.core.protocol.Protocol`)."""
 
     protocol: Any
 

@@ -24,10 +24,10 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..errors import UserError
-from ..runs import RUN_FORMAT
-from .answers import ERROR, MISSING, OK, UNPARSEABLE
-from .protocol import SelectionParams
+from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.runs import RUN_FORMAT
+from pytest_pstbench.selection.answers import ERROR, MISSING, OK, UNPARSEABLE
+from pytest_pstbench.selection.protocol import SelectionParams
 
 RUN_FILES = ("per_task.csv", "summary.json", "run.json")
 
@@ -86,10 +86,10 @@ class SelectionSession:
     """The state of one run of a judge over a selection track. The CLI and the plugin drive it."""
 
     def __init__(self, track, protocol, *, name: str, results_dir: Path | str = "results", judge: dict | None = None, command: str | None = None):
-        from .. import runs as _runs
+        from pytest_pstbench.core import runs as _runs
 
         _runs.check_run_name(name)
-        from .tasks import check_track
+        from pytest_pstbench.selection.tasks import check_track
 
         self.params = SelectionParams.of(protocol)
         check_track(track, self.params)
@@ -108,12 +108,12 @@ class SelectionSession:
 
     # ---- scoring ---------------------------------------------------------------------------------
     def score_task_from_answers(self, task, answer_set) -> TaskResult:
-        from .answers import task_answers_from_file
+        from pytest_pstbench.selection.answers import task_answers_from_file
 
         return TaskResult(task.id, answers=task_answers_from_file(task, answer_set, self.params))
 
     def score_task_with_judge(self, task, judge) -> TaskResult:
-        from .judges import JudgeFailure, answers_from_scores, score_candidates
+        from pytest_pstbench.selection.judges import JudgeFailure, answers_from_scores, score_candidates
 
         try:
             scores = score_candidates(task, judge)
@@ -126,8 +126,8 @@ class SelectionSession:
 
     # ---- aggregation -----------------------------------------------------------------------------
     def finish(self, write: bool = True) -> SelectionOutcome:
-        from .. import runs
-        from .metrics import aggregate, trial_outcomes
+        from pytest_pstbench.core import runs
+        from pytest_pstbench.selection.metrics import aggregate, trial_outcomes
 
         order = [t for t in self.track.tasks if t.id in self.results]
         if not order:

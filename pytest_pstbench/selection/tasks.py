@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ..errors import UserError
-from .kind import BUILTIN_SELECTION_TRACKS
+from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.selection.kind import BUILTIN_SELECTION_TRACKS
 
 MANIFEST_NAME = "track.yaml"
 _PLAIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
@@ -94,10 +94,10 @@ def resolve_selection_track(spec: str, progress: Callable[[str], None] | None = 
     """`vab-demo`, a remote selection track (`vab`: protocols/tracks/vab.yaml, fetched with
     `pstbench data fetch vab`), or a local selection manifest (path, or folder with track.yaml)."""
     if spec == "vab-demo":
-        from ..data.vab_demo import build_vab_demo
+        from pytest_pstbench.data.vab_demo import build_vab_demo
 
         return load_selection_manifest(build_vab_demo(progress=progress), source="demo")
-    from ..data.manifest import remote_track_ids
+    from pytest_pstbench.data.manifest import remote_track_ids
 
     if spec in remote_track_ids(kind="selection"):
         return load_remote_selection_track(spec, progress=progress)
@@ -115,10 +115,10 @@ def resolve_selection_track(spec: str, progress: Callable[[str], None] | None = 
 
 def load_remote_selection_track(track_id: str, progress=None):
     """The remote selection track `track_id` from data already fetched (never touches the network)."""
-    from ..data.lock import LOCK_NAME
-    from ..data.manifest import find_track, remote_track_ids
-    from ..data.remote_selection import ensure_extracted
-    from ..data.verify import checked_data
+    from pytest_pstbench.data.lock import LOCK_NAME
+    from pytest_pstbench.data.manifest import find_track, remote_track_ids
+    from pytest_pstbench.data.remote_selection import ensure_extracted
+    from pytest_pstbench.data.verify import checked_data
 
     found = find_track(track_id, kind="selection")
     if found is None:
@@ -149,7 +149,7 @@ def _plain_id(value) -> bool:
 
 
 def load_selection_manifest(path: Path, source: str = "local") -> SelectionTrack:
-    from ..yamlfile import read_yaml
+    from pytest_pstbench.core.yamlfile import read_yaml
 
     path = Path(path)
     if not path.is_file():

@@ -23,7 +23,7 @@ import tempfile
 from functools import lru_cache
 from pathlib import Path
 
-from .paths import cache_dir
+from pytest_pstbench.core.paths import cache_dir
 
 FORMAT = 2
 
@@ -33,7 +33,7 @@ _FILE_HASHES: dict[tuple, str] = {}
 def dataset_file_sha256(path: Path) -> str:
     """sha256 of a dataset file, computed once per process while the file is unchanged (same path, inode,
     size and modification time)."""
-    from .paths import file_sha256
+    from pytest_pstbench.core.paths import file_sha256
 
     real = os.path.realpath(path)
     st = os.stat(real)

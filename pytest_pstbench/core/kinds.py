@@ -12,11 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from .errors import UserError
+from pytest_pstbench.core.errors import UserError
 
 # kind name -> "module:attribute" of its RunKind
-_KINDS = {"paired": "pytest_pstbench.compare:PAIRED_RUNS", "selection": "pytest_pstbench.selection.compare:SELECTION_RUNS"}
+_KINDS = {"paired": "pytest_pstbench.paired.compare:PAIRED_RUNS", "selection": "pytest_pstbench.selection.compare:SELECTION_RUNS"}
 _FILES = {"paired": "metrics.csv", "selection": "per_task.csv"}  # the per-item file that tells a kind apart
+# kind name -> "module:attribute" of its pytest run (a `pytest_pstbench.pytest_run.TrackRun`)
+_PYTEST_RUNS = {"paired": "pytest_pstbench.paired.pytest_run:PairedRun",
+                "selection": "pytest_pstbench.selection.pytest_run:SelectionRun"}
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,20 @@ class RunKind:
 
 def get(name: str) -> RunKind:
     module, _, attr = _KINDS[name].partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def track_kind(spec: str, *bases: Path) -> str:
+    """The kind of a track spec: 'selection' for a built-in selection track or a manifest with
+    `kind: selection` (relative paths also tried against `bases`), else 'paired'."""
+    from pytest_pstbench.selection.kind import is_selection_track
+
+    return "selection" if is_selection_track(spec, *bases) else "paired"
+
+
+def pytest_run_class(kind: str):
+    """The `TrackRun` subclass that runs a track of this kind under pytest."""
+    module, _, attr = _PYTEST_RUNS[kind].partition(":")
     return getattr(importlib.import_module(module), attr)
 
 

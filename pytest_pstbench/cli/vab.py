@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from ..cli.progress import progress as _progress
+from pytest_pstbench.cli.progress import progress as _progress
 
 
 
 
 def _load(track_spec: str, protocol_spec: str | None):
-    from ..protocol import load_protocol
-    from .protocol import DEFAULT_SELECTION_PROTOCOL, SelectionParams
-    from .tasks import resolve_selection_track
+    from pytest_pstbench.core.protocol import load_protocol
+    from pytest_pstbench.selection.protocol import DEFAULT_SELECTION_PROTOCOL, SelectionParams
+    from pytest_pstbench.selection.tasks import resolve_selection_track
 
     protocol = load_protocol(protocol_spec or DEFAULT_SELECTION_PROTOCOL)
     params = SelectionParams.of(protocol)
@@ -27,7 +27,7 @@ def _load(track_spec: str, protocol_spec: str | None):
 def _print_outcome(outcome, track, label: str, params, *, extras: bool) -> None:
     """The tables of a scored selection run (and the official extras with --extras), the answers line
     and where the run files are."""
-    from ..report.selection_tables import answers_line, extras_table, header_line, tables
+    from pytest_pstbench.report.selection_tables import answers_line, extras_table, header_line, tables
 
     print(header_line(outcome.summary, track.dataset_id, label))
     print(tables(outcome.summary, params))
@@ -40,11 +40,11 @@ def _print_outcome(outcome, track, label: str, params, *, extras: bool) -> None:
     print(f"run files: {outcome.run_dir}")
 
 def cmd_export(args) -> int:
-    from .answers import export_track
+    from pytest_pstbench.selection.answers import export_track
 
     protocol, params, track = _load(args.track, args.protocol)
     if args.retry:
-        from .answers import read_answers, retry_requests
+        from pytest_pstbench.selection.answers import read_answers, retry_requests
 
         only = retry_requests(track, read_answers(Path(args.retry), track, params), params)
         if not only:
@@ -111,16 +111,16 @@ def _shift_table(summary_a: dict, summary_b: dict, id_a: str, id_b: str, params)
 
 
 def cmd_score(args) -> int:
-    from .answers import read_answers
-    from ..report.selection_tables import answers_line
-    from .session import SelectionSession, score_all
+    from pytest_pstbench.selection.answers import read_answers
+    from pytest_pstbench.report.selection_tables import answers_line
+    from pytest_pstbench.selection.session import SelectionSession, score_all
 
     if bool(args.answers) == bool(args.judge):
-        from ..errors import UserError
+        from pytest_pstbench.core.errors import UserError
 
         raise UserError("pstbench vab score: give exactly one of --answers FILE or --judge MODULE:FUNCTION")
     if (args.also_protocol or args.t0_answers) and not args.answers:
-        from ..errors import UserError
+        from pytest_pstbench.core.errors import UserError
 
         raise UserError("--also-protocol / --t0-answers: need an answers file; fix: give --answers FILE (not --judge)")
     protocol, params, track = _load(args.track, args.protocol)
@@ -131,7 +131,7 @@ def cmd_score(args) -> int:
         name = args.name or Path(args.answers).stem
         label = Path(args.answers).name
     else:
-        from .judges import load_judge
+        from pytest_pstbench.selection.judges import load_judge
 
         judge = load_judge(args.judge, base=Path.cwd(), default_num_trials=int(params.judge["num_trials"]))
         provenance = judge.provenance
@@ -150,8 +150,8 @@ def cmd_score(args) -> int:
         print(_t0_table(outcome.summary, outcome0.summary, params))
         print(f"run files: {outcome0.run_dir}")
     if args.also_protocol:
-        from ..protocol import load_protocol
-        from .protocol import SelectionParams
+        from pytest_pstbench.core.protocol import load_protocol
+        from pytest_pstbench.selection.protocol import SelectionParams
 
         protocol2 = load_protocol(args.also_protocol)
         params2 = SelectionParams.of(protocol2)
@@ -180,9 +180,9 @@ def cmd_run(args) -> int:
     """Ask a model (OpenAI-compatible chat completions), append its answers, then score them."""
     import re
 
-    from .answers import ERROR, read_answers
-    from .client import run_model, settings_from_args, terminal_progress
-    from .session import SelectionSession, score_all
+    from pytest_pstbench.selection.answers import ERROR, read_answers
+    from pytest_pstbench.selection.client import run_model, settings_from_args, terminal_progress
+    from pytest_pstbench.selection.session import SelectionSession, score_all
 
     protocol, params, track = _load(args.track, args.protocol)
     settings = settings_from_args(args, params)
@@ -210,11 +210,11 @@ def cmd_consensus(args) -> int:
 
     from tabulate import tabulate
 
-    from ..errors import UserError
-    from ..protocol import load_protocol
-    from ..runs import write_atomic
-    from .consensus import decide, monte_carlo_pass_probability, read_votes, thresholds_for
-    from .protocol import DEFAULT_SELECTION_PROTOCOL, SelectionParams
+    from pytest_pstbench.core.errors import UserError
+    from pytest_pstbench.core.protocol import load_protocol
+    from pytest_pstbench.core.runs import write_atomic
+    from pytest_pstbench.selection.consensus import decide, monte_carlo_pass_probability, read_votes, thresholds_for
+    from pytest_pstbench.selection.protocol import DEFAULT_SELECTION_PROTOCOL, SelectionParams
 
     protocol = load_protocol(args.protocol or DEFAULT_SELECTION_PROTOCOL)
     params = SelectionParams.of(protocol)

@@ -2,26 +2,26 @@
 
 Scores every method under the protocol and under each evaluation variant (`protocols/variants/`),
 writes `scores.csv`, `analysis.json` and `analysis.md`, and prints the analysis. The engine is in
-`sensitivity_engine.py` (variants in `variants.py`); this module only parses the command line, so
+`pytest_pstbench.paired.sensitivity` (variants in `paired/variants.py`); this module only parses the command line, so
 it stays cheap to import.
 """
 from __future__ import annotations
 
 from pathlib import Path
-from .cli.progress import progress as _progress
+from pytest_pstbench.cli.progress import progress as _progress
 
 
 
 
 def cmd_sensitivity(args) -> int:
-    from .protocol import load_protocol
-    from .sensitivity_engine import analysis_tables, parse_method_specs, resolve_methods, run_sensitivity
-    from .tracks import resolve_track
-    from .variants import load_variants
+    from pytest_pstbench.core.protocol import load_protocol
+    from pytest_pstbench.paired.sensitivity import analysis_tables, parse_method_specs, resolve_methods, run_sensitivity
+    from pytest_pstbench.paired.tracks import resolve_track
+    from pytest_pstbench.paired.variants import load_variants
 
     specs = parse_method_specs(args.methods)
     if args.device not in ("cpu", "cuda") and not args.device.startswith("cuda:"):
-        from .errors import UserError
+        from pytest_pstbench.core.errors import UserError
 
         raise UserError(f"--device {args.device!r}: expected cpu or cuda (or cuda:N)")
     base = load_protocol(args.protocol)
@@ -31,8 +31,8 @@ def cmd_sensitivity(args) -> int:
     out_dir = Path(args.out) if args.out else Path("results") / "sensitivity" / track.id
     nets = sorted({str(m.get("net", "alex")) for v in variants for m in v.protocol.metrics.values() if m.get("kind") == "lpips"})
     if nets:  # resolve (fetch) the backbone weights up front, with progress, not in the middle of the run
-        from .errors import UserError
-        from .lpips_weights import BACKBONE_OF_NET, resolve_features
+        from pytest_pstbench.core.errors import UserError
+        from pytest_pstbench.metrics.lpips_weights import BACKBONE_OF_NET, resolve_features
 
         base_nets = {str(m.get("net", "alex")) for m in base.metrics.values() if m.get("kind") == "lpips"}
         for net in nets:

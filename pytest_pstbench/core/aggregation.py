@@ -58,7 +58,7 @@ def _pooled_psnr(mse: float, params: dict) -> float:
 
 def summary_entry(values, protocol, metric: str) -> dict:
     """summary.json's entry for one metric over the scored pairs (`values` may be empty)."""
-    from .stats import bootstrap_ci, bootstrap_mean_ci
+    from pytest_pstbench.core.stats import bootstrap_ci, bootstrap_mean_ci
 
     params = protocol.metrics[metric]
     statistic = statistic_of(protocol, metric)

@@ -14,11 +14,11 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .errors import UserError
-from .paths import file_sha256
-from .runs import RUN_FORMAT
-from .protocol import Protocol
-from .tracks import Pair, Track
+from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.paths import file_sha256
+from pytest_pstbench.core.runs import RUN_FORMAT
+from pytest_pstbench.core.protocol import Protocol
+from pytest_pstbench.paired.tracks import Pair, Track
 
 
 @dataclass
@@ -84,7 +84,7 @@ class RunSession:
         verify_cache: int = 0,
         verify_seed: str | None = None,
     ):
-        from . import runs as _runs
+        from pytest_pstbench.core import runs as _runs
 
         _runs.check_run_name(name)
         if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
@@ -110,7 +110,7 @@ class RunSession:
         self._scorer = None
         self.cache = None
         if use_cache:
-            from .cache import ScoreCache
+            from pytest_pstbench.core.cache import ScoreCache
 
             self.cache = ScoreCache()
         # --verify-cache N: the first N cache hits, in an order drawn at random (shared by xdist workers
@@ -129,7 +129,7 @@ class RunSession:
     @property
     def scorer(self):
         if self._scorer is None:
-            from .metrics import PairScorer
+            from pytest_pstbench.metrics import PairScorer
 
             self._scorer = PairScorer(self.protocol, self.device)
         return self._scorer
@@ -139,7 +139,7 @@ class RunSession:
 
         A user error (bad or missing file) is caught and returned as a failed PairResult.
         """
-        from .imageio import LoadedImage, fit_to_reference, load_dataset_image, load_image
+        from pytest_pstbench.paired.imageio import LoadedImage, fit_to_reference, load_dataset_image, load_image
 
         result = PairResult(pair.id)
         key = hit = outside = keyed = None
@@ -152,7 +152,7 @@ class RunSession:
                         f"fix: write {pair.id}.png into the outputs folder"
                     )
                 if self.outputs_dir is not None:  # checked again here: the folder may have changed since
-                    from .tracks import check_inside_outputs
+                    from pytest_pstbench.paired.tracks import check_inside_outputs
 
                     outside = check_inside_outputs(out_path, self.outputs_dir, allow=self.allow_outside_links)
                 result.output = str(out_path)
@@ -211,13 +211,13 @@ class RunSession:
 
     def _at_evaluation_resolution(self, *images):
         """Each image resized to the protocol's `resolution.evaluate` (unchanged at full resolution)."""
-        from .resolution import evaluation_resolution, resize_image
+        from pytest_pstbench.paired.resolution import evaluation_resolution, resize_image
 
         spec = evaluation_resolution(self.protocol)
         return tuple(resize_image(img, spec) for img in images)
 
     def _cache_key(self, pair: Pair, output_sha256: str, with_digests: bool = False):
-        from .cache import dataset_file_sha256
+        from pytest_pstbench.core.cache import dataset_file_sha256
 
         digests = {}
         for role in ("reference", "style"):
@@ -249,7 +249,7 @@ class RunSession:
             return False
         if self.outputs is not None:
             if self._verify_ids is None:
-                from .cache import dataset_file_sha256
+                from pytest_pstbench.core.cache import dataset_file_sha256
 
                 chosen: set[str] = set()
                 for pid in sorted(self.track.pair_ids, key=self._verify_rank.__getitem__):
@@ -287,8 +287,8 @@ class RunSession:
 
     # ---- aggregation ---------------------------------------------------------------------------
     def finish(self, write: bool = True) -> RunOutcome:
-        from . import runs
-        from .aggregation import summary_entry
+        from pytest_pstbench.core import runs
+        from pytest_pstbench.core.aggregation import summary_entry
 
         order = [pid for pid in self.track.pair_ids if pid in self.results]
         if not order:
@@ -429,7 +429,7 @@ def environment(device: str, lpips_nets: list[str] | tuple[str, ...] = ("alex",)
     }
     if lpips_nets:
         # The backbone weights of each LPIPS net the protocol uses (alexnet for the pstbench protocol).
-        from .lpips_weights import BACKBONE_OF_NET, cached_info
+        from pytest_pstbench.metrics.lpips_weights import BACKBONE_OF_NET, cached_info
 
         infos = {}
         for net in lpips_nets:
@@ -448,7 +448,7 @@ def load_method_yaml(outputs_dir: Path | None) -> dict:
     path = Path(outputs_dir) / "method.yaml"
     if not path.is_file():
         return {}
-    from .yamlfile import read_yaml
+    from pytest_pstbench.core.yamlfile import read_yaml
 
     data = read_yaml(path, "method.yaml")
     if not isinstance(data, dict):
@@ -489,7 +489,7 @@ IDENTITY_NAME = "identity"
 def cached_identity_summary(track: Track, protocol: Protocol, results_dir: Path) -> dict | None:
     """The Identity run's summary if `results/<track>/identity/` holds a complete run made under the
     same protocol file and dataset revision, else None."""
-    from .runs import load_run
+    from pytest_pstbench.core.runs import load_run
 
     run_dir = Path(results_dir) / track.id / IDENTITY_NAME
     if not (run_dir / "run.json").is_file():

@@ -38,10 +38,10 @@ class Scoring:
 
 def open_scoring(req: ScoreRequest, progress=None) -> Scoring:
     """Load the protocol and track, resolve the outputs and method provenance, and open the run."""
-    from .identity import identity_outputs, is_identity_spec
-    from .protocol import load_protocol
-    from .session import RunSession, load_method_yaml, parse_method_info, parse_verify_cache
-    from .tracks import resolve_outputs, resolve_track
+    from pytest_pstbench.paired.identity import identity_outputs, is_identity_spec
+    from pytest_pstbench.core.protocol import load_protocol
+    from pytest_pstbench.paired.session import RunSession, load_method_yaml, parse_method_info, parse_verify_cache
+    from pytest_pstbench.paired.tracks import resolve_outputs, resolve_track
 
     protocol = load_protocol(req.protocol)
     track = resolve_track(req.track, progress=progress)

@@ -32,11 +32,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .errors import UserError
-from .paths import cache_dir
-from .runs import staging_dir
-from .paths import file_sha256
-from .pipfetch import PipDownloadFailed, one_line, pip_download
+from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.paths import cache_dir
+from pytest_pstbench.core.runs import staging_dir
+from pytest_pstbench.core.paths import file_sha256
+from pytest_pstbench.data.pipfetch import PipDownloadFailed, one_line, pip_download
 
 Progress = Callable[[str], None] | None
 

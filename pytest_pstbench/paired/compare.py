@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .errors import UserError
-from .runs import Run, load_run
+from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.runs import Run, load_run
 
 BETTER, WORSE, NO_DIFF = "better", "worse", "no significant difference"
 # Verdicts of a test with a margin (non-inferiority gate, `--margin` / `--pstbench-gate-margin`).
@@ -103,7 +103,7 @@ def check_comparable(runs: list[Run]) -> None:
 
 def protocol_for(runs: list[Run], spec: str | None = None):
     """The protocol file the runs were made under (matched by sha256)."""
-    from .protocol import load_protocol
+    from pytest_pstbench.core.protocol import load_protocol
 
     want = runs[0].record.protocol_sha256
     candidates = [spec] if spec else [runs[0].record.protocol_id, runs[0].record.protocol_path]
@@ -146,8 +146,8 @@ def compare_two(baseline: Run, candidate: Run, protocol, metrics: list[str] | No
     import numpy as np
     from scipy.stats import rankdata
 
-    from .aggregation import per_pair_higher_is_better
-    from .stats import bootstrap_mean_ci, tie_differences, wilcoxon_test
+    from pytest_pstbench.core.aggregation import per_pair_higher_is_better
+    from pytest_pstbench.core.stats import bootstrap_mean_ci, tie_differences, wilcoxon_test
 
     cfg = protocol.comparison
     names = metrics or protocol.ranked_metrics
@@ -219,7 +219,7 @@ def compare_runs(
 
 
 def finish_comparison(rows: list[MetricComparison], protocol) -> Comparison:
-    from .stats import holm
+    from pytest_pstbench.core.stats import holm
 
     alpha = protocol.comparison.alpha
     adjusted = holm([r.pvalue for r in rows])
@@ -270,7 +270,7 @@ def comparison_table(comp: Comparison, protocol) -> str:
     return tabulate(body, headers=headers, tablefmt="simple", disable_numparse=True)
 
 
-# ---- the paired run kind (pytest_pstbench.runkinds) -------------------------------------------------
+# ---- the paired run kind (pytest_pstbench.core.kinds) -------------------------------------------------
 def _worse_reason(r: MetricComparison, comp: Comparison) -> str:
     if r.margin is None:
         return (f"{r.metric} is significantly worse than baseline run {r.baseline}: "
@@ -287,8 +287,8 @@ def _compare_paths(paths, *, protocol_spec=None, against_first=False, metrics=No
 
 
 def _make_kind():
-    from .runkinds import RunKind
-    from .runs import RUN_FILES
+    from pytest_pstbench.core.kinds import RunKind
+    from pytest_pstbench.core.runs import RUN_FILES
 
     return RunKind(
         name="paired", run_files=RUN_FILES, load=load_run, check_comparable=check_comparable,

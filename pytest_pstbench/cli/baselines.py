@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from .cli.progress import progress as _progress
+from pytest_pstbench.cli.progress import progress as _progress
 
 METHODS_HELP = (
     "identity (content unchanged), reinhard / mkl (color-matcher 0.6.0), idt (python-color-transfer 0.1.2a0 "
@@ -17,8 +17,8 @@ METHODS_HELP = (
 
 
 def cmd_baseline(args) -> int:
-    from .baselines import BaselineFailed, check_out_dir, parse_methods, prepare_reference_baseline, write_reference_baseline
-    from .errors import UserError
+    from pytest_pstbench.paired.baselines import BaselineFailed, check_out_dir, parse_methods, prepare_reference_baseline, write_reference_baseline
+    from pytest_pstbench.core.errors import UserError
 
     methods = parse_methods(args.methods)
     if not args.fetch_only and (args.track is None or args.out is None):
@@ -33,8 +33,8 @@ def cmd_baseline(args) -> int:
             where = f" ({impl['source']}: {impl['path']})" if "source" in impl else ""
             print(f"{p.name}: ready, {impl.get('package')} {impl.get('version') or ''}".rstrip() + where)
         return 0
-    from .protocol import load_protocol
-    from .tracks import resolve_track
+    from pytest_pstbench.core.protocol import load_protocol
+    from pytest_pstbench.paired.tracks import resolve_track
 
     protocol = load_protocol(args.protocol)
     if protocol.data.get("kind") == "selection":

@@ -10,10 +10,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from .errors import UserError
+from pytest_pstbench.core.errors import UserError
 
-from .metrics import registry as _registry
-from .metrics.registry import ENTRY_KEYS as _REQUIRED_METRIC_KEYS, RESIZE_FILTERS, _is_int, _is_number
+from pytest_pstbench.metrics import registry as _registry
+from pytest_pstbench.metrics.registry import ENTRY_KEYS as _REQUIRED_METRIC_KEYS, RESIZE_FILTERS, _is_int, _is_number
 
 KNOWN_KINDS = tuple(_registry.KINDS)  # the metric kinds of the registry (metrics/registry.py)
 
@@ -159,7 +159,7 @@ def load_protocol(spec: str | Path | None = None) -> Protocol:
     except yaml.YAMLError as exc:
         raise UserError(f"{path}: not valid YAML ({str(exc).splitlines()[0]}); fix the file's syntax") from None
     if isinstance(data, dict) and data.get("kind") == "selection":  # selection protocols (e.g. vab)
-        from .selection.protocol import validate_selection_protocol
+        from pytest_pstbench.selection.protocol import validate_selection_protocol
 
         validate_selection_protocol(path, data)
     else:

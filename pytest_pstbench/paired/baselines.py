@@ -20,8 +20,8 @@ import numpy as np
 import yaml
 from PIL import Image
 
-from .errors import UserError
-from .runs import staging_dir, swap_dir_into_place
+from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.runs import staging_dir, swap_dir_into_place
 
 Method = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
@@ -133,7 +133,7 @@ def _dist_version(dist: str) -> str | None:
 
 
 def _color_matcher(method: str):
-    from .pinned_packages import BASELINES_EXTRA_FIX
+    from pytest_pstbench.data.pinned_packages import BASELINES_EXTRA_FIX
 
     version = _dist_version("color-matcher")
     if version is None:
@@ -192,7 +192,7 @@ def _prepare_histmatch() -> PreparedBaseline:
 
 
 def _prepare_idt(progress) -> PreparedBaseline:
-    from .pinned_packages import PYTHON_COLOR_TRANSFER, load_pinned
+    from pytest_pstbench.data.pinned_packages import PYTHON_COLOR_TRANSFER, load_pinned
 
     mod, info = load_pinned(PYTHON_COLOR_TRANSFER, "python_color_transfer.color_transfer", progress)
     ColorTransfer = mod.ColorTransfer
@@ -296,7 +296,7 @@ def _save_png(arr: np.ndarray, path: Path) -> None:
 
 def method_yaml(prepared: PreparedBaseline, track, protocol, command: str | None) -> dict:
     """The provenance written to `method.yaml` (and, when the folder is scored, to run.json `method`)."""
-    from . import __version__
+    from pytest_pstbench import __version__
 
     return {
         "method": prepared.name,
@@ -329,8 +329,8 @@ def write_reference_baseline(
     `out` is either absent/unchanged or complete. Raises `BaselineFailed` (naming the pair) when the
     method fails on a pair, `UserError` for bad input; in both cases nothing is written to `out`.
     """
-    from .imageio import load_dataset_image
-    from .protocol import load_protocol
+    from pytest_pstbench.paired.imageio import load_dataset_image
+    from pytest_pstbench.core.protocol import load_protocol
 
     protocol = protocol or load_protocol()
     out = Path(out)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 
-from .report.model import DEFAULT_MAX_PAIRS, DEFAULT_THUMB_SIZE
+from pytest_pstbench.report.model import DEFAULT_MAX_PAIRS, DEFAULT_THUMB_SIZE
 
 
 def add_report_command(subparsers) -> None:
@@ -25,7 +25,7 @@ def add_report_command(subparsers) -> None:
 
 
 def cmd_report(args) -> int:
-    from .report.build import build_report
+    from pytest_pstbench.report.build import build_report
 
     out = build_report(
         args.runs,

@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageCms, ImageOps, UnidentifiedImageError
 
-from .errors import UserError
-from .protocol import Protocol
-from .paths import sniff_format
+from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.protocol import Protocol
+from pytest_pstbench.core.paths import sniff_format
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _PNG_IEND = b"\x00\x00\x00\x00IEND\xaeB`\x82"

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import UserError
-from .protocol import Protocol, protocols_dir
+from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.protocol import Protocol, protocols_dir
 
 BASE_ID = "protocol"
 _VARIANT_KEYS = ("id", "description", "changes")
@@ -90,8 +90,8 @@ def resolve_variant_spec(spec: str) -> Path:
 
 def load_variant(path: Path, base: Protocol) -> Variant:
     """Read a variant file and apply it to `base`; every rule broken is a one-line UserError."""
-    from .protocol import _validate
-    from .yamlfile import read_yaml
+    from pytest_pstbench.core.protocol import _validate
+    from pytest_pstbench.core.yamlfile import read_yaml
 
     path = Path(path)
     raw = path.read_bytes()
@@ -149,7 +149,7 @@ def load_variants(specs: list[str] | None, base: Protocol, progress=None) -> lis
     if specs:
         paths = [resolve_variant_spec(s) for s in specs]
     else:
-        from .yamlfile import read_yaml
+        from pytest_pstbench.core.yamlfile import read_yaml
 
         paths = []
         for v in shipped_variant_ids():

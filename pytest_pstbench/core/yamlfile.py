@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import UserError
+from pytest_pstbench.core.errors import UserError
 
 
 def read_yaml(path: Path, what: str):

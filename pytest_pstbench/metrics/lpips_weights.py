@@ -47,9 +47,9 @@ from typing import Callable
 
 import numpy as np
 
-from .errors import UserError
-from .paths import cache_dir, file_sha256
-from .pipfetch import PIP_TIMEOUT_S, PipDownloadFailed, pip_download
+from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.paths import cache_dir, file_sha256
+from pytest_pstbench.data.pipfetch import PIP_TIMEOUT_S, PipDownloadFailed, pip_download
 
 # --- pinned facts ---------------------------------------------------------------------------
 

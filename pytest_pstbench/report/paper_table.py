@@ -25,7 +25,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .errors import UserError
+from pytest_pstbench.core.errors import UserError
 
 FORMATS = ("markdown", "latex", "csv", "json")
 DAGGER = "†"
@@ -145,10 +145,10 @@ def _check_alphas(protocols: list) -> float:
 
 
 def build_paired_table(paths: list[Path], *, metrics: list[str] | None, against: str, protocol_spec: str | None) -> Table:
-    from .aggregation import entry_value, heading_suffix
-    from .compare import WORSE, check_comparable, compare_two, finish_comparison, protocol_for
-    from .runs import load_run
-    from .session import IDENTITY_NAME
+    from pytest_pstbench.core.aggregation import entry_value, heading_suffix
+    from pytest_pstbench.paired.compare import WORSE, check_comparable, compare_two, finish_comparison, protocol_for
+    from pytest_pstbench.core.runs import load_run
+    from pytest_pstbench.paired.session import IDENTITY_NAME
 
     runs = [load_run(p) for p in paths]
     groups = _group_by_track(runs, lambda r: r.run.get("track", r.summary.get("track")))
@@ -227,10 +227,10 @@ def _row_name(against: str) -> str:
 
 
 def build_selection_table(paths: list[Path], *, metrics: list[str] | None, against: str, protocol_spec: str | None) -> Table:
-    from .compare import protocol_for
-    from .selection.compare import (WORSE, check_comparable, check_metrics, compare_two, comparison_params,
+    from pytest_pstbench.paired.compare import protocol_for
+    from pytest_pstbench.selection.compare import (WORSE, check_comparable, check_metrics, compare_two, comparison_params,
                                     finish_comparison, load_selection_runs)
-    from .selection.protocol import SelectionParams
+    from pytest_pstbench.selection.protocol import SelectionParams
 
     runs = load_selection_runs(paths)
     groups = _group_by_track(runs, lambda r: r.run.get("track", r.summary.get("track")))
@@ -300,7 +300,7 @@ def _check_confidence(protocols: list) -> float:
 
 
 def _check_alphas_selection(protocols: list) -> float:
-    from .selection.compare import comparison_params
+    from pytest_pstbench.selection.compare import comparison_params
 
     alphas = {comparison_params(p).alpha for p in protocols}
     if len(alphas) > 1:
@@ -312,7 +312,7 @@ def _check_alphas_selection(protocols: list) -> float:
 
 
 def build_table(paths, *, metrics=None, against: str = "best", protocol_spec: str | None = None) -> Table:
-    from .runkinds import runs_kind
+    from pytest_pstbench.core.kinds import runs_kind
 
     paths = [Path(p) for p in paths]
     if not paths:
@@ -499,7 +499,7 @@ def cmd_table(args) -> int:
     table = build_table(args.runs, metrics=args.metrics, against=args.against, protocol_spec=args.protocol)
     text = render(table, args.format)
     if args.out:
-        from .runs import write_atomic
+        from pytest_pstbench.core.runs import write_atomic
 
         out = Path(args.out)
         if not out.parent.is_dir():

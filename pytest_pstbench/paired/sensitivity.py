@@ -23,12 +23,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import UserError
-from .protocol import Protocol
-from .aggregation import aggregate, statistic_of as metric_statistic
-from .metrics.registry import computing_params  # noqa: F401 (aggregate: used and re-exported)
-from .resolution import evaluation_resolution, res_key, resize_image
-from .variants import BASE_ID, Variant
+from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.protocol import Protocol
+from pytest_pstbench.core.aggregation import aggregate, statistic_of as metric_statistic
+from pytest_pstbench.metrics.registry import computing_params  # noqa: F401 (aggregate: used and re-exported)
+from pytest_pstbench.paired.resolution import evaluation_resolution, res_key, resize_image
+from pytest_pstbench.paired.variants import BASE_ID, Variant
 
 VALUE, MSE = "value", "mse"
 
@@ -81,8 +81,8 @@ def parse_method_specs(specs: list[str]) -> list[tuple[str, str]]:
 
 def resolve_methods(track, specs: list[tuple[str, str]]) -> list[Method]:
     """Each spec's outputs (or the track's content for identity specs); every pair must have an output."""
-    from .identity import identity_outputs, is_identity_spec
-    from .tracks import resolve_outputs
+    from pytest_pstbench.paired.identity import identity_outputs, is_identity_spec
+    from pytest_pstbench.paired.tracks import resolve_outputs
 
     methods = []
     for name, path in specs:
@@ -153,7 +153,7 @@ class _Computer:
         self.calls += 1
         params = json.loads(unit.params_key)
         if unit.quantity == MSE:
-            from .metrics import fidelity
+            from pytest_pstbench.metrics import fidelity
 
             return float(
                 fidelity.mse(output, other, channels=params.get("channels", "rgb"), luma_weights=params.get("luma_weights"))
@@ -162,7 +162,7 @@ class _Computer:
             return self._lpips_distance(unit, params, output, other, keys)
         scorer = self._scorers.get(unit.params_key)
         if scorer is None:
-            from .metrics import PairScorer
+            from pytest_pstbench.metrics import PairScorer
 
             one = Protocol(id="unit", path=Path("unit"), sha256="", data={"metrics": {unit.metric: _full_params(unit, params)}})
             scorer = self._scorers[unit.params_key] = PairScorer(one, self.device)
@@ -173,7 +173,7 @@ class _Computer:
     def _lpips_distance(self, unit: Unit, params: dict, output: np.ndarray, other: np.ndarray, keys: tuple) -> float:
         metric = self._lpips.get(unit.params_key)
         if metric is None:
-            from .metrics.lpips_metric import LpipsMetric
+            from pytest_pstbench.metrics.lpips_metric import LpipsMetric
 
             metric = self._lpips[unit.params_key] = LpipsMetric(_full_params(unit, params), self.device)
         metric.check_inputs(output, other)
@@ -201,7 +201,7 @@ def score_variants(
     allow_resize: bool = False, progress=None
 ) -> SensitivityResult:
     """Every (variant, metric, method, pair) value, computing each distinct unit once per (method, pair)."""
-    from .imageio import fit_to_reference, load_dataset_image, load_image
+    from pytest_pstbench.paired.imageio import fit_to_reference, load_dataset_image, load_image
 
     t_start = time.perf_counter()
     plan = plan_units(variants)
@@ -316,7 +316,7 @@ def _finite(x: float) -> float | None:
 
 def _paired_family(scores: dict[str, np.ndarray], names: list[str], protocol: Protocol, metric: str) -> dict:
     """Wilcoxon signed-rank for every method pair (a before b in `names`), Holm over this family."""
-    from .stats import holm, tie_differences, wilcoxon_test
+    from pytest_pstbench.core.stats import holm, tie_differences, wilcoxon_test
 
     cfg = protocol.comparison
     thr = cfg.tie(metric)
@@ -572,7 +572,7 @@ def analysis_markdown(analysis: dict, base: Protocol) -> str:
 
 def write_outputs(out_dir: Path, result: SensitivityResult, analysis: dict) -> None:
     """scores.csv, analysis.md, then analysis.json, each atomically (analysis.json last)."""
-    from .runs import dumps_json, write_atomic
+    from pytest_pstbench.core.runs import dumps_json, write_atomic
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -10,9 +10,9 @@ import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import UserError
-from .paths import sniff_format
-from .runs import _control_char
+from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.paths import sniff_format
+from pytest_pstbench.core.runs import _control_char
 
 BUILTIN_TRACKS = ("demo",)
 ROLES = ("content", "style", "reference")
@@ -50,11 +50,11 @@ class Track:
 def resolve_track(spec: str, progress=None) -> Track:
     """`demo`, a remote track id (protocols/tracks/*.yaml), or a path to a local track manifest."""
     if spec == "demo":
-        from .data.demo import build_demo_track
+        from pytest_pstbench.data.demo import build_demo_track
 
         manifest = build_demo_track(progress=progress)
         return load_manifest(manifest, source="demo")
-    from .data.manifest import remote_track_ids
+    from pytest_pstbench.data.manifest import remote_track_ids
 
     remote_ids = remote_track_ids()
     if spec in remote_ids:
@@ -77,9 +77,9 @@ def load_remote_track(track_id: str, progress=None):
     Checks presence and size of every file the track uses (and any hash failure `verify` recorded);
     never touches the network.
     """
-    from .data.lock import LOCK_NAME
-    from .data.manifest import find_track, remote_track_ids
-    from .data.verify import checked_data
+    from pytest_pstbench.data.lock import LOCK_NAME
+    from pytest_pstbench.data.manifest import find_track, remote_track_ids
+    from pytest_pstbench.data.verify import checked_data
 
     found = find_track(track_id)
     if found is None:
@@ -125,7 +125,7 @@ def load_remote_track(track_id: str, progress=None):
 
 
 def load_manifest(path: Path, source: str = "local") -> Track:
-    from .yamlfile import read_yaml
+    from pytest_pstbench.core.yamlfile import read_yaml
 
     path = Path(path)
     if not path.is_file():
@@ -195,7 +195,7 @@ def image_decoders_info(paths) -> dict | None:
     formats = {sniff_format(Path(p)) for p in paths}
     if formats <= {"PNG"}:
         return None
-    from .imageio import dataset_decoders
+    from pytest_pstbench.paired.imageio import dataset_decoders
 
     return dataset_decoders(formats - {"other"})
 

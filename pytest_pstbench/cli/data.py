@@ -9,15 +9,15 @@ from pathlib import Path
 
 def _reporter(args):
     """Progress on stderr: one bar on a terminal, a line every 5% otherwise (CI logs); per-file lines with -v."""
-    from .progress import Reporter
+    from pytest_pstbench.data.progress import Reporter
 
     return Reporter(sys.stderr, verbose=getattr(args, "verbose", False))
 
 
 def _track_dataset(track: str) -> tuple[str | None, list[str] | None]:
     """(dataset name, splits) that track `track` needs; (None, None) for the demo or a local track."""
-    from ..errors import UserError
-    from .manifest import find_track, remote_track_ids
+    from pytest_pstbench.core.errors import UserError
+    from pytest_pstbench.data.manifest import find_track, remote_track_ids
 
     found = find_track(track, kind=None)
     if found is not None:
@@ -33,8 +33,8 @@ def _track_dataset(track: str) -> tuple[str | None, list[str] | None]:
 
 
 def cmd_data_fetch(args) -> int:
-    from ..errors import UserError
-    from .fetch import fetch_dataset
+    from pytest_pstbench.core.errors import UserError
+    from pytest_pstbench.data.fetch import fetch_dataset
 
     if (args.name is None) == (args.track is None):
         raise UserError("pstbench data fetch: give a dataset NAME or --track T (not both); fix: e.g. `pstbench data fetch pst50` "
@@ -72,12 +72,12 @@ def cmd_data_fetch(args) -> int:
 
 
 def cmd_data_verify(args) -> int:
-    from .manifest import get_manifest
-    from .verify import verify_dataset
+    from pytest_pstbench.data.manifest import get_manifest
+    from pytest_pstbench.data.verify import verify_dataset
 
     lock, bad = verify_dataset(args.name, progress=_reporter(args))
     if get_manifest(args.name).kind == "selection":  # also the images extracted from the verified files
-        from .remote_selection import verify_extraction
+        from pytest_pstbench.data.remote_selection import verify_extraction
 
         extracted = verify_extraction(get_manifest(args.name))
         if extracted:
@@ -104,9 +104,9 @@ def cmd_data_verify(args) -> int:
 
 
 def _splits_arg(lock: dict) -> str:
-    from .manifest import get_manifest
+    from pytest_pstbench.data.manifest import get_manifest
 
-    from .lock import refetch_args
+    from pytest_pstbench.data.lock import refetch_args
 
     m = get_manifest(lock["dataset"])
     splits = sorted(lock.get("pairs", {}))
@@ -115,8 +115,8 @@ def _splits_arg(lock: dict) -> str:
 
 def cmd_data_revision(args) -> int:
     """Print the revision track T is pinned to (a remote track: the kit's pin; demo/local: the track's revision)."""
-    from ..errors import UserError
-    from .manifest import find_track
+    from pytest_pstbench.core.errors import UserError
+    from pytest_pstbench.data.manifest import find_track
 
     found = find_track(args.track, kind=None)
     if found is not None:
@@ -129,7 +129,7 @@ def cmd_data_revision(args) -> int:
             )
         print(m.revision)
         return 0
-    from ..tracks import resolve_track
+    from pytest_pstbench.paired.tracks import resolve_track
 
     print(resolve_track(args.track).revision)
     return 0
@@ -138,9 +138,9 @@ def cmd_data_revision(args) -> int:
 def cmd_data_list(args) -> int:
     from tabulate import tabulate
 
-    from ..paths import data_dir
-    from .manifest import load_manifests
-    from .verify import dataset_status
+    from pytest_pstbench.core.paths import data_dir
+    from pytest_pstbench.data.manifest import load_manifests
+    from pytest_pstbench.data.verify import dataset_status
 
     rows = [dataset_status(m) for _, m in sorted(load_manifests().items())]
     print(f"data folder: {data_dir()}")

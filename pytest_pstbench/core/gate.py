@@ -5,7 +5,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import UserError
+from pytest_pstbench.core.errors import UserError
 
 
 def parse_bound_items(items: list[str] | None, kind: str, names: list[str], *, example: str, unknown,
@@ -121,14 +121,14 @@ def evaluate_gate(run_dir: Path, summary: dict, protocol, *, baselines: list[Pat
     """Compare the run in `run_dir` with each baseline (Holm over all tests) and check the bounds;
     `margins` (metric -> delta > 0) makes a metric fail only when significantly worse by more than delta."""
     result = GateResult()
-    from .aggregation import entry_value
+    from pytest_pstbench.core.aggregation import entry_value
 
-    from .aggregation import statistic_of
+    from pytest_pstbench.core.aggregation import statistic_of
 
     result.reasons.extend(check_bounds({m: entry_value(summary["metrics"][m]) for m in {**mins, **maxs}}, mins, maxs,
                                        statistic=lambda m: statistic_of(protocol, m).replace("pooled_mse", "pooled-MSE PSNR")))
     if baselines:
-        from .runkinds import gate_against_baselines
+        from pytest_pstbench.core.kinds import gate_against_baselines
 
         gate_against_baselines(result, run_dir, baselines, protocol, metrics, margins)
     return result

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import UserError
+from pytest_pstbench.core.errors import UserError
 
 RUN_FILES = ("metrics.csv", "summary.json", "run.json")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import UserError
+from pytest_pstbench.core.errors import UserError
 
 IDENTITY = "identity"
 

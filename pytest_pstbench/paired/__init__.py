@@ -1,0 +1,3 @@
+"""The paired track kind (photorealistic style transfer): tracks and pairs, the protocol's image I/O
+rules and evaluation resolution, the scoring session, paired comparison (Wilcoxon + Holm), reference
+baselines, evaluation variants and the sensitivity engine, and its pytest integration."""

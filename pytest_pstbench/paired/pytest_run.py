@@ -1,0 +1,170 @@
+"""The pytest side of a paired run: one item per pair, scored by the `RunSession`.
+
+The frame (collection, gathering results from xdist workers, finishing, the gate, the terminal
+summary) is `pytest_pstbench.pytest_run.TrackRun`; this module supplies the paired kind's parts.
+"""
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+
+from pytest_pstbench.cli.options import option_value
+from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.pytest_run import (
+    ItemFailure,
+    TrackRun,
+    baseline_paths,
+    bound_items,
+    path_value,
+    record_result,
+)
+
+
+def gate_options(config: pytest.Config, protocol) -> dict:
+    """Baselines, gated metrics, bounds on the protocol's statistic and margins of a paired run."""
+    from pytest_pstbench.core.gate import parse_bounds, parse_metrics
+
+    metrics = parse_metrics(option_value(config, "gate-metrics"), protocol)
+    return {
+        "baselines": baseline_paths(config),
+        "metrics": metrics,
+        "mins": parse_bounds(bound_items(config, "min"), "min", protocol),
+        "maxs": parse_bounds(bound_items(config, "max"), "max", protocol),
+        "margins": gate_margins(config, protocol, metrics),
+    }
+
+
+def gate_margins(config: pytest.Config, protocol, metrics) -> dict[str, float]:
+    """`--pstbench-gate-margin METRIC=DELTA` (else ini `pstbench_gate_margin`) of a paired run; 0 means no margin."""
+    from pytest_pstbench.core.gate import parse_margins
+
+    items = config.getoption("pstbench_gate_margin", default=None) or config.getini("pstbench_gate_margin")
+    return {m: d for m, d in parse_margins(items, protocol, tested=metrics).items() if d > 0}
+
+
+class PairItem(pytest.Item):
+    def __init__(self, *, pair, run, **kwargs):
+        super().__init__(**kwargs)
+        self.pair = pair
+        self.run = run
+        self.add_marker("pstbench")
+
+    def runtest(self) -> None:
+        record_result(self, self.run, self.run.session.score_pair(self.pair, self.run.outputs[self.pair.id]))
+
+    def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, ItemFailure):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self):
+        return self.path, None, f"pstbench {self.run.track.id}::{self.pair.id}"
+
+
+class PairedRun(TrackRun):
+    """A paired track's run (`--pstbench-track demo`, `pst50-paired`, a local manifest)."""
+
+    result_key = "pstbench_result"
+    noun = "pair"
+
+    def __init__(self, config, track, protocol, session, outputs, gate_options=None):
+        super().__init__(config, track, protocol, session, gate_options)
+        self.outputs = outputs  # pair id -> path, or None when no outputs folder was given
+
+    @classmethod
+    def from_config(cls, config: pytest.Config) -> "PairedRun":
+        from pytest_pstbench.core.runs import refuse_baseline_is_run_dir
+        from pytest_pstbench.paired.identity import is_identity_spec
+        from pytest_pstbench.paired.request import ScoreRequest, open_scoring
+
+        try:
+            raw_outputs = option_value(config, "outputs")
+            if raw_outputs is not None and not is_identity_spec(str(raw_outputs)):
+                raw_outputs = str(path_value(config, "outputs"))
+            scoring = open_scoring(ScoreRequest(
+                track=str(option_value(config, "track")),
+                outputs=raw_outputs,
+                name=option_value(config, "name"),
+                results=path_value(config, "results") or Path("results"),
+                protocol=option_value(config, "protocol"),
+                allow_resize=bool(option_value(config, "allow-resize")),
+                device=str(option_value(config, "device") or "cpu"),
+                method_info=tuple(config.getoption("pstbench_method_info") or ()),
+                use_cache=not bool(option_value(config, "no-cache")),
+                verify_cache=option_value(config, "verify-cache"),
+                allow_outside_links=bool(option_value(config, "allow-outside-links")),
+                command="pytest " + shlex.join(config.invocation_params.args),
+                option_prefix="--pstbench-",
+                verify_seed=getattr(config, "workerinput", {}).get("testrunuid"),  # xdist workers: the same draw
+            ))
+            opts = gate_options(config, scoring.protocol)
+            refuse_baseline_is_run_dir(opts["baselines"], scoring.session.run_dir)
+        except UserError as exc:
+            raise pytest.UsageError(f"pstbench: {exc}") from None
+        return cls(config, scoring.track, scoring.protocol, scoring.session, scoring.outputs, opts)
+
+    # -- items -------------------------------------------------------------------------------------
+    def ready_to_collect(self, config) -> bool:
+        return self.outputs is not None
+
+    def make_items(self, collector):
+        for pair in self.track.pairs:
+            yield PairItem.from_parent(collector, name=pair.id, pair=pair, run=self)
+
+    def score_for_item(self, item, pair, output):
+        """Used by the `pstbench_score` fixture: the metrics dict; a failed pair fails the test."""
+        result = self.session.score_pair(pair, output)
+        try:
+            record_result(item, self, result)
+        except ItemFailure as exc:
+            pytest.fail(str(exc), pytrace=False)
+        return dict(result.metrics)
+
+    def result_from_json(self, data: dict):
+        from pytest_pstbench.paired.session import PairResult
+
+        return PairResult.from_json(data)
+
+    # -- gate --------------------------------------------------------------------------------------
+    def evaluate_gate(self):
+        from pytest_pstbench.core.gate import evaluate_gate
+        from pytest_pstbench.core.kinds import runs_kind
+
+        opts = self.gate_options
+        runs_kind([*opts.get("baselines", []), self.outcome.run_dir])  # refuses a selection baseline
+        return evaluate_gate(self.outcome.run_dir, self.outcome.summary, self.protocol, **opts)
+
+    def junit_verdict(self, r) -> tuple[str, str]:
+        return f"{r.metric}", f"{r.verdict}; mean diff {r.mean_diff:+.6g}; p {r.pvalue:.4g}; p_holm {r.p_holm:.4g}"
+
+    # -- terminal summary ----------------------------------------------------------------------------
+    def write_results(self, tr) -> None:
+        from pytest_pstbench.paired.session import IDENTITY_NAME, cached_identity_summary
+        from pytest_pstbench.report.tables import header_line, run_table
+
+        rows = []
+        if self.session.name != IDENTITY_NAME:
+            identity = cached_identity_summary(self.track, self.protocol, self.session.results_dir)
+            if identity is not None:
+                rows.append(("Identity", identity))
+        rows.append((self.session.name, self.outcome.summary))
+        tr.write_line(header_line(self.outcome.summary, self.track.dataset_id))
+        for line in run_table(self.protocol, rows).splitlines():
+            tr.write_line(line)
+
+    def write_after_run_files(self, tr) -> None:
+        if self.session.verify_cache:
+            from pytest_pstbench.paired.session import verify_line
+
+            tr.write_line(verify_line(self.session.results))
+
+    def write_gate_comparison(self, tr) -> None:
+        from pytest_pstbench.paired.compare import comparison_table
+
+        margins = self.gate_options.get("margins") or {}
+        with_margins = f"; one-sided beyond the margins {', '.join(f'{m}={d:g}' for m, d in margins.items())}" if margins else ""
+        tr.write_line(f"baseline gate (paired Wilcoxon, Holm, alpha {self.gate.comparison.alpha}{with_margins}):")
+        for line in comparison_table(self.gate.comparison, self.protocol).splitlines():
+            tr.write_line(line)
