@@ -126,9 +126,9 @@ def test_cache_miss_on_changed_output_and_corrupt_entry(tmp_path, monkeypatch):
     calls = []
     real = PairScorer.score
 
-    def counting(self, *args):
+    def counting(self, *args, **kwargs):
         calls.append(1)
-        return real(self, *args)
+        return real(self, *args, **kwargs)
 
     monkeypatch.setattr(PairScorer, "score", counting)
     arr = np.asarray(Image.open(outputs / "p01.png")).copy()

@@ -389,8 +389,8 @@ def test_case16_non_finite_metric_never_reaches_the_cache(tmp_path, monkeypatch,
     outputs = make_outputs(manifest, tmp_path / "out", strength=0.37)  # outputs no other test caches
     real = PairScorer.score
 
-    def nan_for_p02(self, output, reference, style):
-        values = real(self, output, reference, style)
+    def nan_for_p02(self, output, reference, style, shared=None):
+        values = real(self, output, reference, style, shared=shared)
         if np.array_equal(output, p02):
             values["ssim"] = float("nan")
         return values

@@ -17,7 +17,7 @@ def test_score_takes_every_scoring_option_with_the_tables_help():
     actions = {s: a for a in _subparser("score")._actions for s in a.option_strings}
     for o in SCORING:
         action = actions[f"--{o.name}"]
-        assert action.help == o.help, o.name
+        assert action.help == o.help + o.cli_note, o.name
         assert isinstance(action, argparse._StoreTrueAction) == (o.kind == "flag"), o.name
         assert isinstance(action, argparse._AppendAction) == (o.kind == "list"), o.name
     assert actions["--track"].required and actions["--results"].default == "results" and actions["--device"].default == "cpu"

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.cli.options import add_to_argparse
+from pytest_pstbench.cli.options import add_to_argparse, add_workers_option
 from pytest_pstbench.cli.progress import progress as _progress
 
 
@@ -43,8 +43,9 @@ def _report_outcome(outcome) -> int:
 
 
 def cmd_score(args) -> int:
-    from pytest_pstbench.paired.request import ScoreRequest, open_scoring
-    from pytest_pstbench.paired.session import identity_row, score_run
+    from pytest_pstbench.paired.identity import is_identity_spec
+    from pytest_pstbench.paired.planner import cached_identity_summary, check_workers, identity_row, identity_session, score_runs
+    from pytest_pstbench.paired.request import ScoreRequest, open_scorings
     from pytest_pstbench.selection.kind import is_selection_track
 
     if is_selection_track(args.track):  # vab, vab-demo, `kind: selection` manifests
@@ -54,23 +55,38 @@ def cmd_score(args) -> int:
         )
     if args.outputs is None:
         raise UserError(f"--outputs is required to score paired track {args.track}; fix: pass --outputs DIR (one <pair_id>.png per pair)")
-    scoring = open_scoring(ScoreRequest(
-        track=args.track, outputs=args.outputs, name=args.name, results=Path(args.results), protocol=args.protocol,
+    specs = list(args.outputs)
+    if len(specs) > 1 and args.name is not None:
+        raise UserError(f"--name {args.name}: names one run, but {len(specs)} --outputs folders were given (each run is "
+                        "named after its folder); fix: drop --name, or score one folder per call")
+    workers = check_workers(args.workers)
+    scorings = open_scorings([ScoreRequest(
+        track=args.track, outputs=spec, name=args.name, results=Path(args.results), protocol=args.protocol,
         allow_resize=args.allow_resize, device=args.device, method_info=tuple(args.method_info or ()),
         use_cache=not args.no_cache, verify_cache=args.verify_cache, allow_outside_links=args.allow_outside_links,
         command=args.command_line,
-    ), progress=_progress)
-    protocol, track, outputs, session = scoring.protocol, scoring.track, scoring.outputs, scoring.session
-    name = session.name
-    outcome = score_run(session, outputs, progress=_progress)
+    ) for spec in specs], progress=_progress)
+    protocol, track = scorings[0].protocol, scorings[0].track
+    sessions = [s.session for s in scorings]
+    outputs = [s.outputs for s in scorings]
+    names = [s.name for s in sessions]
+    # The Identity row: scored in the same pass (sharing each pair's reference work) when it is needed.
+    need_identity = not any(is_identity_spec(str(spec)) for spec in specs) and \
+        cached_identity_summary(track, protocol, Path(args.results)) is None
+    if need_identity:
+        _progress(f"scoring Identity on track {track.id} (once; reused afterwards)")
+        session, outs = identity_session(track, protocol, results_dir=Path(args.results), device=args.device)
+        sessions, outputs = [*sessions, session], [*outputs, outs]
+    outcomes = score_runs(sessions, outputs, progress=_progress, workers=workers)[: len(scorings)]
     rows = []
     problem = None
-    if name != "identity":
-        label, summary, problem = identity_row(track, protocol, results_dir=args.results, device=args.device, progress=_progress)
+    if "identity" not in names:
+        label, summary, problem = identity_row(track, protocol, results_dir=args.results, device=args.device,
+                                               progress=_progress, workers=workers)
         rows.append((label, summary))
-    rows.append((name, outcome.summary))
+    rows.extend((name, outcome.summary) for name, outcome in zip(names, outcomes))
     _print_table(protocol, track, rows)
-    code = _report_outcome(outcome)
+    code = max(_report_outcome(outcome) for outcome in outcomes)
     if problem:
         print(f"pstbench: error: {problem}", file=sys.stderr)
         code = max(code, 1)
@@ -81,10 +97,12 @@ def cmd_demo(args) -> int:
     from pytest_pstbench.paired.baselines import BaselineFailed, parse_methods, prepare_reference_baseline, write_reference_baseline
     from pytest_pstbench.metrics.lpips_weights import resolve_alexnet_features
     from pytest_pstbench.core.protocol import load_protocol
-    from pytest_pstbench.paired.session import RunSession, identity_row, load_method_yaml, score_run
+    from pytest_pstbench.paired.planner import check_workers, identity_row, score_run
+    from pytest_pstbench.paired.session import RunSession, load_method_yaml
     from pytest_pstbench.paired.tracks import resolve_outputs, resolve_track
 
     protocol = load_protocol(args.protocol)
+    workers = check_workers(args.workers)
     # The demo's methods are the reference baselines of `pstbench baseline` (identity is always the first row).
     methods = [m for m in parse_methods(args.methods) if m != "identity"]
     prepared = [prepare_reference_baseline(m, progress=_progress) for m in methods]
@@ -92,7 +110,8 @@ def cmd_demo(args) -> int:
     if "lpips" in protocol.metric_names:
         resolve_alexnet_features(progress=_progress)
     results = Path(args.results)
-    label, summary, problem = identity_row(track, protocol, results_dir=results, device=args.device, progress=_progress)
+    label, summary, problem = identity_row(track, protocol, results_dir=results, device=args.device, progress=_progress,
+                                           workers=workers)
     rows = [(label, summary)]
     code = 0
     if problem:
@@ -117,7 +136,7 @@ def cmd_demo(args) -> int:
             use_cache=not args.no_cache,
             verify_cache=args.verify_cache,
         )
-        outcome = score_run(session, resolve_outputs(track, out_dir), progress=_progress)
+        outcome = score_run(session, resolve_outputs(track, out_dir), progress=_progress, workers=workers)
         rows.append((p.name, outcome.summary))
         code = max(code, 0 if outcome.complete else 1)
     _print_table(protocol, track, rows)
@@ -181,11 +200,13 @@ def build_parser() -> argparse.ArgumentParser:
     common(p)
     p.add_argument("--methods", nargs="+", default=["reinhard"],
                    help="reference baselines to run beside Identity: reinhard, mkl, idt, histmatch or all (default: reinhard; see `pstbench baseline`)")
+    add_workers_option(p)
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("score", help="score an outputs folder on a track")
     add_to_argparse(p, "track", "outputs", "name", "allow-resize", "method-info", "allow-outside-links", required=("track",))
     common(p)
+    add_workers_option(p)
     p.set_defaults(func=cmd_score)
 
     p = sub.add_parser("compare", help="tests between runs, Holm-corrected: paired Wilcoxon (paired tracks) or exact McNemar (selection tracks)")

@@ -18,6 +18,8 @@ class Option:
     ini_help: str | None = None  # when the ini key's meaning needs other words (e.g. "one per line")
     cli_default: object = None  # argparse default (pytest's is None: "not given", then the ini value)
     pytest_note: str = ""  # appended to the help in pytest only (what differs there)
+    cli_note: str = ""  # appended to the help in the CLI only
+    cli_nargs: str | None = None  # argparse nargs of a "value" option in the CLI (e.g. "+": several values)
 
     @property
     def dest(self) -> str:
@@ -29,7 +31,9 @@ SCORING = (
     Option("track", "track to score: demo, a remote track (pst50-paired, pst50-paired-log, acetone-transfer; fetch with "
            "`pstbench data fetch`) or a path to a local track.yaml", pytest_note="; one test item per pair"),
     Option("outputs", "folder with the method's outputs, one <pair_id>.png per pair; `identity` (or `log:identity`) scores "
-           "the track's content images unchanged (selection tracks are scored with a judge instead)"),
+           "the track's content images unchanged (selection tracks are scored with a judge instead)",
+           cli_note="; several folders score several methods in one call (one run per folder, named after it), "
+           "decoding each reference and style once", cli_nargs="+", metavar="DIR"),
     Option("name", "run name; run files go to RESULTS/<track>/<name>/ (default: the outputs folder's name)",
            pytest_note=", or 'pytest' without outputs"),
     Option("results", "results root folder (default: results)", cli_default="results"),
@@ -96,7 +100,7 @@ def add_to_argparse(parser, *names: str, required: tuple[str, ...] = ()) -> None
     those in `required` must be given."""
     for name in names:
         o = BY_NAME[name]
-        kw: dict = {"help": o.help}
+        kw: dict = {"help": o.help + o.cli_note}
         if name in required:
             kw["required"] = True
         if o.metavar:
@@ -107,7 +111,16 @@ def add_to_argparse(parser, *names: str, required: tuple[str, ...] = ()) -> None
             kw["action"] = "append"
         else:
             kw["default"] = o.cli_default
+            if o.cli_nargs:
+                kw["nargs"] = o.cli_nargs
         parser.add_argument(f"--{o.name}", **kw)
+
+
+def add_workers_option(parser) -> None:
+    """`-j/--workers N` of the commands that score pairs (CLI only)."""
+    parser.add_argument("-j", "--workers", default=None, metavar="N",
+                        help="threads that read and decode the next pairs' images while the current pair's metrics are "
+                        "computed (default: the machine's CPU count); the values do not depend on it")
 
 
 def option_value(config, name: str):

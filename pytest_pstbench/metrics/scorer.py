@@ -27,9 +27,15 @@ class PairScorer:
             self._functions[name] = metric_kind(params["kind"]).make(params, self.device)
         return self._functions[name]
 
-    def score(self, output: np.ndarray, reference: np.ndarray, style: np.ndarray | None) -> dict[str, float]:
+    def score(self, output: np.ndarray, reference: np.ndarray, style: np.ndarray | None,
+              shared: dict | None = None) -> dict[str, float]:
         """Per-pair value of each metric: the metric itself, or the pair's MSE for a PSNR the protocol
-        aggregates as `pooled_mse` (see `pytest_pstbench.core.aggregation`)."""
+        aggregates as `pooled_mse` (see `pytest_pstbench.core.aggregation`).
+
+        `shared`: a dict the caller keeps per pair while it scores several outputs against the same
+        reference and style; the reference-side half of a metric is computed once and kept there (LPIPS:
+        the reference's backbone features; `LpipsMetric.distance_from_features` then equals `distance`).
+        """
         from pytest_pstbench.core.aggregation import per_pair_is_mse
         from pytest_pstbench.metrics import mse
 
@@ -40,6 +46,13 @@ class PairScorer:
                 raise ValueError(f"metric {name} needs the {params['against']} image")
             if per_pair_is_mse(self.protocol, name):
                 values[name] = float(mse(output, other, channels=params.get("channels", "rgb"), luma_weights=params.get("luma_weights")))
+            elif shared is not None and params["kind"] == "lpips":
+                metric = self._function(name, params).__self__  # the bound LpipsMetric.distance
+                metric.check_inputs(output, other)
+                key = ("lpips features", metric.feature_key(), params["against"])
+                if key not in shared:
+                    shared[key] = metric.features(other)
+                values[name] = float(metric.distance_from_features(metric.features(output), shared[key]))
             else:
                 values[name] = float(self._function(name, params)(output, other))
         return values

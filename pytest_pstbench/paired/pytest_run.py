@@ -141,7 +141,8 @@ class PairedRun(TrackRun):
 
     # -- terminal summary ----------------------------------------------------------------------------
     def write_results(self, tr) -> None:
-        from pytest_pstbench.paired.session import IDENTITY_NAME, cached_identity_summary
+        from pytest_pstbench.paired.planner import cached_identity_summary
+        from pytest_pstbench.paired.session import IDENTITY_NAME
         from pytest_pstbench.report.tables import header_line, run_table
 
         rows = []

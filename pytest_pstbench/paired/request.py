@@ -38,13 +38,33 @@ class Scoring:
 
 def open_scoring(req: ScoreRequest, progress=None) -> Scoring:
     """Load the protocol and track, resolve the outputs and method provenance, and open the run."""
-    from pytest_pstbench.paired.identity import identity_outputs, is_identity_spec
-    from pytest_pstbench.core.protocol import load_protocol
-    from pytest_pstbench.paired.session import RunSession, load_method_yaml, parse_method_info, parse_verify_cache
-    from pytest_pstbench.paired.tracks import resolve_outputs, resolve_track
+    return open_scorings([req], progress=progress)[0]
 
-    protocol = load_protocol(req.protocol)
-    track = resolve_track(req.track, progress=progress)
+
+def open_scorings(reqs: list[ScoreRequest], progress=None) -> list[Scoring]:
+    """`open_scoring` for several runs of one track and protocol (the protocol and track are loaded once,
+    from the first request): one run per outputs folder. Two runs with one name are refused."""
+    from pytest_pstbench.core.errors import UserError
+    from pytest_pstbench.core.protocol import load_protocol
+    from pytest_pstbench.paired.tracks import resolve_track
+
+    protocol = load_protocol(reqs[0].protocol)
+    track = resolve_track(reqs[0].track, progress=progress)
+    scorings = [_open(req, protocol, track) for req in reqs]
+    seen: dict[str, str] = {}
+    for req, s in zip(reqs, scorings):
+        if s.session.name in seen:
+            raise UserError(f"--outputs {seen[s.session.name]} and {req.outputs}: both would be run {s.session.name} "
+                            f"(a run is named after its folder); fix: score folders with different names, one call each with --name")
+        seen[s.session.name] = str(req.outputs)
+    return scorings
+
+
+def _open(req: ScoreRequest, protocol, track) -> Scoring:
+    from pytest_pstbench.paired.identity import identity_outputs, is_identity_spec
+    from pytest_pstbench.paired.session import RunSession, load_method_yaml, parse_method_info, parse_verify_cache
+    from pytest_pstbench.paired.tracks import resolve_outputs
+
     if req.outputs is not None and is_identity_spec(str(req.outputs)):
         # `identity` / `log:identity`: the track's content images are the outputs
         outputs, outputs_dir = identity_outputs(track, str(req.outputs)), None

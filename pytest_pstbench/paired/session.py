@@ -11,6 +11,7 @@ import hashlib
 import math
 import platform
 import sys
+import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -40,6 +41,20 @@ class PairResult:
     @classmethod
     def from_json(cls, data: dict) -> "PairResult":
         return cls(**data)
+
+
+@dataclass
+class PendingPair:
+    """A pair whose images are loaded (`RunSession.load`) and whose metrics are not computed yet."""
+
+    result: PairResult
+    output: object  # uint8 HxWx3 arrays
+    reference: object
+    style: object
+    label: Path  # how the output is named in messages
+    key: str | None  # its score cache key (None: not cached)
+    hit: dict | None  # the cache entry being verified (--verify-cache)
+    outside: dict | None  # --allow-outside-links note
 
 
 @dataclass
@@ -118,6 +133,7 @@ class RunSession:
         self.verify_cache = parse_verify_cache(verify_cache)
         self._verify_rank = _verify_order(track.pair_ids, verify_seed) if self.verify_cache else {}
         self.verified: list[str] = []
+        self._verify_lock = threading.Lock()
         self._verify_ids: set[str] | None = None
         self.outputs: dict | None = None  # pair id -> output path, when known before scoring
 
@@ -138,6 +154,24 @@ class RunSession:
         """Score one output (a path, or an in-memory uint8 HxWx3 array) for `pair`.
 
         A user error (bad or missing file) is caught and returned as a failed PairResult.
+        """
+        step = self.load(pair, output, lambda: self.load_dataset_images(pair))
+        return step if isinstance(step, PairResult) else self.compute(step)
+
+    def load_dataset_images(self, pair: Pair):
+        """The pair's reference and style under the protocol's dataset image rules: (reference, style)."""
+        from pytest_pstbench.paired.imageio import load_dataset_image
+
+        reference = load_dataset_image(pair.reference, self.protocol, role=f"reference of {pair.id}")
+        style = load_dataset_image(pair.style, self.protocol, role=f"style of {pair.id}")
+        return reference, style
+
+    def load(self, pair: Pair, output: Path | object, dataset_images) -> "PairResult | PendingPair":
+        """The I/O half of scoring a pair: hash the output, look it up in the score cache, decode the
+        output (and, through `dataset_images()`, the reference and style) and apply the I/O rules.
+
+        Returns the finished PairResult for a cache hit or a user error, else a `PendingPair` for
+        `compute`. Safe to run in a worker thread (it reads files and the cache; it writes nothing).
         """
         from pytest_pstbench.paired.imageio import LoadedImage, fit_to_reference, load_dataset_image, load_image
 
@@ -166,8 +200,7 @@ class RunSession:
                             if outside:
                                 result.notes = {**result.notes, "outside_link": outside}
                             return result
-            reference = load_dataset_image(pair.reference, self.protocol, role=f"reference of {pair.id}")
-            style = load_dataset_image(pair.style, self.protocol, role=f"style of {pair.id}")
+            reference, style = dataset_images()
             if isinstance(output, (str, Path)):
                 if out_path.resolve() == Path(pair.content).resolve():
                     # the Identity method's "output" is the dataset's content image (dataset image rules)
@@ -188,33 +221,60 @@ class RunSession:
                 label = Path(f"<array for {pair.id}>")
             loaded = fit_to_reference(loaded, reference.array.shape, label, self.protocol, self.allow_resize)
             result.notes = loaded.notes
-            metrics = self.scorer.score(*self._at_evaluation_resolution(loaded.array, reference.array, style.array))
+        except UserError as exc:
+            return self._failed(result, exc, outside)
+        return PendingPair(result, loaded.array, reference.array, style.array, label, key, hit, outside)
+
+    def compute(self, pending: "PendingPair", shared: dict | None = None) -> PairResult:
+        """The metric half of scoring a pair: every protocol metric on the loaded images at the protocol's
+        evaluation resolution, the finite check, the score cache entry (or its --verify-cache check).
+
+        `shared` (optional): a dict kept per pair across runs of one protocol, where the reference-side
+        work (evaluation-size images, LPIPS features of the reference and style) is done once.
+        """
+        result, label, key, hit = pending.result, pending.label, pending.key, pending.hit
+        try:
+            images = self._at_evaluation_resolution(pending.output, pending.reference, pending.style, shared=shared)
+            metrics = self.scorer.score(*images, shared=shared)
             for m, v in metrics.items():
                 if not math.isfinite(v):
                     raise UserError(
-                        f"{label} (output): metric {m} is {v} for pair {pair.id}, not a finite number; the pair is not "
+                        f"{label} (output): metric {m} is {v} for pair {result.pair_id}, not a finite number; the pair is not "
                         "scored (and not cached); fix: check the output and reference images (e.g. a constant image)"
                     )
             result.metrics = metrics
             if key is not None:
                 if hit is not None:  # --verify-cache: the fresh values must equal the entry's
-                    self._check_entry(key, pair.id, hit, result)
+                    self._check_entry(key, result.pair_id, hit, result)
                     result.notes = {**result.notes, "cache_verified": True}
                 else:
                     self.cache.put(key, result.metrics, result.notes)
         except UserError as exc:
-            result.error = str(exc)
-            result.metrics = None
-        if outside:  # --allow-outside-links: recorded (not cached: the link, not the content, decides it)
+            return self._failed(result, exc, pending.outside)
+        if pending.outside:  # --allow-outside-links: recorded (not cached: the link, not the content, decides it)
+            result.notes = {**result.notes, "outside_link": pending.outside}
+        return result
+
+    @staticmethod
+    def _failed(result: PairResult, exc: UserError, outside) -> PairResult:
+        result.error = str(exc)
+        result.metrics = None
+        if outside:
             result.notes = {**result.notes, "outside_link": outside}
         return result
 
-    def _at_evaluation_resolution(self, *images):
-        """Each image resized to the protocol's `resolution.evaluate` (unchanged at full resolution)."""
-        from pytest_pstbench.paired.resolution import evaluation_resolution, resize_image
+    def _at_evaluation_resolution(self, output, reference, style, shared: dict | None = None):
+        """The three images resized to the protocol's `resolution.evaluate` (unchanged at full resolution);
+        the reference's and style's resized once per `shared` dict."""
+        from pytest_pstbench.paired.resolution import evaluation_resolution, res_key, resize_image
 
         spec = evaluation_resolution(self.protocol)
-        return tuple(resize_image(img, spec) for img in images)
+        if shared is None:
+            return resize_image(output, spec), resize_image(reference, spec), resize_image(style, spec)
+        key = ("evaluation images", res_key(spec))
+        if key not in shared:
+            shared[key] = (resize_image(reference, spec), resize_image(style, spec))
+        return (resize_image(output, spec), *shared[key])
 
     def _cache_key(self, pair: Pair, output_sha256: str, with_digests: bool = False):
         from pytest_pstbench.core.cache import dataset_file_sha256
@@ -247,6 +307,10 @@ class RunSession:
         the N pairs are drawn at random among those with a cache entry; otherwise the first N hits."""
         if not self.verify_cache:
             return False
+        with self._verify_lock:  # `load` may run in several threads (paired/planner.py)
+            return self._should_verify_locked(pair_id)
+
+    def _should_verify_locked(self, pair_id: str) -> bool:
         if self.outputs is not None:
             if self._verify_ids is None:
                 from pytest_pstbench.core.cache import dataset_file_sha256
@@ -456,22 +520,6 @@ def load_method_yaml(outputs_dir: Path | None) -> dict:
     return data
 
 
-def score_run(session: RunSession, outputs: dict[str, Path], progress=None) -> RunOutcome:
-    """Score every pair of the track from `outputs` (pair id -> path), then aggregate and write."""
-    n = len(session.track.pairs)
-    session.outputs = outputs
-    for i, pair in enumerate(session.track.pairs, 1):
-        result = session.score_pair(pair, outputs[pair.id])
-        session.add(result)
-        if progress:
-            status = "ok" if result.ok else "FAILED"
-            progress(f"[{i}/{n}] {pair.id} {status}")
-    outcome = session.finish()
-    if progress and session.verify_cache:
-        progress(verify_line(session.results))
-    return outcome
-
-
 def verify_line(results: dict) -> str:
     """The --verify-cache result line, from the pairs' results (also those gathered from xdist workers)."""
     verified = [pid for pid, r in results.items() if r.notes.get("cache_verified")]
@@ -484,69 +532,3 @@ def verify_line(results: dict) -> str:
 
 
 IDENTITY_NAME = "identity"
-
-
-def cached_identity_summary(track: Track, protocol: Protocol, results_dir: Path) -> dict | None:
-    """The Identity run's summary if `results/<track>/identity/` holds a complete run made under the
-    same protocol file and dataset revision, else None."""
-    from pytest_pstbench.core.runs import load_run
-
-    run_dir = Path(results_dir) / track.id / IDENTITY_NAME
-    if not (run_dir / "run.json").is_file():
-        return None
-    try:
-        prev = load_run(run_dir)
-        if (
-            prev.complete
-            and prev.run["protocol"]["sha256"] == protocol.sha256
-            and prev.run["dataset"]["revision"] == track.revision
-            and prev.run.get("method", {}).get("method") == IDENTITY_NAME
-        ):
-            return prev.summary
-    except (UserError, KeyError, TypeError, AttributeError):
-        pass
-    return None
-
-
-def identity_summary(track: Track, protocol: Protocol, *, results_dir: Path, device: str = "cpu", progress=None) -> dict:
-    """Summary of the Identity method (content unchanged) on `track`, scored once and reused.
-
-    Reused from `results/<track>/identity/` when that run is complete and was made under the same
-    protocol file and dataset revision; otherwise scored now (the content images are the outputs).
-    """
-    cached = cached_identity_summary(track, protocol, results_dir)
-    if cached is not None:
-        return cached
-    if progress:
-        progress(f"scoring Identity on track {track.id} (once; reused afterwards)")
-    session = RunSession(
-        track,
-        protocol,
-        name=IDENTITY_NAME,
-        results_dir=results_dir,
-        device=device,
-        method_info={"method": IDENTITY_NAME, "description": "the content image, unchanged"},
-    )
-    outcome = score_run(session, {p.id: p.content for p in track.pairs}, progress=progress)
-    return outcome.summary
-
-
-def identity_row(track: Track, protocol: Protocol, *, results_dir: Path, device: str = "cpu", progress=None):
-    """(label, summary, problem) for the table's Identity row. An Identity run that is not complete is
-    labelled `Identity (N of M pairs; incomplete)` and `problem` says why (the command then exits 1)."""
-    summary = identity_summary(track, protocol, results_dir=results_dir, device=device, progress=progress)
-    if summary.get("complete"):
-        return "Identity", summary, None
-    n, total = summary.get("n", 0), len(track.pairs)
-    failures = []
-    try:
-        import json
-
-        run = json.loads((Path(results_dir) / track.id / IDENTITY_NAME / "run.json").read_text(encoding="utf-8"))
-        failures = run.get("failures") or []
-    except (OSError, ValueError):
-        pass
-    first = f" ({failures[0]['pair']}: {failures[0]['message']}" + (f"; and {len(failures) - 1} more)" if len(failures) > 1 else ")") if failures else ""
-    problem = (f"the Identity row is incomplete: {n} of {total} pairs scored{first}; "
-               "fix: repair the track's content images (Identity scores them unchanged)")
-    return f"Identity ({n} of {total} pairs; incomplete)", summary, problem

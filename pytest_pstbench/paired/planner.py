@@ -1,0 +1,191 @@
+"""The scoring loop of paired runs: one or several runs (one per method) over one track, pair by pair.
+
+`score_runs` is what `pstbench score` (one or several `--outputs` folders), `pstbench demo` and the
+Identity row use. It is a pipeline, not a loop:
+
+* **decode ahead**: worker threads (`workers`, default the machine's CPU count) hash, look up the score
+  cache and decode the next pairs' files (`RunSession.load`: Pillow releases the GIL while decoding)
+  while the main thread computes the metrics of the current pair (`RunSession.compute`); at most
+  `workers` pairs are loaded ahead, so memory stays flat in the number of pairs;
+* **reference work once**: a pair's reference and style are decoded once for all runs, and the
+  reference-side half of the metrics (evaluation-size images, the reference's LPIPS features) is done
+  once per pair for all runs under one protocol (`PairScorer.score(..., shared=)`), as the
+  sensitivity engine does.
+
+The values are those of `RunSession.score_pair` (the pytest items' path): the same functions on the
+same arrays, in any order and with any number of workers.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.paired.session import IDENTITY_NAME, PairResult, RunOutcome, RunSession, verify_line
+
+
+def default_workers() -> int:
+    return max(1, os.cpu_count() or 1)
+
+
+def check_workers(value, option: str = "--workers") -> int:
+    """A positive whole number of worker threads (None: the default)."""
+    if value is None:
+        return default_workers()
+    try:
+        n = int(str(value))
+    except ValueError:
+        n = 0
+    if n < 1 or str(value).strip() != str(n):
+        raise UserError(f"{option} {value!r}: expected a whole number of worker threads, at least 1 (e.g. {option} 4)")
+    return n
+
+
+class _DatasetImages:
+    """A pair's reference and style, decoded once (on first need) for every run under one protocol."""
+
+    def __init__(self, session: RunSession, pair):
+        self._session, self._pair = session, pair
+        self._lock = threading.Lock()
+        self._value = None
+        self._error: UserError | None = None
+
+    def __call__(self):
+        with self._lock:
+            if self._value is None and self._error is None:
+                try:
+                    self._value = self._session.load_dataset_images(self._pair)
+                except UserError as exc:
+                    self._error = exc
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+def _load_pair(pair, sessions: list[RunSession], outputs: list[dict]) -> list:
+    """Every run's load step for one pair; runs under the same protocol file share the dataset images."""
+    images: dict[str, _DatasetImages] = {}
+    steps = []
+    for session, outs in zip(sessions, outputs):
+        shared = images.setdefault(session.protocol.sha256, _DatasetImages(session, pair))
+        steps.append(session.load(pair, outs[pair.id], shared))
+    return steps
+
+
+def score_runs(sessions: list[RunSession], outputs: list[dict], progress=None, workers: int | None = None) -> list[RunOutcome]:
+    """Score every pair of the track for each run (`outputs[i]`: pair id -> path for `sessions[i]`), then
+    aggregate and write each run. All sessions score the same track."""
+    if not sessions:
+        return []
+    track = sessions[0].track
+    if any(s.track is not track and s.track.id != track.id for s in sessions):
+        raise ValueError("score_runs: every session must score the same track")
+    workers = check_workers(workers)
+    for session, outs in zip(sessions, outputs):
+        session.outputs = outs
+    pairs = list(track.pairs)
+    n = len(pairs)
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pstbench-load") as pool:
+        ahead = {}
+        for i, pair in enumerate(pairs):
+            for j in range(i, min(n, i + workers + 1)):  # keep `workers` pairs loading ahead of this one
+                if j not in ahead:
+                    ahead[j] = pool.submit(_load_pair, pairs[j], sessions, outputs)
+            steps = ahead.pop(i).result()
+            shared: dict[tuple, dict] = {}  # per protocol and device: the reference-side work of this pair
+            statuses = []
+            for session, step in zip(sessions, steps):
+                if not isinstance(step, PairResult):
+                    step = session.compute(step, shared.setdefault((session.protocol.sha256, session.device), {}))
+                session.add(step)
+                statuses.append("ok" if step.ok else "FAILED")
+            if progress:
+                if len(sessions) == 1:
+                    progress(f"[{i + 1}/{n}] {pair.id} {statuses[0]}")
+                else:
+                    progress(f"[{i + 1}/{n}] {pair.id} " + ", ".join(f"{s.name} {st}" for s, st in zip(sessions, statuses)))
+    outcomes = []
+    for session in sessions:
+        outcomes.append(session.finish())
+        if progress and session.verify_cache:
+            progress(verify_line(session.results) + (f" ({session.name})" if len(sessions) > 1 else ""))
+    return outcomes
+
+
+def score_run(session: RunSession, outputs: dict[str, Path], progress=None, workers: int | None = None) -> RunOutcome:
+    """Score every pair of the track from `outputs` (pair id -> path), then aggregate and write."""
+    return score_runs([session], [outputs], progress=progress, workers=workers)[0]
+
+
+# ---- the Identity row ----------------------------------------------------------------------------
+def cached_identity_summary(track, protocol, results_dir: Path) -> dict | None:
+    """The Identity run's summary if `results/<track>/identity/` holds a complete run made under the
+    same protocol file and dataset revision, else None."""
+    from pytest_pstbench.core.runs import load_run
+
+    run_dir = Path(results_dir) / track.id / IDENTITY_NAME
+    if not (run_dir / "run.json").is_file():
+        return None
+    try:
+        prev = load_run(run_dir)
+        if (
+            prev.complete
+            and prev.run["protocol"]["sha256"] == protocol.sha256
+            and prev.run["dataset"]["revision"] == track.revision
+            and prev.run.get("method", {}).get("method") == IDENTITY_NAME
+        ):
+            return prev.summary
+    except (UserError, KeyError, TypeError, AttributeError):
+        pass
+    return None
+
+
+def identity_session(track, protocol, *, results_dir: Path, device: str = "cpu") -> tuple[RunSession, dict]:
+    """A session scoring the Identity method (the track's content images as outputs) and its outputs."""
+    session = RunSession(
+        track,
+        protocol,
+        name=IDENTITY_NAME,
+        results_dir=results_dir,
+        device=device,
+        method_info={"method": IDENTITY_NAME, "description": "the content image, unchanged"},
+    )
+    return session, {p.id: p.content for p in track.pairs}
+
+
+def identity_summary(track, protocol, *, results_dir: Path, device: str = "cpu", progress=None, workers: int | None = None) -> dict:
+    """Summary of the Identity method (content unchanged) on `track`, scored once and reused.
+
+    Reused from `results/<track>/identity/` when that run is complete and was made under the same
+    protocol file and dataset revision; otherwise scored now (the content images are the outputs).
+    """
+    cached = cached_identity_summary(track, protocol, results_dir)
+    if cached is not None:
+        return cached
+    if progress:
+        progress(f"scoring Identity on track {track.id} (once; reused afterwards)")
+    session, outputs = identity_session(track, protocol, results_dir=results_dir, device=device)
+    return score_run(session, outputs, progress=progress, workers=workers).summary
+
+
+def identity_row(track, protocol, *, results_dir: Path, device: str = "cpu", progress=None, workers: int | None = None):
+    """(label, summary, problem) for the table's Identity row. An Identity run that is not complete is
+    labelled `Identity (N of M pairs; incomplete)` and `problem` says why (the command then exits 1)."""
+    summary = identity_summary(track, protocol, results_dir=results_dir, device=device, progress=progress, workers=workers)
+    if summary.get("complete"):
+        return "Identity", summary, None
+    n, total = summary.get("n", 0), len(track.pairs)
+    failures = []
+    try:
+        import json
+
+        run = json.loads((Path(results_dir) / track.id / IDENTITY_NAME / "run.json").read_text(encoding="utf-8"))
+        failures = run.get("failures") or []
+    except (OSError, ValueError):
+        pass
+    first = f" ({failures[0]['pair']}: {failures[0]['message']}" + (f"; and {len(failures) - 1} more)" if len(failures) > 1 else ")") if failures else ""
+    problem = (f"the Identity row is incomplete: {n} of {total} pairs scored{first}; "
+               "fix: repair the track's content images (Identity scores them unchanged)")
+    return f"Identity ({n} of {total} pairs; incomplete)", summary, problem

@@ -1,0 +1,125 @@
+"""The scoring pipeline (paired/planner.py): decode-ahead worker threads and several methods in one call.
+
+What must hold: the run files do not depend on the number of workers nor on how many methods share
+a call (the same bytes as one `pstbench score` per folder, and as the pytest items' path), the
+reference work of a pair is done once for all methods, and bad options are one-line errors.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from conftest import make_outputs, make_track, protocol_without_lpips
+from pytest_pstbench.cli import main as cli_main
+
+RUN_FILES = ("metrics.csv", "summary.json")
+
+
+def _files(run_dir: Path) -> dict[str, bytes]:
+    return {f: (run_dir / f).read_bytes() for f in RUN_FILES}
+
+
+@pytest.fixture
+def setup(tmp_path):
+    manifest = make_track(tmp_path / "track", n=5)
+    a = make_outputs(manifest, tmp_path / "a", strength=0.3)
+    b = make_outputs(manifest, tmp_path / "b", strength=0.8)
+    return manifest, a, b, protocol_without_lpips(tmp_path / "proto.yaml")
+
+
+def _score(tmp_path, manifest, proto, results, *outputs_and_extra):
+    return cli_main(["score", "--track", str(manifest), "--protocol", str(proto), "--results", str(tmp_path / results),
+                     "--no-cache", *outputs_and_extra])
+
+
+def test_several_outputs_in_one_call_equal_one_call_each(tmp_path, setup, capsys):
+    manifest, a, b, proto = setup
+    assert _score(tmp_path, manifest, proto, "one", "--outputs", str(a)) == 0
+    assert _score(tmp_path, manifest, proto, "one", "--outputs", str(b)) == 0
+    capsys.readouterr()
+    assert _score(tmp_path, manifest, proto, "both", "--outputs", str(a), str(b)) == 0
+    out = capsys.readouterr().out
+    for name in ("a", "b", "identity"):
+        assert _files(tmp_path / "both" / "small" / name) == _files(tmp_path / "one" / "small" / name), name
+    rows = [line.split()[0] for line in out.splitlines()[3:5]]
+    assert rows == ["Identity", "a"] and out.splitlines()[5].split()[0] == "b"  # Identity, then the folders in order
+
+
+@pytest.mark.parametrize("workers", ["1", "3"])
+def test_values_do_not_depend_on_workers(tmp_path, setup, workers):
+    manifest, a, _, proto = setup
+    assert _score(tmp_path, manifest, proto, "serial", "--outputs", str(a), "-j", "1") == 0
+    assert _score(tmp_path, manifest, proto, f"j{workers}", "--outputs", str(a), "--workers", workers) == 0
+    assert _files(tmp_path / f"j{workers}" / "small" / "a") == _files(tmp_path / "serial" / "small" / "a")
+
+
+def test_pipeline_equals_the_pytest_items_path(tmp_path, setup, pytester):
+    manifest, a, _, proto = setup
+    assert _score(tmp_path, manifest, proto, "cli", "--outputs", str(a)) == 0
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--pstbench-track={manifest}", f"--pstbench-protocol={proto}",
+                                      f"--pstbench-outputs={a}", f"--pstbench-results={tmp_path / 'py'}", "--pstbench-no-cache")
+    r.assert_outcomes(passed=5)
+    assert (tmp_path / "py" / "small" / "a" / "metrics.csv").read_bytes() == (tmp_path / "cli" / "small" / "a" / "metrics.csv").read_bytes()
+
+
+def test_reference_and_style_decoded_once_per_pair_for_all_methods(tmp_path, setup, monkeypatch):
+    manifest, a, b, proto = setup
+    from pytest_pstbench.paired import imageio
+
+    decoded = []
+    real = imageio.load_dataset_image
+
+    def counting(path, protocol, role="dataset image"):
+        decoded.append((Path(path).name, role))
+        return real(path, protocol, role=role)
+
+    monkeypatch.setattr(imageio, "load_dataset_image", counting)
+    assert _score(tmp_path, manifest, proto, "r", "--outputs", str(a), str(b)) == 0
+    refs = [name for name, role in decoded if role.startswith("reference of")]
+    styles = [name for name, role in decoded if role.startswith("style of")]
+    # a, b and the Identity row: 3 runs, yet each reference and style is read once
+    assert len(refs) == 5 and len(set(refs)) == 5 and len(styles) == 5
+
+
+def test_a_failing_pair_fails_only_its_own_run(tmp_path, setup, capsys):
+    manifest, a, b, proto = setup
+    Image.fromarray(np.zeros((10, 10, 3), np.uint8)).save(b / "p02.png")  # wrong size, no --allow-resize
+    assert _score(tmp_path, manifest, proto, "r", "--outputs", str(a), str(b)) == 1
+    run_a = json.loads((tmp_path / "r" / "small" / "a" / "run.json").read_text())
+    run_b = json.loads((tmp_path / "r" / "small" / "b" / "run.json").read_text())
+    assert run_a["complete"] is True
+    assert run_b["complete"] is False and [f["pair"] for f in run_b["failures"]] == ["p02"]
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "two", "1.5"])
+def test_bad_workers_is_one_line(tmp_path, setup, capsys, value):
+    manifest, a, _, proto = setup
+    assert _score(tmp_path, manifest, proto, "r", "--outputs", str(a), f"--workers={value}") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"pstbench: error: --workers {value!r}: expected a whole number of worker threads, at least 1 (e.g. --workers 4)"]
+    assert not (tmp_path / "r").exists()
+
+
+def test_name_with_several_outputs_is_refused(tmp_path, setup, capsys):
+    manifest, a, b, proto = setup
+    assert _score(tmp_path, manifest, proto, "r", "--outputs", str(a), str(b), "--name", "x") == 2
+    err = capsys.readouterr().err
+    assert "--name x: names one run, but 2 --outputs folders were given" in err and "Traceback" not in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_two_folders_with_one_name_are_refused(tmp_path, setup, capsys):
+    manifest, a, _, proto = setup
+    other = tmp_path / "elsewhere" / "a"
+    other.parent.mkdir()
+    import shutil
+
+    shutil.copytree(a, other)
+    assert _score(tmp_path, manifest, proto, "r", "--outputs", str(a), str(other)) == 2
+    err = capsys.readouterr().err
+    assert f"--outputs {a} and {other}: both would be run a" in err
+    assert not (tmp_path / "r").exists()
