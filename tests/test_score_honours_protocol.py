@@ -67,17 +67,13 @@ def test_every_shipped_variant_scored_by_score_equals_its_sensitivity_row(setup,
         for m in BASE.metric_names:
             per_pair = [rows[pid][m] for pid in track.pair_ids]
             expected = result.scores[v.id][m]["half"]
-            if BASE.metrics[m]["kind"] == "lpips":
-                # sensitivity computes LPIPS from cached backbone features, score with lpips' forward:
-                # equal within 1e-6 (tests/test_metric_variants.py), not bit for bit
-                assert per_pair == pytest.approx(list(expected), rel=1e-6, abs=1e-9), (v.id, m)
-            else:
-                assert per_pair == list(expected), (v.id, m)
+            # one metric engine (metrics/scorer.py: MetricComputer.value) for both: equal bit for bit, LPIPS too
+            assert per_pair == list(expected), (v.id, m)
             stat = statistic_of(v.protocol, m)
             entry = summary["metrics"][m]
             assert entry.get("statistic", "mean") == stat, (v.id, m)
             if m in aggregates[v.id]:
-                assert entry_value(entry) == pytest.approx(aggregates[v.id][m]["half"], rel=1e-6 if m == "lpips" else 1e-15), (v.id, m)
+                assert entry_value(entry) == pytest.approx(aggregates[v.id][m]["half"], rel=1e-15), (v.id, m)
         checked += 1
     assert checked >= len(variants) - 1 and BASE_ID in {v.id for v in variants}
 

@@ -51,15 +51,25 @@ class MetricKind:
     check: Callable[[str, dict], str | None]  # first broken rule of the optional parameters, or None
     stateful: bool = False  # the function is a class built once per (parameters, device)
 
-    def make(self, params: dict, device: str = "cpu") -> Callable[[Any, Any], float]:
-        """The callable `(output, other) -> float` for one protocol entry."""
+    def _object(self):
         import importlib
 
-        obj = getattr(importlib.import_module("pytest_pstbench.metrics"), self.function)
+        return getattr(importlib.import_module("pytest_pstbench.metrics"), self.function)
+
+    def make(self, params: dict, device: str = "cpu") -> Callable[[Any, Any], float]:
+        """The callable `(output, other) -> float` for one protocol entry."""
         if self.stateful:
-            return obj(params, device).distance
-        kw = function_kwargs(params)
+            return self.instance(params, device).distance
+        obj, kw = self._object(), function_kwargs(params)
         return lambda a, b: obj(a, b, **kw)
+
+    def instance(self, params: dict, device: str = "cpu"):
+        """A stateful kind's object for one protocol entry (e.g. `LpipsMetric`: `distance(a, b)`, and
+        the per-image halves `features(x)` / `distance_from_features(fa, fb)` that the metric engine
+        shares between outputs scored against one reference)."""
+        if not self.stateful:
+            raise TypeError(f"metric kind {self.kind} is a function, not a class")
+        return self._object()(params, device)
 
 
 KINDS: dict[str, MetricKind] = {}

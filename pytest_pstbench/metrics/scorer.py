@@ -1,31 +1,86 @@
-"""`PairScorer`: every metric of a protocol on one (output, reference, style) triple."""
+"""The metric engine: `MetricComputer` computes one protocol metric entry on one image pair, and
+`PairScorer` applies every metric of a protocol to one (output, reference, style) triple through it.
+
+Everything that turns images into a metric value goes through `MetricComputer.value`: `pstbench
+score`, `pstbench demo` and the pytest items (through `PairScorer`) and the sensitivity engine (one
+call per distinct computation of its plan, `paired/sensitivity.py`). A metric whose work splits into
+one half per image (LPIPS: each image's normalized backbone features, `LpipsMetric.features`; the
+distance from two such halves, `distance_from_features`, is the rest of lpips's own forward, the same
+operations in the same order) is computed from those halves, kept in stores the caller owns: the
+reference's half once per pair for every method scored against it, an output's once for every metric
+and variant that needs it.
+"""
 from __future__ import annotations
 
-from typing import Callable
-
+import json
 import numpy as np
 
+from pytest_pstbench.metrics.registry import computing_params
 from pytest_pstbench.metrics.registry import function_kwargs as metric_params  # noqa: F401 (the keyword arguments of a metric function)
 from pytest_pstbench.metrics.registry import get as metric_kind
 
+VALUE, MSE = "value", "mse"  # the per-pair quantity: the metric itself, or the pair's MSE (pooled PSNR)
+
+
+class MetricComputer:
+    """Computes metric entries (a protocol's `metrics.<name>` parameters) on image pairs.
+
+    One callable per distinct computing parameters (the entry less its naming keys), built from the
+    metric registry on first use; a stateful one (LPIPS: its model, once per process and
+    net/version/device) is kept. `calls` and `feature_passes` count the work done.
+    """
+
+    def __init__(self, device: str = "cpu"):
+        self.device = device
+        self._callables: dict[str, object] = {}
+        self.calls = 0
+        self.feature_passes = 0  # per-image halves computed (LPIPS backbone passes)
+
+    def _callable(self, params: dict):
+        key = json.dumps(computing_params(params), sort_keys=True)
+        if key not in self._callables:
+            kind = metric_kind(params["kind"])
+            self._callables[key] = kind.instance(params, self.device) if kind.stateful else kind.make(params, self.device)
+        return self._callables[key]
+
+    def value(self, params: dict, output: np.ndarray, other: np.ndarray, *, quantity: str = VALUE,
+              stores: tuple | None = None) -> float:
+        """The entry's per-pair `quantity` between `output` and `other` (the image its `against` names).
+
+        `stores`: (other_store, other_key, output_store, output_key) — dicts the caller keeps and the
+        keys that name the two images in them (e.g. the role and evaluation size); a split metric's
+        per-image halves are kept there under (its feature key, image key). Without stores a split
+        metric's halves are computed for this call only (the same values).
+        """
+        self.calls += 1
+        if quantity == MSE:
+            from pytest_pstbench.metrics.fidelity import mse
+
+            return float(mse(output, other, channels=params.get("channels", "rgb"), luma_weights=params.get("luma_weights")))
+        fn = self._callable(params)
+        if not hasattr(fn, "features"):
+            return float(fn(output, other))
+        other_store, other_key, output_store, output_key = stores if stores is not None else ({}, "other", {}, "output")
+        fn.check_inputs(output, other)
+        fo = self._half(fn, output_store, output_key, output)
+        fr = self._half(fn, other_store, other_key, other)
+        return float(fn.distance_from_features(fo, fr))
+
+    def _half(self, metric, store: dict, image_key, image: np.ndarray):
+        key = (metric.feature_key(), image_key)
+        if key not in store:
+            store[key] = metric.features(image)
+            self.feature_passes += 1
+        return store[key]
+
 
 class PairScorer:
-    """Scores one output against its reference (and style) with every metric of a protocol.
-
-    Each metric's function comes from the metric registry (`metrics/registry.py`); a stateful one
-    (LPIPS: its model built on first use, once per process and net/version/device) is kept per
-    metric name. Otherwise stateless.
-    """
+    """Scores one output against its reference (and style) with every metric of a protocol."""
 
     def __init__(self, protocol, device: str = "cpu"):
         self.protocol = protocol
         self.device = device
-        self._functions: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {}
-
-    def _function(self, name: str, params: dict) -> Callable[[np.ndarray, np.ndarray], float]:
-        if name not in self._functions:
-            self._functions[name] = metric_kind(params["kind"]).make(params, self.device)
-        return self._functions[name]
+        self.computer = MetricComputer(device)
 
     def score(self, output: np.ndarray, reference: np.ndarray, style: np.ndarray | None,
               shared: dict | None = None) -> dict[str, float]:
@@ -33,26 +88,19 @@ class PairScorer:
         aggregates as `pooled_mse` (see `pytest_pstbench.core.aggregation`).
 
         `shared`: a dict the caller keeps per pair while it scores several outputs against the same
-        reference and style; the reference-side half of a metric is computed once and kept there (LPIPS:
-        the reference's backbone features; `LpipsMetric.distance_from_features` then equals `distance`).
+        reference and style (at one evaluation size); the reference-side half of a split metric
+        (LPIPS: the reference's backbone features) is computed once and kept there.
         """
         from pytest_pstbench.core.aggregation import per_pair_is_mse
-        from pytest_pstbench.metrics import mse
 
+        other_store = shared if shared is not None else {}
+        output_store: dict = {}  # this output's halves, shared by the protocol's metrics
         values = {}
         for name, params in self.protocol.metrics.items():
             other = reference if params["against"] == "reference" else style
             if other is None:
                 raise ValueError(f"metric {name} needs the {params['against']} image")
-            if per_pair_is_mse(self.protocol, name):
-                values[name] = float(mse(output, other, channels=params.get("channels", "rgb"), luma_weights=params.get("luma_weights")))
-            elif shared is not None and params["kind"] == "lpips":
-                metric = self._function(name, params).__self__  # the bound LpipsMetric.distance
-                metric.check_inputs(output, other)
-                key = ("lpips features", metric.feature_key(), params["against"])
-                if key not in shared:
-                    shared[key] = metric.features(other)
-                values[name] = float(metric.distance_from_features(metric.features(output), shared[key]))
-            else:
-                values[name] = float(self._function(name, params)(output, other))
+            quantity = MSE if per_pair_is_mse(self.protocol, name) else VALUE
+            values[name] = self.computer.value(params, output, other, quantity=quantity,
+                                               stores=(other_store, params["against"], output_store, "output"))
         return values

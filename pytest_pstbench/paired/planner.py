@@ -13,16 +13,24 @@ Identity row use. It is a pipeline, not a loop:
   sensitivity engine does.
 
 The values are those of `RunSession.score_pair` (the pytest items' path): the same functions on the
-same arrays, in any order and with any number of workers.
+same arrays, in any order and with any number of workers. Both go through the metric engine
+(`metrics/scorer.py`) that the sensitivity engine uses too; `plan_units` is that engine's plan (which
+computation each variant's metric needs, each done once per method and pair).
 """
 from __future__ import annotations
 
+import json
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_pstbench.core.aggregation import statistic_of
 from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.metrics.registry import computing_params
+from pytest_pstbench.metrics.scorer import MSE, VALUE
+from pytest_pstbench.paired.resolution import evaluation_resolution, res_key
 from pytest_pstbench.paired.session import IDENTITY_NAME, PairResult, RunOutcome, RunSession, verify_line
 
 
@@ -117,6 +125,32 @@ def score_runs(sessions: list[RunSession], outputs: list[dict], progress=None, w
 def score_run(session: RunSession, outputs: dict[str, Path], progress=None, workers: int | None = None) -> RunOutcome:
     """Score every pair of the track from `outputs` (pair id -> path), then aggregate and write."""
     return score_runs([session], [outputs], progress=progress, workers=workers)[0]
+
+
+# ---- the plan of a sensitivity analysis ------------------------------------------------------------
+@dataclass(frozen=True)
+class Unit:
+    """What one (variant, metric) needs per pair: a metric computation at an evaluation resolution."""
+
+    metric: str
+    params_key: str  # canonical JSON of the metric's computing parameters
+    quantity: str  # VALUE (the metric) or MSE (per-pair MSE for pooled PSNR)
+    resolution: str  # res_key of the evaluation resolution
+
+
+def plan_units(variants) -> dict[tuple[str, str], Unit]:
+    """What each (variant, metric) of a sensitivity analysis computes: cells with equal units share one
+    computation per (method, pair). A `score` run is the protocol's own row of this plan."""
+    plan = {}
+    for v in variants:
+        res = res_key(evaluation_resolution(v.protocol))
+        for m, params in v.protocol.metrics.items():
+            quantity = MSE if statistic_of(v.protocol, m) == "pooled_mse" else VALUE
+            key = json.dumps(computing_params(params), sort_keys=True)
+            plan[(v.id, m)] = Unit(m, key, quantity, res)
+        # metrics are the base's (variants may not add or remove them)
+    return plan
+
 
 
 # ---- the Identity row ----------------------------------------------------------------------------
