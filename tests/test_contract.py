@@ -92,7 +92,14 @@ def test_xdist_run_files_are_byte_identical_to_a_serial_run(pytester, kind):
     a, b = _run_dir(pytester, kind, "serial", "r"), _run_dir(pytester, kind, "xdist", "r")
     for name in kind.files:
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
-    assert json.loads((a / "run.json").read_text())["complete"] is True
+    run = json.loads((a / "run.json").read_text())
+    assert run["complete"] is True
+    # one environment record (core/environment.py): the same leading keys, then the kind's packages
+    import platform
+
+    env = run["environment"]
+    assert list(env)[:3] == ["python", "platform", "pytest_pstbench"] and env["python"] == platform.python_version()
+    assert env["numpy"] == __import__("numpy").__version__
 
 
 def test_an_item_that_fails_gives_complete_false_and_exit_1(pytester, kind):

@@ -1,7 +1,7 @@
 """`pstbench report`: the command's options; the work is done by pytest_pstbench.report."""
 from __future__ import annotations
 
-import sys
+from pytest_pstbench.cli.progress import progress as _progress
 
 from pytest_pstbench.report.model import DEFAULT_MAX_PAIRS, DEFAULT_THUMB_SIZE
 
@@ -39,8 +39,4 @@ def cmd_report(args) -> int:
     )
     print(f"report: {out / 'index.html'}")
     return 0
-
-
-def _progress(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 

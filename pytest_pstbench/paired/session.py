@@ -9,7 +9,6 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import math
-import platform
 import sys
 import threading
 from dataclasses import asdict, dataclass, field
@@ -471,26 +470,15 @@ def _check_array(arr, pair_id: str):
     return np.ascontiguousarray(a)
 
 
+PACKAGES = ("numpy", "scikit-image", "pillow", "torch", "lpips")  # what a paired run computes with
+
+
 def environment(device: str, lpips_nets: list[str] | tuple[str, ...] = ("alex",)) -> dict:
-    from importlib import metadata
+    """run.json's `environment` of a paired run: `core.environment` with its packages, the device and
+    the LPIPS backbone weights used."""
+    from pytest_pstbench.core.environment import environment as base_environment
 
-    def version(dist: str) -> str | None:
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            return None
-
-    env = {
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "pytest_pstbench": version("pytest-pstbench"),
-        "numpy": version("numpy"),
-        "scikit-image": version("scikit-image"),
-        "pillow": version("pillow"),
-        "torch": version("torch"),
-        "lpips": version("lpips"),
-        "device": device,
-    }
+    env = {**base_environment(PACKAGES), "device": device}
     if lpips_nets:
         # The backbone weights of each LPIPS net the protocol uses (alexnet for the pstbench protocol).
         from pytest_pstbench.metrics.lpips_weights import BACKBONE_OF_NET, cached_info

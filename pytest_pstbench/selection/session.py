@@ -19,11 +19,11 @@ from __future__ import annotations
 import csv
 import datetime as _dt
 import io
-import platform
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from pytest_pstbench.core.environment import environment
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.runs import RUN_FORMAT
 from pytest_pstbench.selection.answers import ERROR, MISSING, OK, UNPARSEABLE
@@ -63,23 +63,7 @@ class SelectionOutcome:
         return bool(self.run["complete"])
 
 
-def _environment() -> dict:
-    from importlib import metadata
-
-    def version(dist: str):
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            return None
-
-    return {
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "pytest_pstbench": version("pytest-pstbench"),
-        "numpy": version("numpy"),
-        "pillow": version("pillow"),
-        "scikit-image": version("scikit-image"),
-    }
+PACKAGES = ("numpy", "pillow", "scikit-image")  # what a selection run computes with
 
 
 class SelectionSession:
@@ -234,7 +218,7 @@ class SelectionSession:
                         "problems": problems},
             "failures": [{"task": t.id, "message": self.results[t.id].error} for t in order if not self.results[t.id].ok],
             "deviations": deviations,
-            "environment": _environment(),
+            "environment": environment(PACKAGES),
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "command": self.command,
         }
