@@ -182,3 +182,38 @@ def test_typed_sections_read_the_file_and_a_missing_comparison_is_one_line(tmp_p
         loaded.comparison
     assert str(err.value) == (f"{path.resolve()}: protocol pstbench has no comparison section, so runs under it cannot be "
                               "compared; fix: add one (see the comparison section of the shipped protocols/pstbench.yaml)")
+
+
+def test_typed_io_and_resolution_sections_read_the_file(tmp_path):
+    proto = load_protocol()
+    io, res = BASE["io"], BASE["resolution"]
+    assert (proto.io.format, proto.io.mode, proto.io.exif_orientation) == (io["format"], io["mode"], io["exif_orientation"])
+    assert (proto.io.icc_target, proto.io.rendering_intent) == (io["icc"]["target"], io["icc"]["rendering_intent"])
+    assert proto.io.allowed_conversions == (io["allowed_conversions"] or {}) and proto.io.max_pixels is None
+    assert proto.resolution.size == res["size"] and proto.resolution.allow_resize_filter == res["allow_resize_filter"]
+    assert proto.resolution.evaluate_spec == {"mode": "full"}  # not in the file: full resolution
+    data = copy.deepcopy(BASE)
+    data["resolution"]["evaluate"] = {"mode": "short_side", "pixels": 32, "filter": "bicubic"}
+    data["io"]["max_pixels"] = 5000
+    path = tmp_path / "typed.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    other = load_protocol(path)
+    assert other.resolution.evaluate_spec == data["resolution"]["evaluate"]
+    assert list(other.resolution.evaluate_spec) == ["mode", "pixels", "filter"]  # the file's order
+    assert other.io.max_pixels == 5000
+
+
+def test_allow_resize_under_a_protocol_without_a_resize_filter_is_refused_up_front(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    manifest = make_track(tmp_path / "track", n=2)
+    outputs = make_outputs(manifest, tmp_path / "m")
+    data = copy.deepcopy(BASE)
+    del data["resolution"]["allow_resize_filter"]  # valid: the protocol then allows no resizing
+    path = tmp_path / "noresize.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    assert main(["score", "--track", str(manifest), "--outputs", str(outputs), "--protocol", str(path), "--allow-resize"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"pstbench: error: --allow-resize: protocol pstbench ({path.resolve()}) names no "
+                   "resolution.allow_resize_filter, so it allows no resizing; fix: add one to the protocol "
+                   "(e.g. allow_resize_filter: bicubic), or drop --allow-resize")
+    assert not (tmp_path / "results").exists()

@@ -40,12 +40,21 @@ def protocols_dir() -> Path:
 @dataclass(frozen=True)
 class Protocol:
     """A loaded, validated protocol file. `data` is the parsed YAML; the sections the engine computes
-    with are also read into typed, immutable objects (`aggregation`, `comparison`)."""
+    with are also read into typed, immutable objects (`io`, `resolution`, `aggregation`, `comparison`;
+    the metric entries are checked and applied through the metric registry)."""
 
     id: str
     path: Path
     sha256: str
     data: dict = field(repr=False)
+
+    @cached_property
+    def io(self) -> "IOSection":
+        return IOSection.of(self.data.get("io") or {})
+
+    @cached_property
+    def resolution(self) -> "ResolutionSection":
+        return ResolutionSection.of(self.data.get("resolution") or {})
 
     @cached_property
     def aggregation(self) -> "AggregationSection":
@@ -76,6 +85,48 @@ class Protocol:
 
     def section(self, name: str) -> dict[str, Any]:
         return self.data[name]
+
+
+@dataclass(frozen=True)
+class IOSection:
+    """`io`: how an image file becomes the uint8 RGB array the metrics see (paired/imageio.py).
+    Absent optional keys take the defaults that validation documents."""
+
+    format: str  # the container accepted, checked from the file's bytes (PNG)
+    mode: str  # the Pillow mode after decoding (RGB)
+    exif_orientation: bool = True
+    icc_target: str = "sRGB"
+    rendering_intent: str = "perceptual"  # for converting another embedded ICC profile to sRGB
+    allowed_conversions: dict = field(default_factory=dict)  # Pillow mode -> the reason it is allowed
+    max_pixels: int | None = None  # None: the kit's own limit (imageio.MAX_PIXELS)
+
+    @classmethod
+    def of(cls, d: dict) -> "IOSection":
+        icc = d.get("icc") or {}
+        return cls(str(d.get("format", "")), str(d.get("mode", "")), bool(d.get("exif_orientation", True)),
+                   str(icc.get("target", "sRGB")), str(icc.get("rendering_intent", "perceptual")),
+                   dict(d.get("allowed_conversions") or {}),
+                   int(d["max_pixels"]) if d.get("max_pixels") is not None else None)
+
+
+@dataclass(frozen=True)
+class ResolutionSection:
+    """`resolution`: outputs at the reference's size (`size`), the filter of --allow-resize, and the
+    evaluation resolution every metric sees (`evaluate`; paired/resolution.py)."""
+
+    size: str
+    allow_resize_filter: str | None  # None: the protocol allows no resizing of outputs
+    evaluate: tuple  # the (key, value) items of `resolution.evaluate`, in the file's order; (("mode", "full"),) by default
+
+    @classmethod
+    def of(cls, d: dict) -> "ResolutionSection":
+        ev = d.get("evaluate") or {"mode": "full"}
+        filt = d.get("allow_resize_filter")
+        return cls(str(d.get("size", "reference")), None if filt is None else str(filt), tuple(ev.items()))
+
+    @property
+    def evaluate_spec(self) -> dict:
+        return dict(self.evaluate)
 
 
 @dataclass(frozen=True)

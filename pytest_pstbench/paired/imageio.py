@@ -112,11 +112,11 @@ def _is_srgb(profile_bytes: bytes) -> tuple[bool, str]:
     return bool(diff <= SRGB_TOLERANCE), desc
 
 
-def _oriented_srgb_array(img, rules: dict, where: str, notes: dict, *, icc_fix: str, fix: str) -> np.ndarray:
+def _oriented_srgb_array(img, rules, where: str, notes: dict, *, icc_fix: str, fix: str) -> np.ndarray:
     """The decoded image's 8-bit RGB array after the protocol's orientation and colour rules (outputs and
     dataset images alike): the EXIF orientation applied (io.exif_orientation), a non-sRGB ICC profile
     converted to sRGB with the protocol's rendering intent; each step taken is noted in `notes`."""
-    if rules.get("exif_orientation", True):
+    if rules.exif_orientation:
         orientation = img.getexif().get(0x0112, 1)
         if orientation not in (None, 1):
             img = ImageOps.exif_transpose(img)
@@ -125,8 +125,7 @@ def _oriented_srgb_array(img, rules: dict, where: str, notes: dict, *, icc_fix: 
     if icc:
         is_srgb, desc = _is_srgb(icc)
         if not is_srgb:
-            icc_rules = rules.get("icc", {})
-            intent = getattr(ImageCms.Intent, str(icc_rules.get("rendering_intent", "perceptual")).upper())
+            intent = getattr(ImageCms.Intent, rules.rendering_intent.upper())
             try:
                 src = ImageCms.ImageCmsProfile(io.BytesIO(icc))
                 img = ImageCms.profileToProfile(img, src, ImageCms.createProfile("sRGB"), renderingIntent=intent, outputMode="RGB")
@@ -134,7 +133,7 @@ def _oriented_srgb_array(img, rules: dict, where: str, notes: dict, *, icc_fix: 
                 raise UserError(
                     f"{where}: its embedded ICC profile '{desc}' cannot be converted to sRGB ({exc}); {icc_fix}"
                 ) from None
-            notes["icc_converted"] = {"from": desc, "to": "sRGB", "intent": icc_rules.get("rendering_intent")}
+            notes["icc_converted"] = {"from": desc, "to": "sRGB", "intent": rules.rendering_intent}
     arr = np.asarray(img, dtype=np.uint8)
     if arr.ndim != 3 or arr.shape[2] != 3:  # pragma: no cover - guarded by the mode check
         raise UserError(f"{where}: decoded to shape {arr.shape}, expected HxWx3; {fix}")
@@ -149,7 +148,7 @@ def load_image(path: Path, protocol: Protocol, role: str = "output", *, expected
     height; the reference's, for an output: equal, or at most RESIZE_MAX_FACTOR times per side with
     `allow_resize`) and against the largest image the kit decodes (MAX_PIXELS)."""
     path = Path(path)
-    rules = protocol.section("io")
+    rules = protocol.io
     where = f"{path} ({role})"
     if not path.is_file():
         raise UserError(f"{where}: file not found; fix: write the {role} PNG at this path")
@@ -158,7 +157,7 @@ def load_image(path: Path, protocol: Protocol, role: str = "output", *, expected
             head = fh.read(33)
             header = _png_header(head)
             if header is not None:  # before the rest of the file is read or Pillow parses anything
-                check_header_size(where, header[0], header[1], max_pixels=int(rules.get("max_pixels", MAX_PIXELS)))
+                check_header_size(where, header[0], header[1], max_pixels=rules.max_pixels or MAX_PIXELS)
             raw = head + fh.read()
     except OSError as exc:
         raise UserError(f"{where}: cannot be read ({exc.strerror or exc}); fix: make the file readable") from None
@@ -169,11 +168,11 @@ def load_image(path: Path, protocol: Protocol, role: str = "output", *, expected
         raise UserError(f"{where}: refused by Pillow's decompression-bomb check ({exc}); fix: write a normal-sized image") from None
     except (UnidentifiedImageError, OSError):  # OSError: e.g. a file cut inside its PNG header
         raise UserError(
-            f"{where}: not a readable image (protocol {protocol.id}: io.format {rules['format']}); {_FIX}"
+            f"{where}: not a readable image (protocol {protocol.id}: io.format {rules.format}); {_FIX}"
         ) from None
-    if fmt != rules["format"] or header is None:
+    if fmt != rules.format or header is None:
         raise UserError(
-            f"{where}: is a {fmt} file, not a {rules['format']} (protocol {protocol.id}: io.format; "
+            f"{where}: is a {fmt} file, not a {rules.format} (protocol {protocol.id}: io.format; "
             f"the extension does not count); {_FIX}"
         )
     width, height, depth, ctype = header
@@ -212,8 +211,7 @@ def load_image(path: Path, protocol: Protocol, role: str = "output", *, expected
     notes: dict = {}
     mode = img.mode
     actual = f"{depth}-bit {_PNG_COLOUR_TYPES.get(ctype, f'colour type {ctype}')} (Pillow mode {mode})"
-    allowed = rules.get("allowed_conversions") or {}
-    wanted = rules["mode"]
+    allowed, wanted = rules.allowed_conversions, rules.mode
     if depth != 8 or mode != wanted:
         # Only 8-bit modes can be allowed: a conversion from 16 bits would have to choose a scaling.
         if depth == 8 and mode in allowed:
@@ -238,7 +236,13 @@ def fit_to_reference(
         return loaded
     if not allow_resize:
         raise size_mismatch(path, (ow, oh), (w, h), protocol)
-    filt = protocol.section("resolution")["allow_resize_filter"]
+    filt = protocol.resolution.allow_resize_filter
+    if filt is None:
+        raise UserError(
+            f"{path}: is {ow}x{oh}, the reference {w}x{h}, and --allow-resize was given, but protocol {protocol.id} "
+            f"({protocol.path}) names no resolution.allow_resize_filter; fix: add one to the protocol "
+            "(e.g. allow_resize_filter: bicubic), or write outputs at the reference's size"
+        )
     resample = getattr(Image.Resampling, str(filt).upper())
     arr = np.asarray(Image.fromarray(loaded.array).resize((w, h), resample=resample), dtype=np.uint8)
     notes = dict(loaded.notes)
@@ -291,7 +295,7 @@ def load_dataset_image(path: Path, protocol: Protocol, role: str) -> LoadedImage
         raise UserError(f"{where}: file not found; fix: fetch the dataset again, or correct the path in the track manifest")
     if sniff_format(path) == "PNG":
         return load_image(path, protocol, role=role)
-    rules = protocol.section("io")
+    rules = protocol.io
     raw = path.read_bytes()
     try:
         img = Image.open(io.BytesIO(raw))
@@ -321,7 +325,7 @@ def load_dataset_image(path: Path, protocol: Protocol, role: str) -> LoadedImage
     if getattr(img, "n_frames", 1) != 1:
         raise UserError(f"{where}: a {fmt} with {img.n_frames} frames/pages; a dataset image must be a single image; {_DATASET_FIX}")
     # the size from the header (Image.open has decoded no pixel yet): the decompression-bomb guard
-    check_header_size(where, img.size[0], img.size[1], max_pixels=int(rules.get("max_pixels", MAX_PIXELS)))
+    check_header_size(where, img.size[0], img.size[1], max_pixels=rules.max_pixels or MAX_PIXELS)
     try:
         img.load()
     except (OSError, SyntaxError, ValueError) as exc:
@@ -329,8 +333,7 @@ def load_dataset_image(path: Path, protocol: Protocol, role: str) -> LoadedImage
     notes: dict = {}
     mode = img.mode
     actual = f"{fmt} in Pillow mode {mode} ({_MODE_WORDS.get(mode, mode)})"
-    allowed = rules.get("allowed_conversions") or {}
-    wanted = rules["mode"]
+    allowed, wanted = rules.allowed_conversions, rules.mode
     if mode != wanted:
         if mode in allowed and mode in _EIGHT_BIT_MODES:
             img = img.convert(wanted)

@@ -49,6 +49,11 @@ def open_scorings(reqs: list[ScoreRequest], progress=None) -> list[Scoring]:
     from pytest_pstbench.paired.tracks import resolve_track
 
     protocol = load_protocol(reqs[0].protocol)
+    if any(req.allow_resize for req in reqs) and protocol.resolution.allow_resize_filter is None:
+        raise UserError(
+            f"--allow-resize: protocol {protocol.id} ({protocol.path}) names no resolution.allow_resize_filter, so it "
+            "allows no resizing; fix: add one to the protocol (e.g. allow_resize_filter: bicubic), or drop --allow-resize"
+        )
     track = resolve_track(reqs[0].track, progress=progress)
     scorings = [_open(req, protocol, track) for req in reqs]
     seen: dict[str, str] = {}

@@ -14,7 +14,7 @@ FULL_RESOLUTION = {"mode": "full"}
 
 def evaluation_resolution(protocol) -> dict:
     """The protocol's `resolution.evaluate` (default: full resolution)."""
-    return dict(protocol.data.get("resolution", {}).get("evaluate") or FULL_RESOLUTION)
+    return protocol.resolution.evaluate_spec
 
 
 def res_key(spec: dict) -> str:
