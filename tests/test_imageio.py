@@ -475,3 +475,21 @@ def test_allow_resize_is_bicubic_and_noted(tmp_path):
         "resized": {"from": [40, 30], "to": [64, 48], "filter": "bicubic"},
     }
     assert loaded.notes == {"exif_orientation": 6} and np.array_equal(loaded.array, arr)  # input untouched
+
+
+def test_a_protocol_with_io_icc_null_converts_with_the_documented_defaults(tmp_path):
+    # `io.icc: null` passes validation (the section is optional): the defaults (target sRGB, intent
+    # perceptual) apply; it once crashed with AttributeError on the first non-sRGB image
+    import copy
+
+    import yaml
+
+    data = copy.deepcopy(PROTO.data)
+    data["io"]["icc"] = None
+    proto_path = tmp_path / "noicc.yaml"
+    proto_path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    proto = load_protocol(proto_path)
+    path = save(tmp_path / "wide.png", Image.fromarray(colour_grid()), icc_profile=WIDE_ICC)
+    loaded = load_image(path, proto)
+    assert loaded.notes["icc_converted"]["intent"] == "perceptual"
+    assert np.array_equal(loaded.array, load_image(path, PROTO).array)  # pstbench names perceptual too
