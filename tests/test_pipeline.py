@@ -123,3 +123,16 @@ def test_two_folders_with_one_name_are_refused(tmp_path, setup, capsys):
     err = capsys.readouterr().err
     assert f"--outputs {a} and {other}: both would be run a" in err
     assert not (tmp_path / "r").exists()
+
+
+def test_xdist_gateways_spelled_tx_give_the_serial_run_files(tmp_path, setup, pytester):
+    # `--tx N*popen` is the gateway spelling of the multi-machine command in docs/pytest.md (ssh= there)
+    manifest, a, _, proto = setup
+    base = ("-p", "no:cacheprovider", f"--pstbench-track={manifest}", f"--pstbench-protocol={proto}",
+            f"--pstbench-outputs={a}", "--pstbench-no-cache")
+    serial = pytester.runpytest_subprocess(*base, f"--pstbench-results={tmp_path / 'serial'}")
+    spread = pytester.runpytest_subprocess(*base, f"--pstbench-results={tmp_path / 'tx'}", "--dist", "load", "--tx", "2*popen")
+    serial.assert_outcomes(passed=5)
+    spread.assert_outcomes(passed=5)
+    assert "gw1" in spread.stdout.str() or "2 workers" in spread.stdout.str()
+    assert _files(tmp_path / "tx" / "small" / "a") == _files(tmp_path / "serial" / "small" / "a")
