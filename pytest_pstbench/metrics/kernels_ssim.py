@@ -71,7 +71,7 @@ def _strip_sizes(device) -> tuple[int, int]:
 
 
 class _Filter:
-    """Valid separable correlation of (rows, maps, 3, W) float64 slabs, strip by strip."""
+    """Valid separable correlation of (maps, m, W) float64 slabs (m = n + 2r input rows), strip by strip."""
 
     def __init__(self, taps: np.ndarray, width: int, device, rows: int, cols: int):
         import torch
@@ -85,24 +85,32 @@ class _Filter:
         self.gv = torch.from_numpy(_band(taps, rows)).to(device)
         self.ght = torch.from_numpy(_band(taps, cols).T.copy()).to(device)
 
+    def slab(self, maps: int):
+        import torch
+
+        return torch.zeros((maps, self.rows + 2 * self.r, self.wpad), dtype=torch.float64, device=self.gv.device)
+
     def apply(self, slab, n: int):
-        """slab: (n + 2r, maps, 3, wpad) -> (maps, n, 3, wp): the filtered maps of n output rows."""
+        """slab: (maps, >= n + 2r, wpad) -> (maps, n, wp): the filtered maps of n output rows."""
         import torch
 
         m = n + 2 * self.r
-        maps = slab.shape[1]
-        v = torch.matmul(self.gv[:n, :m], slab[:m].reshape(m, -1))  # vertical pass: one GEMM
-        v = v.view(n, maps, 3, self.wpad).transpose(0, 1).reshape(maps * n * 3, self.wpad)
-        f = torch.matmul(v.unfold(1, self.cols + 2 * self.r, self.cols), self.ght)  # horizontal pass
-        return f.view(maps, n, 3, self.nb * self.cols)[..., : self.wp]
+        maps = slab.shape[0]
+        k = self.cols + 2 * self.r
+        v = torch.matmul(self.gv[:n, :m], slab[:, :m])  # vertical pass: (maps, n, wpad), batched GEMM
+        windows = v.view(maps * n, self.wpad).unfold(1, k, self.cols).reshape(-1, k)  # one copy
+        f = torch.mm(windows, self.ght)  # horizontal pass: one GEMM
+        return f.view(maps, n, self.nb * self.cols)[..., : self.wp]
 
 
 @dataclass(frozen=True)
 class SsimReferenceStats:
-    """What SSIM needs of a reference, computed once: its pixels and its filtered mean mu_y per channel."""
+    """What SSIM needs of a reference, computed once: its planes y and y*y (float64, 3xHxW) and the
+    windowed means mu_y over the valid region (3 x Hv x Wv), on `device`."""
 
-    reference: object  # torch uint8 HxWx3 on `device`
-    mu: object  # torch float64 (Hv, 3, Wv): the windowed means over the valid region
+    y: object
+    yy: object
+    mu: object
     params: tuple  # (data_range, gaussian_weights, sigma, use_sample_covariance, win_size)
     device: str
 
@@ -122,6 +130,13 @@ def _size_check(shape, win):
         )
 
 
+def _planes(img, device):
+    """uint8 HxWx3 -> float64 3xHxW on `device`."""
+    import torch
+
+    return _tensor(img, device).permute(2, 0, 1).to(torch.float64).contiguous()
+
+
 def ssim_reference_stats(
     reference,
     *,
@@ -133,7 +148,7 @@ def ssim_reference_stats(
     win_size: int = 7,
     device: str = "cpu",
 ) -> SsimReferenceStats:
-    """The reference-only part of SSIM (pixels on the device and mu_y), for `ssim_from_stats`."""
+    """The reference-only part of SSIM (planes and mu_y on the device), for `ssim_from_stats`."""
     import torch
 
     if channel_pooling != "mean":
@@ -141,21 +156,21 @@ def ssim_reference_stats(
     _check(reference, "reference")
     win = _win(gaussian_weights, sigma, win_size)
     _size_check(reference.shape, win)
-    ref = _tensor(reference, device)
+    y = _planes(reference, device)
     taps = window_taps(gaussian_weights=gaussian_weights, sigma=sigma, win_size=win_size)
-    height, width = ref.shape[:2]
+    height, width = y.shape[1:]
     rows, cols = _strip_sizes(device)
     filt = _Filter(taps, width, device, rows, cols)
     r = filt.r
     hv = height - 2 * r
-    mu = torch.empty((hv, 3, filt.wp), dtype=torch.float64, device=device)
-    slab = torch.zeros((rows + 2 * r, 1, 3, filt.wpad), dtype=torch.float64, device=device)
+    mu = torch.empty((3, hv, filt.wp), dtype=torch.float64, device=device)
+    slab = filt.slab(3)
     for i0 in range(0, hv, rows):
         n = min(rows, hv - i0)
-        slab[: n + 2 * r, 0, :, :width] = ref[i0 : i0 + n + 2 * r].permute(0, 2, 1)
-        mu[i0 : i0 + n] = filt.apply(slab, n)[0]
+        slab[:, : n + 2 * r, :width] = y[:, i0 : i0 + n + 2 * r]
+        mu[:, i0 : i0 + n] = filt.apply(slab, n)
     params = (float(data_range), bool(gaussian_weights), float(sigma), bool(use_sample_covariance), int(win_size))
-    return SsimReferenceStats(reference=ref, mu=mu, params=params, device=str(device))
+    return SsimReferenceStats(y=y, yy=y * y, mu=mu, params=params, device=str(device))
 
 
 def ssim_from_stats(output, stats: SsimReferenceStats) -> float:
@@ -163,15 +178,15 @@ def ssim_from_stats(output, stats: SsimReferenceStats) -> float:
     import torch
 
     _check(output, "output")
-    ref = stats.reference
-    if tuple(output.shape) != tuple(ref.shape):
-        raise ValueError(f"expected two HxWx3 arrays of one shape, got {tuple(output.shape)} and {tuple(ref.shape)}")
+    if tuple(output.shape) != (stats.y.shape[1], stats.y.shape[2], 3):
+        shape = (stats.y.shape[1], stats.y.shape[2], 3)
+        raise ValueError(f"expected two HxWx3 arrays of one shape, got {tuple(output.shape)} and {shape}")
     data_range, gaussian_weights, sigma, use_sample_covariance, win_size = stats.params
     device = stats.device
-    out = _tensor(output, device)
+    x_all = _tensor(output, device).permute(2, 0, 1).contiguous()  # uint8 3xHxW
     taps = window_taps(gaussian_weights=gaussian_weights, sigma=sigma, win_size=win_size)
     win = len(taps)
-    height, width = out.shape[:2]
+    height, width = x_all.shape[1:]
     rows, cols = _strip_sizes(device)
     filt = _Filter(taps, width, device, rows, cols)
     r = filt.r
@@ -180,24 +195,30 @@ def ssim_from_stats(output, stats: SsimReferenceStats) -> float:
     c2 = (K2 * data_range) ** 2
     cov_norm = win * win / (win * win - 1.0) if use_sample_covariance else 1.0
     total = torch.zeros(3, dtype=torch.float64, device=device)
-    slab = torch.zeros((rows + 2 * r, 3, 3, filt.wpad), dtype=torch.float64, device=device)
+    slab = filt.slab(9)  # maps 0-2: x per channel, 3-5: x^2 + y^2, 6-8: xy (exact integers)
     for i0 in range(0, hv, rows):
         n = min(rows, hv - i0)
         m = n + 2 * r
-        x = slab[:m, 0, :, :width]
-        x.copy_(out[i0 : i0 + m].permute(0, 2, 1))
-        y = ref[i0 : i0 + m].permute(0, 2, 1).to(torch.float64)
-        torch.mul(x, x, out=slab[:m, 1, :, :width]).addcmul_(y, y)  # x^2 + y^2 (exact integers)
-        torch.mul(x, y, out=slab[:m, 2, :, :width])  # xy (exact integers)
-        mx, sq, sxy = filt.apply(slab, n)
-        my = stats.mu[i0 : i0 + n]
+        rows_ = slice(i0, i0 + m)
+        x = slab[0:3, :m, :width]
+        x.copy_(x_all[:, rows_])
+        torch.addcmul(stats.yy[:, rows_], x, x, out=slab[3:6, :m, :width])
+        torch.mul(x, stats.y[:, rows_], out=slab[6:9, :m, :width])
+        f = filt.apply(slab, n)
+        mx, sq, sxy = f[0:3], f[3:6], f[6:9]
+        my = stats.mu[:, i0 : i0 + n]
         mxy = mx * my
         b1 = torch.addcmul(my * my, mx, mx)  # mu_x^2 + mu_y^2
-        a2 = (sxy - mxy).mul_(2.0 * cov_norm).add_(c2)
-        b2 = (sq - b1).mul_(cov_norm).add_(c2)
+        a2 = sxy - mxy
+        b2 = sq - b1
+        if cov_norm != 1.0:
+            a2.mul_(cov_norm)
+            b2.mul_(cov_norm)
+        a2.mul_(2.0).add_(c2)
+        b2.add_(c2)
         a1 = mxy.mul_(2.0).add_(c1)
         s = a1.mul_(a2).div_(b1.add_(c1).mul_(b2))
-        total += s.sum(dim=(0, 2))
+        total += s.sum(dim=(1, 2))
     per_channel = total / float(hv * wv)
     return float(per_channel.mean())
 
