@@ -1,0 +1,229 @@
+"""CIEDE2000 on torch (CPU threads or CUDA), within 1e-4 of skimage's `deltaE_ciede2000` on `color.srgb_to_lab`.
+
+The formula is continuous except where the two hue angles are antipodal (|h2' - h1'| = pi: the mean hue
+jumps by pi) and, far smaller, where the mean-hue sum crosses 2 pi; there the last bit of the hue angles
+decides the branch, and torch's (or CUDA's) atan2/pow differ from numpy's in the last bit. So the kernel
+computes every pixel in torch float64 and flags the pixels whose hues lie within `BRANCH_BAND` radians of
+either branch point (with both chromas non-zero); those few pixels are recomputed on the CPU the way the
+reference does: CIELAB by `color.srgb_to_lab` on whole image rows (the same array shapes as for the full
+image, hence the same bits), then the hue angles with numpy's functions on arrays laid out as skimage lays
+them out (channel-last (k, 3) views), then the same continuous formula. Everywhere else the result differs
+from the reference only by float64 rounding (~1e-13).
+
+`lab_of` is the separable step: a reference's CIELAB is computed once and reused against every output.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+BRANCH_BAND = 1e-6  # radians: hue configurations this close to a branch point are recomputed exactly
+TWO_PI = 2.0 * math.pi
+EPS = (6.0 / 29.0) ** 3
+
+
+@dataclass(frozen=True)
+class LabImage:
+    """CIELAB of one uint8 sRGB image: `lab` float64 3xHxW (planes L, a, b) on `device`, `rgb` the uint8 pixels (numpy, for
+    the exact recomputation of branch pixels), and the conversion's parameters."""
+
+    lab: object
+    rgb: np.ndarray
+    rgb_to_xyz: tuple
+    white_point: tuple | None
+    device: str
+
+
+def _decode_lut() -> np.ndarray:
+    """sRGB decoding of the 256 8-bit values, by the same float64 operations as `color.srgb_to_lab`."""
+    c = np.arange(256, dtype=np.float64) / 255.0
+    return np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
+
+
+_LUT = None
+
+
+def _chunk_rows(device, width: int) -> int:
+    """Rows per chunk: ~64k pixels on CPU (intermediates stay in cache), the whole image on CUDA."""
+    return max(1, 65536 // max(1, width)) if str(device).startswith("cpu") else 1 << 30
+
+
+def lab_of(image, *, rgb_to_xyz, white_point=None, device: str = "cpu") -> LabImage:
+    """uint8 sRGB HxWx3 -> `LabImage` (float64 CIELAB on `device`; white = `white_point` or the row sums)."""
+    import torch
+
+    global _LUT
+    rgb = np.asarray(image)
+    if rgb.ndim != 3 or rgb.shape[2] != 3 or rgb.dtype != np.uint8:
+        raise ValueError(f"expected a uint8 HxWx3 array, got {rgb.dtype} {rgb.shape}")
+    if _LUT is None:
+        _LUT = _decode_lut()
+    m = np.asarray(rgb_to_xyz, dtype=np.float64)
+    white = m.sum(axis=1) if white_point is None else np.asarray(white_point, dtype=np.float64)
+    lut = torch.from_numpy(_LUT).to(device)
+    src = torch.from_numpy(np.ascontiguousarray(rgb) if rgb.flags.writeable else rgb.copy()).to(device)
+    h, w = rgb.shape[:2]
+    lab = torch.empty((3, h, w), dtype=torch.float64, device=device)
+    mt = [[float(v) for v in row] for row in m]
+    k = 3.0 * (6.0 / 29.0) ** 2
+    for r0 in range(0, h, _chunk_rows(device, w)):
+        lin = lut[src[r0 : r0 + _chunk_rows(device, w)].long()]  # exact: the LUT holds the decoded values
+        r, g, b = lin[..., 0], lin[..., 1], lin[..., 2]
+        f = []
+        for i in range(3):
+            t = (r * mt[i][0] + g * mt[i][1] + b * mt[i][2]) / float(white[i])
+            f.append(torch.where(t > EPS, t.pow(1.0 / 3.0), t / k + 4.0 / 29.0))
+        out = lab[:, r0 : r0 + lin.shape[0]]
+        torch.mul(f[1], 116.0, out=out[0]).sub_(16.0)
+        torch.sub(f[0], f[1], out=out[1]).mul_(500.0)
+        torch.sub(f[1], f[2], out=out[2]).mul_(200.0)
+    wp = None if white_point is None else tuple(float(v) for v in white_point)
+    return LabImage(lab=lab, rgb=rgb, rgb_to_xyz=tuple(tuple(r) for r in mt), white_point=wp, device=str(device))
+
+
+def _polar_fast(L1, a1, b1, L2, a2, b2):
+    """G-scaled chroma and hue (in [0, 2 pi)) of both colours, torch on contiguous planes."""
+    import torch
+
+    cbar = 0.5 * (torch.sqrt(a1 * a1 + b1 * b1) + torch.sqrt(a2 * a2 + b2 * b2))
+    c2 = cbar * cbar
+    c7 = c2 * c2 * c2 * cbar
+    scale = 1.5 - 0.5 * torch.sqrt(c7 / (c7 + 25.0**7))
+    x1, x2 = a1 * scale, a2 * scale
+    C1, C2 = torch.sqrt(x1 * x1 + b1 * b1), torch.sqrt(x2 * x2 + b2 * b2)
+    h1, h2 = torch.atan2(b1, x1), torch.atan2(b2, x2)
+    h1 = torch.where(h1 < 0, h1 + TWO_PI, h1)
+    h2 = torch.where(h2 < 0, h2 + TWO_PI, h2)
+    return L1, C1, h1, L2, C2, h2
+
+
+def _polar(lab1, lab2, lib):
+    """G-scaled chroma and hue as skimage computes them (numpy, channel-last (k, 3) arrays)."""
+    L1, a1, b1 = lab1[..., 0], lab1[..., 1], lab1[..., 2]
+    L2, a2, b2 = lab2[..., 0], lab2[..., 1], lab2[..., 2]
+    cbar = 0.5 * (lib.hypot(a1, b1) + lib.hypot(a2, b2))
+    c7 = cbar**7
+    g = 0.5 * (1 - lib.sqrt(c7 / (c7 + 25**7)))
+    scale = 1 + g
+    x1, x2 = a1 * scale, a2 * scale
+    C1, h1 = lib.hypot(x1, b1), lib.arctan2(b1, x1) if lib is np else lib.atan2(b1, x1)
+    C2, h2 = lib.hypot(x2, b2), lib.arctan2(b2, x2) if lib is np else lib.atan2(b2, x2)
+    h1 = h1 + (h1 < 0) * 2 * np.pi
+    h2 = h2 + (h2 < 0) * 2 * np.pi
+    return L1, C1, h1, L2, C2, h2
+
+
+def _de00(L1, C1, h1, L2, C2, h2, kL, kC, kH):
+    """CIEDE2000 from lightness, G-scaled chroma and hue (torch tensors), Sharma, Wu & Dalal (2005)."""
+    import torch
+
+    lbar = 0.5 * (L1 + L2)
+    tmp = (lbar - 50.0) ** 2
+    sl = 1.0 + 0.015 * tmp / torch.sqrt(20.0 + tmp)
+    l_term = (L2 - L1) / (kL * sl)
+    cbar = 0.5 * (C1 + C2)
+    c_term = (C2 - C1) / (kC * (1.0 + 0.045 * cbar))
+    h_diff = h2 - h1
+    h_sum = h1 + h2
+    cc = C1 * C2
+    zero = cc == 0.0
+    far = h_diff.abs() > math.pi
+    dh = h_diff - TWO_PI * (h_diff > math.pi) + TWO_PI * (h_diff < -math.pi)
+    dh = torch.where(zero, 0.0, dh)
+    dh_term = 2.0 * torch.sqrt(cc) * torch.sin(dh / 2.0)
+    shift = torch.where(h_sum < TWO_PI, TWO_PI, -TWO_PI)
+    hbar = torch.where(far & ~zero, h_sum + shift, h_sum)
+    hbar = torch.where(zero, hbar, 0.5 * hbar)
+    t = (
+        1.0
+        - 0.17 * torch.cos(hbar - math.radians(30.0))
+        + 0.24 * torch.cos(2.0 * hbar)
+        + 0.32 * torch.cos(3.0 * hbar + math.radians(6.0))
+        - 0.20 * torch.cos(4.0 * hbar - math.radians(63.0))
+    )
+    h_term = dh_term / (kH * (1.0 + 0.015 * cbar * t))
+    c7 = cbar**7
+    rc = 2.0 * torch.sqrt(c7 / (c7 + 25.0**7))
+    dtheta = math.radians(30.0) * torch.exp(-(((torch.rad2deg(hbar) - 275.0) / 25.0) ** 2))
+    r_term = -torch.sin(2.0 * dtheta) * rc * c_term * h_term
+    de2 = l_term * l_term + c_term * c_term + h_term * h_term + r_term
+    return torch.sqrt(torch.clamp(de2, min=0.0))
+
+
+def _near_branch(C1, h1, C2, h2):
+    """Pixels whose hue pair lies within BRANCH_BAND of a branch point of the formula (both chromas > 0)."""
+    h_diff = h2 - h1
+    h_sum = h1 + h2
+    ad = h_diff.abs()
+    both = (C1 * C2) != 0.0
+    return both & (((ad - math.pi).abs() < BRANCH_BAND) | ((ad > math.pi - BRANCH_BAND) & ((h_sum - TWO_PI).abs() < BRANCH_BAND)))
+
+
+def _exact_pixels(lab_out: LabImage, lab_ref: LabImage, flat_idx: np.ndarray, kL, kC, kH):
+    """CIEDE2000 of the given pixels with CIELAB and hue angles computed exactly as the reference does."""
+    import torch
+
+    from pytest_pstbench.metrics.color import srgb_to_lab
+
+    w = lab_out.rgb.shape[1]
+    rows = np.unique(flat_idx // w)
+    pos = np.searchsorted(rows, flat_idx // w) * w + flat_idx % w
+    labs = []
+    for img in (lab_out, lab_ref):
+        # whole rows: the same (W, 3) @ (3, 3) products as for the full image, hence the same bits
+        lab_rows = srgb_to_lab(img.rgb[rows], img.rgb_to_xyz, white_point=img.white_point)
+        labs.append(np.ascontiguousarray(lab_rows.reshape(-1, 3)[pos]))  # (k, 3), channel-last like skimage
+    L1, C1, h1, L2, C2, h2 = _polar(labs[0], labs[1], np)
+    dev = lab_out.device
+    t = [torch.from_numpy(np.ascontiguousarray(v)).to(dev) for v in (L1, C1, h1, L2, C2, h2)]
+    return _de00(*t, kL, kC, kH)
+
+
+def delta_e00_from_lab(lab_out: LabImage, lab_ref: LabImage, *, kL: float, kC: float, kH: float) -> float:
+    """Mean CIEDE2000 over pixels between two `LabImage`s of one shape, conversion and device."""
+    import torch
+
+    if lab_out.lab.shape != lab_ref.lab.shape:
+        raise ValueError(f"shapes differ: {tuple(lab_out.lab.shape)} vs {tuple(lab_ref.lab.shape)}")
+    if (lab_out.rgb_to_xyz, lab_out.white_point, lab_out.device) != (lab_ref.rgb_to_xyz, lab_ref.white_point, lab_ref.device):
+        raise ValueError("the two LabImages were made with different conversions or devices")
+    h, w = lab_out.lab.shape[1:]
+    a = lab_out.lab.view(3, -1)
+    b = lab_ref.lab.view(3, -1)
+    step = _chunk_rows(lab_out.device, w) * w
+    total = torch.zeros((), dtype=torch.float64, device=lab_out.lab.device)
+    flagged = []
+    for p0 in range(0, a.shape[1], step):
+        sl = slice(p0, p0 + step)
+        L1, C1, h1, L2, C2, h2 = _polar_fast(a[0, sl], a[1, sl], a[2, sl], b[0, sl], b[1, sl], b[2, sl])
+        de = _de00(L1, C1, h1, L2, C2, h2, kL, kC, kH)
+        near = _near_branch(C1, h1, C2, h2)
+        if bool(near.any()):
+            idx = torch.nonzero(near).flatten()
+            total -= de[idx].sum()
+            flagged.append((idx + p0).cpu().numpy())
+        total += de.sum()
+    if flagged:
+        total += _exact_pixels(lab_out, lab_ref, np.concatenate(flagged), kL, kC, kH).sum()
+    return float(total) / float(h * w)
+
+
+def delta_e00_fast(
+    output,
+    reference,
+    *,
+    rgb_to_xyz,
+    kL: float,
+    kC: float,
+    kH: float,
+    white_point=None,
+    device: str = "cpu",
+) -> float:
+    """Mean CIEDE2000 with the arguments of `color.delta_e00` (sRGB decoding, formula ciede2000, mean pooling)."""
+    if np.shape(output) != np.shape(reference):
+        raise ValueError(f"shapes differ: {np.shape(output)} vs {np.shape(reference)}")
+    lo = lab_of(output, rgb_to_xyz=rgb_to_xyz, white_point=white_point, device=device)
+    lr = lab_of(reference, rgb_to_xyz=rgb_to_xyz, white_point=white_point, device=device)
+    return delta_e00_from_lab(lo, lr, kL=kL, kC=kC, kH=kH)
