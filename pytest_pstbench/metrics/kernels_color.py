@@ -133,8 +133,8 @@ def _de00(L1, C1, h1, L2, C2, h2, kL, kC, kH):
     dh = h_diff - TWO_PI * (h_diff > math.pi) + TWO_PI * (h_diff < -math.pi)
     dh = torch.where(zero, 0.0, dh)
     dh_term = 2.0 * torch.sqrt(cc) * torch.sin(dh / 2.0)
-    shift = torch.where(h_sum < TWO_PI, TWO_PI, -TWO_PI)
-    hbar = torch.where(far & ~zero, h_sum + shift, h_sum)
+    wrapped = torch.where(h_sum < TWO_PI, h_sum + TWO_PI, h_sum - TWO_PI)  # (not where(c, 2pi, -2pi): float32)
+    hbar = torch.where(far & ~zero, wrapped, h_sum)
     hbar = torch.where(zero, hbar, 0.5 * hbar)
     t = (
         1.0
@@ -183,6 +183,17 @@ def _exact_pixels(lab_out: LabImage, lab_ref: LabImage, flat_idx: np.ndarray, kL
 
 def delta_e00_from_lab(lab_out: LabImage, lab_ref: LabImage, *, kL: float, kC: float, kH: float) -> float:
     """Mean CIEDE2000 over pixels between two `LabImage`s of one shape, conversion and device."""
+    h, w = lab_out.lab.shape[1:]
+    return float(_delta_e00(lab_out, lab_ref, kL, kC, kH, keep_map=False)) / float(h * w)
+
+
+def delta_e00_map(lab_out: LabImage, lab_ref: LabImage, *, kL: float, kC: float, kH: float) -> np.ndarray:
+    """Per-pixel CIEDE2000 (HxW float64 numpy), the values `delta_e00_from_lab` averages."""
+    return _delta_e00(lab_out, lab_ref, kL, kC, kH, keep_map=True).reshape(lab_out.lab.shape[1:]).cpu().numpy()
+
+
+def _delta_e00(lab_out: LabImage, lab_ref: LabImage, kL, kC, kH, *, keep_map: bool):
+    """The sum of per-pixel CIEDE2000 (a 0-d tensor), or the flat per-pixel map when `keep_map`."""
     import torch
 
     if lab_out.lab.shape != lab_ref.lab.shape:
@@ -194,6 +205,7 @@ def delta_e00_from_lab(lab_out: LabImage, lab_ref: LabImage, *, kL: float, kC: f
     b = lab_ref.lab.view(3, -1)
     step = _chunk_rows(lab_out.device, w) * w
     total = torch.zeros((), dtype=torch.float64, device=lab_out.lab.device)
+    full = torch.empty(a.shape[1], dtype=torch.float64, device=a.device) if keep_map else None
     flagged = []
     for p0 in range(0, a.shape[1], step):
         sl = slice(p0, p0 + step)
@@ -205,9 +217,15 @@ def delta_e00_from_lab(lab_out: LabImage, lab_ref: LabImage, *, kL: float, kC: f
             total -= de[idx].sum()
             flagged.append((idx + p0).cpu().numpy())
         total += de.sum()
+        if keep_map:
+            full[sl] = de
     if flagged:
-        total += _exact_pixels(lab_out, lab_ref, np.concatenate(flagged), kL, kC, kH).sum()
-    return float(total) / float(h * w)
+        idx = np.concatenate(flagged)
+        exact = _exact_pixels(lab_out, lab_ref, idx, kL, kC, kH)
+        total += exact.sum()
+        if keep_map:
+            full[torch.from_numpy(idx).to(full.device)] = exact
+    return full if keep_map else total
 
 
 def delta_e00_fast(
