@@ -130,7 +130,8 @@ def _de00(L1, C1, h1, L2, C2, h2, kL, kC, kH):
     cc = C1 * C2
     zero = cc == 0.0
     far = h_diff.abs() > math.pi
-    dh = h_diff - TWO_PI * (h_diff > math.pi) + TWO_PI * (h_diff < -math.pi)
+    # (torch.where on float64 tensors: a Python float times a bool tensor would be float32)
+    dh = torch.where(h_diff > math.pi, h_diff - TWO_PI, torch.where(h_diff < -math.pi, h_diff + TWO_PI, h_diff))
     dh = torch.where(zero, 0.0, dh)
     dh_term = 2.0 * torch.sqrt(cc) * torch.sin(dh / 2.0)
     wrapped = torch.where(h_sum < TWO_PI, h_sum + TWO_PI, h_sum - TWO_PI)  # (not where(c, 2pi, -2pi): float32)
