@@ -216,3 +216,24 @@ def test_lab_of_matches_srgb_to_lab():
     img[0, :, 0] = img[0, :, 1] = img[0, :, 2] = np.arange(256)  # every grey
     got = kernels.lab_of(img, rgb_to_xyz=MATRIX).lab.permute(1, 2, 0).numpy()
     np.testing.assert_allclose(got, color.srgb_to_lab(img, MATRIX), rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (7, 1), (1, 9), (2, 2), (37, 53), (1080, 1920)])
+def test_exact_path_gathers_the_reference_bits(shape):
+    """The pixels recomputed near the branch points get bit for bit the CIELAB of the full-image conversion."""
+    rng = np.random.default_rng(shape[0] * 7919 + shape[1])
+    img = rng.integers(0, 256, shape + (3,), dtype=np.uint8)
+    full = color.srgb_to_lab(img, MATRIX).reshape(-1, 3)
+    n = img.shape[0] * img.shape[1]
+    for k in sorted({1, min(n, 2), min(n, 5), min(n, 1000)}):
+        idx = rng.choice(n, size=k, replace=False)
+        got = color.srgb_to_lab(kernels_color._gather_like_full(img, idx), MATRIX).reshape(-1, 3)[:k]
+        assert np.array_equal(got, full[idx]), (shape, k)
+
+
+def test_real_photos_hit_the_branch_point(full_hd):
+    """Quantised dark colours make exactly antipodal hues common: the exact path is not an exotic case."""
+    _, out, ref = full_hd[0]
+    la, lb = kernels.lab_of(out, rgb_to_xyz=MATRIX), kernels.lab_of(ref, rgb_to_xyz=MATRIX)
+    polar = kernels_color._polar_fast(*la.lab.view(3, -1), *lb.lab.view(3, -1))
+    assert int(kernels_color._near_branch(polar[1], polar[2], polar[4], polar[5]).sum()) > 0

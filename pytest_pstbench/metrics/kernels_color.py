@@ -5,8 +5,9 @@ jumps by pi) and, far smaller, where the mean-hue sum crosses 2 pi; there the la
 decides the branch, and torch's (or CUDA's) atan2/pow differ from numpy's in the last bit. So the kernel
 computes every pixel in torch float64 and flags the pixels whose hues lie within `BRANCH_BAND` radians of
 either branch point (with both chromas non-zero); those few pixels are recomputed on the CPU the way the
-reference does: CIELAB by `color.srgb_to_lab` on whole image rows (the same array shapes as for the full
-image, hence the same bits), then the hue angles with numpy's functions on arrays laid out as skimage lays
+reference does: CIELAB by `color.srgb_to_lab` on the gathered pixels (shaped so that numpy's matrix
+product takes the same path as for the full image, hence the same bits: `_gather_like_full`), then the
+hue angles with numpy's functions on arrays laid out as skimage lays
 them out (channel-last (k, 3) views), then the same continuous formula. Everywhere else the result differs
 from the reference only by float64 rounding (~1e-13).
 
@@ -120,7 +121,8 @@ def _de00(L1, C1, h1, L2, C2, h2, kL, kC, kH):
     import torch
 
     lbar = 0.5 * (L1 + L2)
-    tmp = (lbar - 50.0) ** 2
+    tmp = lbar - 50.0
+    tmp = tmp * tmp
     sl = 1.0 + 0.015 * tmp / torch.sqrt(20.0 + tmp)
     l_term = (L2 - L1) / (kL * sl)
     cbar = 0.5 * (C1 + C2)
@@ -145,9 +147,11 @@ def _de00(L1, C1, h1, L2, C2, h2, kL, kC, kH):
         - 0.20 * torch.cos(4.0 * hbar - math.radians(63.0))
     )
     h_term = dh_term / (kH * (1.0 + 0.015 * cbar * t))
-    c7 = cbar**7
+    c2 = cbar * cbar
+    c7 = c2 * c2 * c2 * cbar
     rc = 2.0 * torch.sqrt(c7 / (c7 + 25.0**7))
-    dtheta = math.radians(30.0) * torch.exp(-(((torch.rad2deg(hbar) - 275.0) / 25.0) ** 2))
+    z = (torch.rad2deg(hbar) - 275.0) / 25.0
+    dtheta = math.radians(30.0) * torch.exp(-(z * z))
     r_term = -torch.sin(2.0 * dtheta) * rc * c_term * h_term
     de2 = l_term * l_term + c_term * c_term + h_term * h_term + r_term
     return torch.sqrt(torch.clamp(de2, min=0.0))
@@ -162,20 +166,28 @@ def _near_branch(C1, h1, C2, h2):
     return both & (((ad - math.pi).abs() < BRANCH_BAND) | ((ad > math.pi - BRANCH_BAND) & ((h_sum - TWO_PI).abs() < BRANCH_BAND)))
 
 
+def _gather_like_full(rgb: np.ndarray, flat_idx: np.ndarray) -> np.ndarray:
+    """The pixels `flat_idx` as an array whose `@ M.T` takes the same BLAS path as the full image's: numpy
+    multiplies an (H, W, 3) stack row by row, a matrix product for W >= 2 and a vector product for W == 1;
+    the per-element result does not depend on the row length, but a 1-row product differs (see tests)."""
+    h, w = rgb.shape[:2]
+    if w == 1:
+        return rgb.reshape(-1, 1, 3)[flat_idx]  # (k, 1, 3): vector products, as for a one-column image
+    sel = flat_idx if len(flat_idx) >= 2 else np.concatenate([flat_idx, flat_idx])
+    return rgb.reshape(-1, 3)[sel][None]  # (1, k, 3), k >= 2: a matrix product
+
+
 def _exact_pixels(lab_out: LabImage, lab_ref: LabImage, flat_idx: np.ndarray, kL, kC, kH):
     """CIEDE2000 of the given pixels with CIELAB and hue angles computed exactly as the reference does."""
     import torch
 
     from pytest_pstbench.metrics.color import srgb_to_lab
 
-    w = lab_out.rgb.shape[1]
-    rows = np.unique(flat_idx // w)
-    pos = np.searchsorted(rows, flat_idx // w) * w + flat_idx % w
+    k = len(flat_idx)
     labs = []
     for img in (lab_out, lab_ref):
-        # whole rows: the same (W, 3) @ (3, 3) products as for the full image, hence the same bits
-        lab_rows = srgb_to_lab(img.rgb[rows], img.rgb_to_xyz, white_point=img.white_point)
-        labs.append(np.ascontiguousarray(lab_rows.reshape(-1, 3)[pos]))  # (k, 3), channel-last like skimage
+        lab = srgb_to_lab(_gather_like_full(img.rgb, flat_idx), img.rgb_to_xyz, white_point=img.white_point)
+        labs.append(np.ascontiguousarray(lab.reshape(-1, 3)[:k]))  # (k, 3), channel-last like skimage
     L1, C1, h1, L2, C2, h2 = _polar(labs[0], labs[1], np)
     dev = lab_out.device
     t = [torch.from_numpy(np.ascontiguousarray(v)).to(dev) for v in (L1, C1, h1, L2, C2, h2)]
