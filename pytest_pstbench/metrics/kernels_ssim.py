@@ -105,11 +105,10 @@ class _Filter:
 
 @dataclass(frozen=True)
 class SsimReferenceStats:
-    """What SSIM needs of a reference, computed once: its planes y and y*y (float64, 3xHxW) and the
-    windowed means mu_y over the valid region (3 x Hv x Wv), on `device`."""
+    """What SSIM needs of a reference, computed once: its planes y (uint8, 3xHxW) and the windowed means
+    mu_y over the valid region (float64, 3 x Hv x Wv), on `device`."""
 
     y: object
-    yy: object
     mu: object
     params: tuple  # (data_range, gaussian_weights, sigma, use_sample_covariance, win_size)
     device: str
@@ -131,10 +130,8 @@ def _size_check(shape, win):
 
 
 def _planes(img, device):
-    """uint8 HxWx3 -> float64 3xHxW on `device`."""
-    import torch
-
-    return _tensor(img, device).permute(2, 0, 1).to(torch.float64).contiguous()
+    """uint8 HxWx3 -> uint8 3xHxW on `device` (converted to float64 strip by strip, in cache)."""
+    return _tensor(img, device).permute(2, 0, 1).contiguous()
 
 
 def ssim_reference_stats(
@@ -170,7 +167,7 @@ def ssim_reference_stats(
         slab[:, : n + 2 * r, :width] = y[:, i0 : i0 + n + 2 * r]
         mu[:, i0 : i0 + n] = filt.apply(slab, n)
     params = (float(data_range), bool(gaussian_weights), float(sigma), bool(use_sample_covariance), int(win_size))
-    return SsimReferenceStats(y=y, yy=y * y, mu=mu, params=params, device=str(device))
+    return SsimReferenceStats(y=y, mu=mu, params=params, device=str(device))
 
 
 def ssim_from_stats(output, stats: SsimReferenceStats) -> float:
@@ -183,7 +180,7 @@ def ssim_from_stats(output, stats: SsimReferenceStats) -> float:
         raise ValueError(f"expected two HxWx3 arrays of one shape, got {tuple(output.shape)} and {shape}")
     data_range, gaussian_weights, sigma, use_sample_covariance, win_size = stats.params
     device = stats.device
-    x_all = _tensor(output, device).permute(2, 0, 1).contiguous()  # uint8 3xHxW
+    x_all = _planes(output, device)
     taps = window_taps(gaussian_weights=gaussian_weights, sigma=sigma, win_size=win_size)
     win = len(taps)
     height, width = x_all.shape[1:]
@@ -196,14 +193,17 @@ def ssim_from_stats(output, stats: SsimReferenceStats) -> float:
     cov_norm = win * win / (win * win - 1.0) if use_sample_covariance else 1.0
     total = torch.zeros(3, dtype=torch.float64, device=device)
     slab = filt.slab(9)  # maps 0-2: x per channel, 3-5: x^2 + y^2, 6-8: xy (exact integers)
+    ybuf = torch.empty((3, rows + 2 * r, width), dtype=torch.float64, device=device)
     for i0 in range(0, hv, rows):
         n = min(rows, hv - i0)
         m = n + 2 * r
         rows_ = slice(i0, i0 + m)
         x = slab[0:3, :m, :width]
         x.copy_(x_all[:, rows_])
-        torch.addcmul(stats.yy[:, rows_], x, x, out=slab[3:6, :m, :width])
-        torch.mul(x, stats.y[:, rows_], out=slab[6:9, :m, :width])
+        y = ybuf[:, :m]
+        y.copy_(stats.y[:, rows_])
+        torch.mul(y, y, out=slab[3:6, :m, :width]).addcmul_(x, x)
+        torch.mul(x, y, out=slab[6:9, :m, :width])
         f = filt.apply(slab, n)
         mx, sq, sxy = f[0:3], f[3:6], f[6:9]
         my = stats.mu[:, i0 : i0 + n]
