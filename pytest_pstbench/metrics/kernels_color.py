@@ -74,9 +74,11 @@ def lab_of(image, *, rgb_to_xyz, white_point=None, device: str = "cpu") -> LabIm
         r, g, b = lin[..., 0], lin[..., 1], lin[..., 2]
         f = []
         for i in range(3):
-            t = (r * mt[i][0] + g * mt[i][1] + b * mt[i][2]) / float(white[i])
-            # cube root as exp(log(t) / 3): within a few ulp, 2.5x faster than pow (t = 0 gives 0)
-            f.append(torch.where(t > EPS, torch.exp(torch.log(t) / 3.0), t / k + 4.0 / 29.0))
+            # t = (M @ rgb) / white, the division folded into the row: equal up to float64 rounding
+            wi = float(white[i])
+            t = (r * (mt[i][0] / wi)).add_(g, alpha=mt[i][1] / wi).add_(b, alpha=mt[i][2] / wi)
+            cube_root = torch.log(t).mul_(1.0 / 3.0).exp_()  # within a few ulp of cbrt, 2.5x faster than pow
+            f.append(torch.where(t > EPS, cube_root, t.mul_(1.0 / k).add_(4.0 / 29.0)))
         out = lab[:, r0 : r0 + lin.shape[0]]
         torch.mul(f[1], 116.0, out=out[0]).sub_(16.0)
         torch.sub(f[0], f[1], out=out[1]).mul_(500.0)
@@ -89,12 +91,13 @@ def _polar_fast(L1, a1, b1, L2, a2, b2):
     """G-scaled chroma and hue (in [0, 2 pi)) of both colours, torch on contiguous planes."""
     import torch
 
-    cbar = 0.5 * (torch.sqrt(a1 * a1 + b1 * b1) + torch.sqrt(a2 * a2 + b2 * b2))
+    bb1, bb2 = b1 * b1, b2 * b2
+    cbar = torch.sqrt(torch.addcmul(bb1, a1, a1)).add_(torch.sqrt(torch.addcmul(bb2, a2, a2))).mul_(0.5)
     c2 = cbar * cbar
-    c7 = c2 * c2 * c2 * cbar
-    scale = 1.5 - 0.5 * torch.sqrt(c7 / (c7 + 25.0**7))
+    c7 = (c2 * c2).mul_(c2).mul_(cbar)
+    scale = torch.sqrt(c7 / (c7 + 25.0**7)).mul_(-0.5).add_(1.5)  # 1 + G
     x1, x2 = a1 * scale, a2 * scale
-    C1, C2 = torch.sqrt(x1 * x1 + b1 * b1), torch.sqrt(x2 * x2 + b2 * b2)
+    C1, C2 = torch.sqrt(bb1.addcmul_(x1, x1)), torch.sqrt(bb2.addcmul_(x2, x2))
     h1, h2 = torch.atan2(b1, x1), torch.atan2(b2, x2)
     h1 = torch.where(h1 < 0, h1 + TWO_PI, h1)
     h2 = torch.where(h2 < 0, h2 + TWO_PI, h2)
