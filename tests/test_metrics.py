@@ -464,3 +464,13 @@ def test_pair_scorer_needs_the_style_image(protocol_without_lpips):
     img = photo("chelsea", 0, 0)
     with pytest.raises(ValueError, match="metric hcorr_style needs the style image"):
         PairScorer(protocol_without_lpips).score(img, img, None)
+
+
+def test_pair_scorer_style_of_another_size(protocol_without_lpips):
+    # the style image need not have the output's size: only histograms compare against it
+    ref = photo("chelsea", 0, 0)
+    out = np.clip(ref.astype(int) + 7, 0, 255).astype(np.uint8)
+    style = np.ascontiguousarray(photo("coffee", 0, 0)[:37, :53])
+    assert style.shape[:2] != out.shape[:2]
+    scores = PairScorer(protocol_without_lpips).score(out, ref, style)
+    assert scores["hcorr_style"] == pytest.approx(hcorr_numpy(out, style, HC["bins"]), abs=1e-12)

@@ -136,3 +136,15 @@ def test_xdist_gateways_spelled_tx_give_the_serial_run_files(tmp_path, setup, py
     spread.assert_outcomes(passed=5)
     assert "gw1" in spread.stdout.str() or "2 workers" in spread.stdout.str()
     assert _files(tmp_path / "tx" / "small" / "a") == _files(tmp_path / "serial" / "small" / "a")
+
+
+def test_cuda_without_cuda_is_refused_before_scoring(tmp_path, setup, capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is available here")
+    manifest, a, _, proto = setup  # a protocol without LPIPS: SSIM and CIEDE2000 run on the device too
+    assert _score(tmp_path, manifest, proto, "r", "--outputs", str(a), "--device", "cuda") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("pstbench: error: device 'cuda' was asked for, but CUDA is not available here")
+    assert not (tmp_path / "r").exists()

@@ -253,40 +253,42 @@ def test_resolution_variant_equals_scoring_pre_resized_images(setup, tmp_path, e
             assert run.scores["res"][m][method] == pytest.approx([e[m] for e in expected], rel=1e-12, abs=1e-12), (method, m)
 
 
+def _count_computations(monkeypatch) -> dict:
+    """Counts of the metric engine's computations (`MetricComputer.value`) by (metric kind, quantity)."""
+    from pytest_pstbench.metrics.scorer import MetricComputer
+
+    counts: dict = {}
+    real = MetricComputer.value
+
+    def counting(self, params, output, other, **kw):
+        key = (params["kind"], kw.get("quantity", "value"))
+        counts[key] = counts.get(key, 0) + 1
+        return real(self, params, output, other, **kw)
+
+    monkeypatch.setattr(MetricComputer, "value", counting)
+    return counts
+
+
 def test_short_side_larger_than_the_images_reuses_the_protocol_values(setup, tmp_path, monkeypatch):
-    import pytest_pstbench.metrics as metrics
-
-    calls = {"n": 0}
-    real = metrics.hist_corr
-
-    def counting(*a, **k):
-        calls["n"] += 1
-        return real(*a, **k)
-
-    monkeypatch.setattr(metrics, "hist_corr", counting)
+    counts = _count_computations(monkeypatch)
     variant = write_variant(tmp_path / "big.yaml", "big", {"resolution": {"evaluate": {"mode": "short_side", "pixels": 512, "filter": "bicubic"}}})
     run = engine(setup, [str(variant)], methods={"half": setup.methods["half"], "identity": "identity"})
-    assert calls["n"] == 4 * 2 * 2  # pairs x methods x (hcorr_gt, hcorr_style), protocol only: no upscaling
+    assert counts[("hist_corr", "value")] == 4 * 2 * 2  # pairs x methods x (hcorr_gt, hcorr_style), protocol only: no upscaling
     for m in run.scores[BASE_ID]:
         np.testing.assert_array_equal(run.scores["big"][m]["half"], run.scores[BASE_ID][m]["half"])
 
 
 def test_each_distinct_computation_runs_once_per_method_and_pair(setup, monkeypatch):
-    import pytest_pstbench.metrics as metrics
-
-    counts = {"hist_corr": 0, "psnr": 0, "ssim": 0}
-    for name in counts:
-        real = getattr(metrics, name)
-
-        def counting(*a, _real=real, _name=name, **k):
-            counts[_name] += 1
-            return _real(*a, **k)
-
-        monkeypatch.setattr(metrics, name, counting)
+    counts = _count_computations(monkeypatch)
     run = engine(setup, ["aggregation-median", "hcorr-64bins", "psnr-luma", "psnr-pooled"])
     n = 4 * 3  # pairs x methods
-    assert counts == {"hist_corr": n * 4, "psnr": n * 2, "ssim": n}  # base gt/style + 64-bin gt/style; base + luma PSNR
-    assert run.counts["computed"] == n * (5 + 2 + 1 + 1)  # + the per-pair MSE of psnr-pooled
+    assert {k: counts[k] for k in (("hist_corr", "value"), ("psnr", "value"), ("psnr", "mse"), ("ssim", "value"))} == {
+        ("hist_corr", "value"): n * 4,  # base gt/style + 64-bin gt/style
+        ("psnr", "value"): n * 2,  # base + luma PSNR
+        ("psnr", "mse"): n,  # the per-pair MSE of psnr-pooled
+        ("ssim", "value"): n,
+    }
+    assert run.counts["computed"] == n * (5 + 2 + 1 + 1)
     assert run.counts["values"] == n * 5 * 5
 
 

@@ -12,7 +12,8 @@ import importlib
 _LAZY = {
     "psnr": "fidelity", "ssim": "fidelity", "mse": "fidelity",
     "delta_e00": "color", "hist_corr": "color",
-    "LpipsMetric": "lpips_metric",
+    "LpipsMetric": "lpips_metric", "SsimMetric": "kernels", "DeltaE00Metric": "kernels",
+    "HistCorrMetric": "kernels",
     "PairScorer": "scorer", "metric_params": "scorer",
 }
 

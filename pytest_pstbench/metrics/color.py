@@ -92,12 +92,31 @@ def hist_corr(
     """
     if channel_pooling != "mean":
         raise ValueError(f"unsupported channel_pooling {channel_pooling!r}")
+    return hist_corr_from(channel_histograms(output, bins), channel_histograms(other, bins),
+                          constant_both=constant_both, constant_one=constant_one)
+
+
+def channel_histograms(img: np.ndarray, bins: int) -> list[np.ndarray]:
+    """The three channels' counts (float64) of 8-bit values in `bins` equal-width bins over [0, 256):
+    value v goes to bin floor(v * bins / 256). Counted per value, then summed into the bins."""
     if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < 1:
         raise ValueError(f"bins must be a positive integer, got {bins!r}")
-    vals = []
+    if img.dtype != np.uint8 or img.ndim != 3 or img.shape[2] != 3:
+        raise ValueError(f"expected a uint8 HxWx3 array, got {img.dtype} {img.shape}")
+    flat = img.reshape(-1, 3)
+    to_bin = np.arange(256) * int(bins) // 256
+    out = []
     for c in range(3):
-        h1 = _hist(output[..., c], bins)
-        h2 = _hist(other[..., c], bins)
+        per_value = np.bincount(flat[:, c], minlength=256)
+        counts = per_value if bins == 256 else np.bincount(to_bin, weights=per_value, minlength=int(bins))
+        out.append(counts.astype(np.float64))
+    return out
+
+
+def hist_corr_from(h_out: list[np.ndarray], h_other: list[np.ndarray], *, constant_both: float, constant_one: float) -> float:
+    """`hist_corr` from the two images' `channel_histograms`."""
+    vals = []
+    for h1, h2 in zip(h_out, h_other):
         d1 = h1 - h1.mean()
         d2 = h2 - h2.mean()
         s1 = float(np.dot(d1, d1))
@@ -109,9 +128,3 @@ def hist_corr(
         else:
             vals.append(float(np.dot(d1, d2) / np.sqrt(s1 * s2)))
     return float(np.mean(vals))
-
-
-def _hist(channel: np.ndarray, bins: int) -> np.ndarray:
-    """Counts of 8-bit values in `bins` equal-width bins over [0, 256): value v goes to bin floor(v * bins / 256)."""
-    idx = channel.astype(np.int64).ravel() * bins // 256
-    return np.bincount(idx, minlength=bins).astype(np.float64)

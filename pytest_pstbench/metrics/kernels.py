@@ -5,8 +5,15 @@ of the reference implementations (`fidelity.ssim`, `color.delta_e00`).
   reference, `ssim_from_stats` per output; `ssim_fast` = the two in one call.
 - CIEDE2000 (`kernels_color`): `lab_of` once per image, `delta_e00_from_lab` per pair; `delta_e00_fast`
   = the two in one call. Pixels at the formula's hue branch points are recomputed exactly on the CPU.
+- `SsimMetric`, `DeltaE00Metric`, `HistCorrMetric`: the registry's classes for `kind: ssim`,
+  `kind: ciede2000` and `kind: hist_corr`, the
+  kernels behind the metric engine's split interface (`prepare_other` once per reference,
+  `value_prepared` per output), falling back to the reference functions for parameters the kernels do
+  not cover (SSIM on luma or with Wang's downsampling; CIE76).
 """
 from __future__ import annotations
+
+import json
 
 from pytest_pstbench.metrics.kernels_color import LabImage, delta_e00_fast, delta_e00_from_lab, lab_of
 from pytest_pstbench.metrics.kernels_ssim import (
@@ -18,7 +25,10 @@ from pytest_pstbench.metrics.kernels_ssim import (
 )
 
 __all__ = [
+    "DeltaE00Metric",
+    "HistCorrMetric",
     "LabImage",
+    "SsimMetric",
     "SsimReferenceStats",
     "delta_e00_fast",
     "delta_e00_from_lab",
@@ -28,3 +38,151 @@ __all__ = [
     "ssim_reference_stats",
     "window_taps",
 ]
+
+
+# ---- the protocol's SSIM and CIEDE2000 entries, as split metrics of the metric engine --------------------
+# (`metrics/scorer.py`: the reference's half, `prepare_other`, is computed once per pair and kept for
+# every output scored against it; `value_prepared` finishes one output)
+
+def check_device(device: str) -> str:
+    """'cpu', or 'cuda' / 'cuda:N' where CUDA is available (UserError otherwise)."""
+    import torch
+
+    from pytest_pstbench.core.errors import UserError
+
+    if device == "cpu":
+        return device
+    if device == "cuda" or device.startswith("cuda:"):
+        if not torch.cuda.is_available():
+            raise UserError(f"device '{device}' was asked for, but CUDA is not available here (torch {torch.__version__}); "
+                            "use device 'cpu'.")
+        return device
+    raise UserError(f"unknown device '{device}'; use 'cpu' or 'cuda'.")
+
+
+class _SplitMetric:
+    """A protocol entry computed by a kernel when its parameters are the kernel's, else by the reference
+    function (`fidelity` / `color`) with the same keyword arguments; both give the protocol's value."""
+
+    reference_function: str  # name in pytest_pstbench.metrics
+
+    def __init__(self, params: dict, device: str = "cpu"):
+        from pytest_pstbench.metrics.registry import function_kwargs
+
+        self.kwargs = function_kwargs(params)
+        self.device = check_device(device)
+        self.fast = self._kernel_applies(self.kwargs)
+        self._key = (type(self).__name__, json.dumps(self.kwargs, sort_keys=True), self.device)
+
+    def prepare_key(self) -> tuple:
+        """Entries with equal keys prepare the same state from the same image."""
+        return self._key
+
+    @staticmethod
+    def check_inputs(a, b) -> None:
+        if a.shape != b.shape or a.ndim != 3 or a.shape[2] != 3:
+            raise ValueError(f"expected two HxWx3 arrays of one shape, got {a.shape} and {b.shape}")
+
+    def distance(self, output, other) -> float:
+        self.check_inputs(output, other)
+        prepare_output = getattr(self, "prepare_output", None)
+        return self.value_prepared(prepare_output(output) if prepare_output else output, self.prepare_other(other))
+
+    def _reference(self, output, other) -> float:
+        import importlib
+
+        fn = getattr(importlib.import_module("pytest_pstbench.metrics"), self.reference_function)
+        return float(fn(output, other, **self.kwargs))
+
+
+class SsimMetric(_SplitMetric):
+    """The protocol's SSIM (`kind: ssim`): the float64 banded-GEMM kernel (`kernels_ssim`, within 1e-15 of
+    skimage) for RGB planes without downsampling; `fidelity.ssim` (skimage) for luma or `downsample: wang`."""
+
+    reference_function = "ssim"
+    _KERNEL_KEYS = ("data_range", "gaussian_weights", "sigma", "use_sample_covariance", "channel_pooling", "win_size")
+
+    @staticmethod
+    def _kernel_applies(kw: dict) -> bool:
+        return kw.get("channels", "rgb") == "rgb" and kw.get("downsample", "none") == "none"
+
+    def _kernel_kwargs(self) -> dict:
+        return {k: v for k, v in self.kwargs.items() if k in self._KERNEL_KEYS}
+
+    def prepare_other(self, other):
+        if not self.fast:
+            return other
+        return ssim_reference_stats(other, **self._kernel_kwargs(), device=self.device)
+
+    def value_prepared(self, output, prepared) -> float:
+        if not self.fast:
+            return self._reference(output, prepared)
+        return ssim_from_stats(output, prepared)
+
+
+class DeltaE00Metric(_SplitMetric):
+    """The protocol's colour difference (`kind: ciede2000`): CIEDE2000 by the torch kernel (`kernels_color`,
+    CIELAB once per image, within 1e-13 of skimage's mean); `color.delta_e00` for `formula: cie76`."""
+
+    reference_function = "delta_e00"
+
+    @staticmethod
+    def _kernel_applies(kw: dict) -> bool:
+        return (kw.get("formula", "ciede2000") == "ciede2000" and kw.get("transfer", "srgb") == "srgb"
+                and kw.get("pooling", "mean") == "mean")
+
+    def prepare_key(self) -> tuple:
+        # the CIELAB of an image depends on the conversion only (not on kL, kC, kH)
+        kw = self.kwargs
+        return ("cielab", json.dumps([kw["rgb_to_xyz"], kw.get("white_point")]), self.device) if self.fast else self._key
+
+    def _lab(self, image):
+        return lab_of(image, rgb_to_xyz=self.kwargs["rgb_to_xyz"], white_point=self.kwargs.get("white_point"),
+                      device=self.device)
+
+    def prepare_other(self, other):
+        return self._lab(other) if self.fast else other
+
+    def prepare_output(self, output):
+        return self._lab(output) if self.fast else output
+
+    def value_prepared(self, output, prepared) -> float:
+        if not self.fast:
+            return self._reference(output, prepared)
+        kw = self.kwargs
+        return delta_e00_from_lab(output, prepared, kL=kw["kL"], kC=kw["kC"], kH=kw["kH"])
+
+
+class HistCorrMetric(_SplitMetric):
+    """The protocol's histogram correlation (`kind: hist_corr`, `color.hist_corr`): each image's channel
+    histograms once (a reference's or style's for every output; an output's for every H-Corr metric)."""
+
+    reference_function = "hist_corr"
+
+    @staticmethod
+    def check_inputs(a, b) -> None:  # histograms compare images of any sizes (e.g. the style image)
+        for x in (a, b):
+            if x.ndim != 3 or x.shape[2] != 3:
+                raise ValueError(f"expected HxWx3 arrays, got {a.shape} and {b.shape}")
+
+    @staticmethod
+    def _kernel_applies(kw: dict) -> bool:
+        return kw.get("channel_pooling", "mean") == "mean"
+
+    def prepare_key(self) -> tuple:
+        return ("histograms", int(self.kwargs["bins"])) if self.fast else self._key
+
+    def prepare_other(self, other):
+        from pytest_pstbench.metrics.color import channel_histograms
+
+        return channel_histograms(other, self.kwargs["bins"]) if self.fast else other
+
+    prepare_output = prepare_other
+
+    def value_prepared(self, output, prepared) -> float:
+        if not self.fast:
+            return self._reference(output, prepared)
+        from pytest_pstbench.metrics.color import hist_corr_from
+
+        return hist_corr_from(output, prepared, constant_both=self.kwargs["constant_both"],
+                              constant_one=self.kwargs["constant_one"])

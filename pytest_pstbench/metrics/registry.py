@@ -140,8 +140,9 @@ def _check_psnr(where: str, params: dict) -> str | None:
     return _positive(where, params, "data_range", "cap_db") or _channels_problem(where, params)
 
 
-@register("ssim", function="ssim", required=("data_range", "gaussian_weights", "sigma", "use_sample_covariance"),
-          higher_is_better=True, reference="skimage.metrics.structural_similarity; a loop of MATLAB's ssim.m downsampling")
+@register("ssim", function="SsimMetric", required=("data_range", "gaussian_weights", "sigma", "use_sample_covariance"),
+          higher_is_better=True, reference="skimage.metrics.structural_similarity; a loop of MATLAB's ssim.m downsampling",
+          stateful=True)
 def _check_ssim(where: str, params: dict) -> str | None:
     problem = (_positive(where, params, "data_range", "sigma")
                or _boolean(where, params, "gaussian_weights", "use_sample_covariance")
@@ -157,8 +158,8 @@ def _check_ssim(where: str, params: dict) -> str | None:
     return _channels_problem(where, params)
 
 
-@register("ciede2000", function="delta_e00", required=("rgb_to_xyz", "kL", "kC", "kH"), higher_is_better=False,
-          reference="skimage.color.deltaE_ciede2000 / deltaE_cie76 on the protocol's CIELAB")
+@register("ciede2000", function="DeltaE00Metric", required=("rgb_to_xyz", "kL", "kC", "kH"), higher_is_better=False,
+          reference="skimage.color.deltaE_ciede2000 / deltaE_cie76 on the protocol's CIELAB", stateful=True)
 def _check_delta_e(where: str, params: dict) -> str | None:
     problem = _positive(where, params, "kL", "kC", "kH")
     if problem:
@@ -177,8 +178,8 @@ def _check_delta_e(where: str, params: dict) -> str | None:
     return None
 
 
-@register("hist_corr", function="hist_corr", required=("bins", "constant_both", "constant_one"), higher_is_better=True,
-          reference="numpy.histogram + numpy.corrcoef per channel")
+@register("hist_corr", function="HistCorrMetric", required=("bins", "constant_both", "constant_one"), higher_is_better=True,
+          reference="numpy.histogram + numpy.corrcoef per channel", stateful=True)
 def _check_hist_corr(where: str, params: dict) -> str | None:
     if "bins" in params and not (_is_int(params["bins"]) and params["bins"] >= 1):
         return f"{where}.bins must be a positive integer"

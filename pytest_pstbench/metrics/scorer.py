@@ -8,7 +8,9 @@ one half per image (LPIPS: each image's normalized backbone features, `LpipsMetr
 distance from two such halves, `distance_from_features`, is the rest of lpips's own forward, the same
 operations in the same order) is computed from those halves, kept in stores the caller owns: the
 reference's half once per pair for every method scored against it, an output's once for every metric
-and variant that needs it.
+and variant that needs it. SSIM, CIEDE2000 and H-Corr (`metrics/kernels.py`) split the same way
+(`prepare_other`: the reference's filtered means, its CIELAB, its histograms; `prepare_output`, where
+an output's half can serve several metrics: its CIELAB, its histograms; `value_prepared`).
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import json
 import numpy as np
 
 from pytest_pstbench.metrics.registry import computing_params
-from pytest_pstbench.metrics.registry import function_kwargs as metric_params  # noqa: F401 (the keyword arguments of a metric function)
+from pytest_pstbench.metrics.registry import function_kwargs as metric_params  # noqa: F401 (re-exported: a metric function's keyword arguments)
 from pytest_pstbench.metrics.registry import get as metric_kind
 
 VALUE, MSE = "value", "mse"  # the per-pair quantity: the metric itself, or the pair's MSE (pooled PSNR)
@@ -58,9 +60,21 @@ class MetricComputer:
 
             return float(mse(output, other, channels=params.get("channels", "rgb"), luma_weights=params.get("luma_weights")))
         fn = self._callable(params)
+        other_store, other_key, output_store, output_key = stores if stores is not None else ({}, "other", {}, "output")
+        if hasattr(fn, "prepare_other"):  # SSIM, CIEDE2000, H-Corr: each image's half once per store
+            fn.check_inputs(output, other)
+            key = (fn.prepare_key(), other_key)
+            if key not in other_store:
+                other_store[key] = fn.prepare_other(other)
+            prepared_output = output
+            if hasattr(fn, "prepare_output"):
+                okey = (fn.prepare_key(), output_key, "output")
+                if okey not in output_store:
+                    output_store[okey] = fn.prepare_output(output)
+                prepared_output = output_store[okey]
+            return float(fn.value_prepared(prepared_output, other_store[key]))
         if not hasattr(fn, "features"):
             return float(fn(output, other))
-        other_store, other_key, output_store, output_key = stores if stores is not None else ({}, "other", {}, "output")
         fn.check_inputs(output, other)
         fo = self._half(fn, output_store, output_key, output)
         fr = self._half(fn, other_store, other_key, other)

@@ -103,6 +103,10 @@ class RunSession:
         _runs.check_run_name(name)
         if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
             raise UserError(f"--device {device!r}: expected cpu or cuda (or cuda:N)")
+        if device != "cpu":  # every metric runs there: refused before anything is scored (torch loads only here)
+            from pytest_pstbench.metrics.kernels import check_device
+
+            check_device(device)
         if name == IDENTITY_NAME and (method_info or {}).get("method") != IDENTITY_NAME:
             raise UserError(
                 f"--name {name}: reserved for the Identity run (the track's content unchanged, which `pstbench score` "

@@ -1,0 +1,215 @@
+"""Validation of a paired protocol file at load: every value of the right type and in range, known
+values only; the first rule broken is one line naming the file, the key, the rule and the fix.
+
+What the engine can honour is listed here; a protocol value outside it is refused, never ignored.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.metrics import registry as _registry
+from pytest_pstbench.metrics.registry import ENTRY_KEYS as _REQUIRED_METRIC_KEYS, RESIZE_FILTERS, _is_int, _is_number
+
+KNOWN_KINDS = tuple(_registry.KINDS)
+
+# What the engine can honour. A protocol value outside these is refused at load, never ignored.
+IO_FORMATS = ("PNG",)  # method outputs are read as PNG only
+IO_MODES = ("RGB",)  # metrics work on 8-bit HxWx3 RGB arrays
+ICC_TARGETS = ("sRGB",)
+RENDERING_INTENTS = ("perceptual", "relative_colorimetric", "saturation", "absolute_colorimetric")
+SIZE_RULES = ("reference",)
+STATISTICS = ("mean", "median")
+PER_METRIC_STATISTICS = ("mean", "median", "pooled_mse")
+RESOLUTION_MODES = ("full", "short_side", "fixed")
+BOOTSTRAP_METHODS = ("percentile",)
+MAX_RESAMPLES = 10_000_000  # a bootstrap beyond this is a typo (and would not fit in memory)
+ZERO_METHODS = ("wilcox", "pratt", "zsplit")  # scipy.stats.wilcoxon
+WILCOXON_METHODS = ("auto", "exact", "approx")
+ALTERNATIVES = ("two-sided", "less", "greater")
+CORRECTIONS = ("holm",)
+PAIRED_TESTS = ("wilcoxon",)
+class _Rules:
+    """Checks of one protocol file; each failure is one line naming the file, the key, the rule and the fix."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def bad(self, rule: str) -> UserError:
+        return UserError(f"{self.path}: invalid protocol: {rule}; fix: correct this value in the protocol file")
+
+    def mapping(self, value: Any, key: str) -> dict:
+        if not isinstance(value, dict):
+            raise self.bad(f"{key} must be a mapping")
+        return value
+
+    def boolean(self, value: Any, key: str) -> None:
+        if not isinstance(value, bool):
+            raise self.bad(f"{key} must be true or false (got {value!r})")
+
+    def number(self, value: Any, key: str, *, low: float | None = None, high: float | None = None,
+               low_open: bool = False, high_open: bool = False) -> None:
+        ok = _is_number(value)
+        if ok and low is not None:
+            ok = value > low if low_open else value >= low
+        if ok and high is not None:
+            ok = value < high if high_open else value <= high
+        if not ok:
+            lo = "" if low is None else f"{'>' if low_open else '>='} {low:g}"
+            hi = "" if high is None else f"{'<' if high_open else '<='} {high:g}"
+            rng = " and ".join(x for x in (lo, hi) if x)
+            raise self.bad(f"{key} must be a finite number{' ' + rng if rng else ''} (got {value!r})")
+
+    def integer(self, value: Any, key: str, *, low: int, high: int | None = None) -> None:
+        if not (_is_int(value) and value >= low and (high is None or value <= high)):
+            rng = f">= {low}" + (f" and <= {high}" if high is not None else "")
+            raise self.bad(f"{key} must be an integer {rng} (got {value!r})")
+
+    def choice(self, value: Any, key: str, allowed: tuple) -> None:
+        if value not in allowed:
+            raise self.bad(f"{key} must be {' or '.join(map(str, allowed)) if len(allowed) <= 2 else 'one of ' + ', '.join(map(str, allowed))} (got {value!r})")
+
+    def text(self, value: Any, key: str) -> None:
+        if not isinstance(value, str) or not value.strip():
+            raise self.bad(f"{key} must be a non-empty string (got {value!r})")
+
+    def bootstrap(self, boot: Any, key: str) -> None:
+        boot = self.mapping(boot, key)
+        for k in ("confidence", "resamples", "seed"):
+            if k not in boot:
+                raise self.bad(f"{key} lacks '{k}'")
+        if "method" in boot:
+            self.choice(boot["method"], f"{key}.method", BOOTSTRAP_METHODS)
+        self.number(boot["confidence"], f"{key}.confidence", low=0, high=1, low_open=True, high_open=True)
+        self.integer(boot["resamples"], f"{key}.resamples", low=1, high=MAX_RESAMPLES)
+        self.integer(boot["seed"], f"{key}.seed", low=0)
+
+
+def validate(path: Path, data: Any) -> None:
+    rules = _Rules(path)
+    bad = rules.bad
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: invalid protocol: the file must be a mapping with keys id, io, resolution, metrics, aggregation")
+    for key in ("id", "io", "resolution", "metrics", "aggregation"):
+        if key not in data:
+            raise bad(f"missing top-level key '{key}'")
+    pid = data["id"]
+    if not isinstance(pid, str) or not pid or "/" in pid or "\\" in pid or "\0" in pid or pid.startswith("."):
+        raise bad(f"id must be a plain name (no '/', not starting with '.') (got {pid!r})")
+    _validate_io(rules, data["io"])
+    _validate_resolution(rules, data["resolution"])
+    metrics = data["metrics"]
+    if not isinstance(metrics, dict) or not metrics:
+        raise bad("'metrics' must be a non-empty mapping of metric name -> parameters")
+    for name, params in metrics.items():
+        _validate_metric(rules, name, params)
+    _validate_aggregation(rules, data["aggregation"], metrics)
+    comparison = data.get("comparison")
+    if comparison is not None:
+        _validate_comparison(rules, comparison, metrics)
+
+
+def _validate_io(rules: _Rules, io: Any) -> None:
+    io = rules.mapping(io, "io")
+    for key in ("format", "mode"):
+        if key not in io:
+            raise rules.bad(f"io lacks '{key}'")
+    rules.choice(io["format"], "io.format", IO_FORMATS)
+    rules.choice(io["mode"], "io.mode", IO_MODES)
+    if "exif_orientation" in io:
+        rules.boolean(io["exif_orientation"], "io.exif_orientation")
+    if "max_pixels" in io:
+        rules.integer(io["max_pixels"], "io.max_pixels", low=1)
+    if io.get("icc") is not None:
+        icc = rules.mapping(io["icc"], "io.icc")
+        rules.choice(icc.get("target", "sRGB"), "io.icc.target", ICC_TARGETS)
+        rules.choice(icc.get("rendering_intent", "perceptual"), "io.icc.rendering_intent", RENDERING_INTENTS)
+    conv = io.get("allowed_conversions")
+    if conv is not None:
+        conv = rules.mapping(conv, "io.allowed_conversions")
+        for mode, why in conv.items():
+            if not isinstance(mode, str) or not isinstance(why, str):
+                raise rules.bad(f"io.allowed_conversions.{mode} must map a Pillow mode to a reason (text)")
+
+
+def _validate_resolution(rules: _Rules, res: Any) -> None:
+    res = rules.mapping(res, "resolution")
+    rules.choice(res.get("size"), "resolution.size", SIZE_RULES)
+    if "allow_resize_filter" in res:
+        rules.choice(res["allow_resize_filter"], "resolution.allow_resize_filter", RESIZE_FILTERS)
+    ev = res.get("evaluate")
+    if ev is None:
+        return
+    if not isinstance(ev, dict) or ev.get("mode") not in RESOLUTION_MODES:
+        raise rules.bad(f"resolution.evaluate.mode must be one of {', '.join(RESOLUTION_MODES)}")
+    mode = ev["mode"]
+    want = {"full": {"mode"}, "short_side": {"mode", "pixels", "filter"}, "fixed": {"mode", "width", "height", "filter"}}[mode]
+    if set(ev) != want:
+        raise rules.bad(f"resolution.evaluate with mode {mode} takes exactly the keys {', '.join(sorted(want))}")
+    for k in ("pixels", "width", "height"):
+        if k in ev and not (_is_int(ev[k]) and ev[k] >= 1):
+            raise rules.bad(f"resolution.evaluate.{k} must be a positive integer")
+    if "filter" in ev and ev["filter"] not in RESIZE_FILTERS:
+        raise rules.bad(f"resolution.evaluate.filter {ev['filter']!r} is not a PIL resampling filter ({', '.join(RESIZE_FILTERS)})")
+
+
+def _validate_metric(rules: _Rules, name: Any, params: Any) -> None:
+    """The entry's common keys here; its kind's parameters and direction by the metric registry."""
+    where = f"metrics.{name}"
+    if not isinstance(params, dict):
+        raise rules.bad(f"{where} must be a mapping")
+    for key in _REQUIRED_METRIC_KEYS:
+        if key not in params:
+            raise rules.bad(f"{where} lacks '{key}'")
+    if params["against"] not in ("reference", "style"):
+        raise rules.bad(f"{where}.against must be 'reference' or 'style'")
+    rules.text(params["label"], f"{where}.label")
+    rules.boolean(params["higher_is_better"], f"{where}.higher_is_better")
+    rules.boolean(params["ranked"], f"{where}.ranked")
+    if "decimals" in params:
+        rules.integer(params["decimals"], f"{where}.decimals", low=0, high=12)
+    problem = _registry.entry_problem(name, params)
+    if problem:
+        raise rules.bad(problem)
+
+
+def _validate_aggregation(rules: _Rules, agg: Any, metrics: dict) -> None:
+    agg = rules.mapping(agg, "aggregation")
+    rules.choice(agg.get("statistic", "mean"), "aggregation.statistic", STATISTICS)
+    if "bootstrap" not in agg:
+        raise rules.bad("aggregation lacks 'bootstrap'")
+    rules.bootstrap(agg["bootstrap"], "aggregation.bootstrap")
+    per = agg.get("per_metric")
+    if per is None:
+        return
+    if not isinstance(per, dict):
+        raise rules.bad("aggregation.per_metric must be a mapping of metric -> {statistic: ...}")
+    for m, entry in per.items():
+        if m not in metrics:
+            raise rules.bad(f"aggregation.per_metric.{m}: no such metric")
+        if not isinstance(entry, dict) or set(entry) != {"statistic"} or entry["statistic"] not in PER_METRIC_STATISTICS:
+            raise rules.bad(f"aggregation.per_metric.{m} must be {{statistic: {'|'.join(PER_METRIC_STATISTICS)}}}")
+        if entry["statistic"] == "pooled_mse" and metrics[m]["kind"] != "psnr":
+            raise rules.bad(f"aggregation.per_metric.{m}: pooled_mse applies only to a metric of kind psnr")
+
+
+def _validate_comparison(rules: _Rules, cmp: Any, metrics: dict) -> None:
+    cmp = rules.mapping(cmp, "comparison")
+    for key in ("zero_method", "alternative", "alpha", "bootstrap"):
+        if key not in cmp:
+            raise rules.bad(f"comparison lacks '{key}'")
+    rules.choice(cmp.get("test", "wilcoxon"), "comparison.test", PAIRED_TESTS)
+    rules.choice(cmp["zero_method"], "comparison.zero_method", ZERO_METHODS)
+    rules.choice(cmp.get("method", "auto"), "comparison.method", WILCOXON_METHODS)
+    rules.choice(cmp["alternative"], "comparison.alternative", ALTERNATIVES)
+    rules.choice(cmp.get("correction", "holm"), "comparison.correction", CORRECTIONS)
+    rules.number(cmp["alpha"], "comparison.alpha", low=0, high=1, low_open=True, high_open=True)
+    rules.bootstrap(cmp["bootstrap"], "comparison.bootstrap")
+    ties = cmp.get("tie_threshold")
+    if ties is not None:
+        ties = rules.mapping(ties, "comparison.tie_threshold")
+        for m, thr in ties.items():
+            if m not in metrics:
+                raise rules.bad(f"comparison.tie_threshold.{m}: no such metric")
+            rules.number(thr, f"comparison.tie_threshold.{m}", low=0)
