@@ -44,6 +44,9 @@ def main() -> None:
     print(f"pstbench sensitivity --track demo ({len(METHODS)} methods x {len(a['variants'])} variants, protocol "
           f"included, {a['n_pairs']} pairs): wall {wall:.1f} s")
     print(f"engine: total {t['total_s']:.1f} s, scoring {t['scoring_s']:.1f} s, analysis {t['analysis_s']:.1f} s")
+    if t.get("lpips_backbone_s"):
+        print(f"LPIPS backbone passes: {t['lpips_backbone_s']:.1f} s; ratio scoring / backbone passes "
+              f"{t['scoring_s'] / t['lpips_backbone_s']:.2f} (target <= 1.3)")
     print("per variant: " + ", ".join(f"{k} {s:.1f} s" for k, s in t["per_variant_s"].items()))
     print("computations: " + ", ".join(f"{k} {v}" for k, v in c.items()))
     if a["unavailable"]:

@@ -237,3 +237,49 @@ def test_real_photos_hit_the_branch_point(full_hd):
     la, lb = kernels.lab_of(out, rgb_to_xyz=MATRIX), kernels.lab_of(ref, rgb_to_xyz=MATRIX)
     polar = kernels_color._polar_fast(*la.lab.view(3, -1), *lb.lab.view(3, -1))
     assert int(kernels_color._near_branch(polar[1], polar[2], polar[4], polar[5]).sum()) > 0
+
+
+# ---------------------------------------------------------------- the registry's classes in the metric engine
+
+
+def test_cie76_and_ciede2000_from_one_cielab_match_skimage(full_hd):
+    import skimage.color
+
+    from pytest_pstbench.metrics.scorer import MetricComputer
+
+    name, out, ref = full_hd[0]
+    base = {"kind": "ciede2000", "against": "reference", **DE_P}
+    engine = MetricComputer()
+    other_store, output_store = {}, {}
+    stores = (other_store, "reference", output_store, "output")
+    de00 = engine.value(base, out, ref, stores=stores)
+    de76 = engine.value({**base, "formula": "cie76"}, out, ref, stores=stores)
+    assert len(other_store) == 1 and len(output_store) == 1  # one CIELAB per image, shared by both formulas
+    lab_out, lab_ref = color.srgb_to_lab(out, MATRIX), color.srgb_to_lab(ref, MATRIX)
+    assert abs(de76 - skimage.color.deltaE_cie76(lab_out, lab_ref).mean()) < DE_TOL
+    assert abs(de00 - skimage.color.deltaE_ciede2000(lab_out, lab_ref, channel_axis=-1).mean()) < DE_TOL
+
+
+def test_hist_corr_class_matches_numpy_and_shares_histograms():
+    from pytest_pstbench.metrics.scorer import MetricComputer
+
+    ref = photo("chelsea", (96, 64))
+    out = method_output(ref, 3)
+    style = photo("coffee", (40, 30))  # another size: histograms do not need one
+    params = {"kind": "hist_corr", "against": "reference", "bins": 64, "constant_both": 1.0, "constant_one": 0.0}
+    engine = MetricComputer()
+    output_store: dict = {}
+    got_ref = engine.value(params, out, ref, stores=({}, "reference", output_store, "output"))
+    got_style = engine.value(params, out, style, stores=({}, "style", output_store, "output"))
+    assert len(output_store) == 1  # the output's histograms once for both
+
+    def numpy_reference(a, b):
+        vals = []
+        for c in range(3):
+            h1 = np.histogram(a[..., c], bins=64, range=(0, 256))[0].astype(float)
+            h2 = np.histogram(b[..., c], bins=64, range=(0, 256))[0].astype(float)
+            vals.append(np.corrcoef(h1, h2)[0, 1])
+        return float(np.mean(vals))
+
+    assert got_ref == pytest.approx(numpy_reference(out, ref), abs=1e-12)
+    assert got_style == pytest.approx(numpy_reference(out, style), abs=1e-12)

@@ -121,14 +121,15 @@ class SsimMetric(_SplitMetric):
 
 
 class DeltaE00Metric(_SplitMetric):
-    """The protocol's colour difference (`kind: ciede2000`): CIEDE2000 by the torch kernel (`kernels_color`,
-    CIELAB once per image, within 1e-13 of skimage's mean); `color.delta_e00` for `formula: cie76`."""
+    """The protocol's colour difference (`kind: ciede2000`): CIEDE2000 (`kernels_color`, within 1e-13 of
+    skimage's mean) or CIE76 (`formula: cie76`) from each image's CIELAB, computed once per image and
+    conversion on the device (shared by both formulas)."""
 
     reference_function = "delta_e00"
 
     @staticmethod
     def _kernel_applies(kw: dict) -> bool:
-        return (kw.get("formula", "ciede2000") == "ciede2000" and kw.get("transfer", "srgb") == "srgb"
+        return (kw.get("formula", "ciede2000") in ("ciede2000", "cie76") and kw.get("transfer", "srgb") == "srgb"
                 and kw.get("pooling", "mean") == "mean")
 
     def prepare_key(self) -> tuple:
@@ -150,7 +151,17 @@ class DeltaE00Metric(_SplitMetric):
         if not self.fast:
             return self._reference(output, prepared)
         kw = self.kwargs
+        if kw.get("formula", "ciede2000") == "cie76":  # the Euclidean distance in CIELAB, mean over pixels
+            return cie76_from_lab(output, prepared)
         return delta_e00_from_lab(output, prepared, kL=kw["kL"], kC=kw["kC"], kH=kw["kH"])
+
+
+def cie76_from_lab(lab_out: LabImage, lab_ref: LabImage) -> float:
+    """Mean over pixels of the Euclidean distance between two `LabImage`s (CIE76)."""
+    if lab_out.lab.shape != lab_ref.lab.shape:
+        raise ValueError(f"shapes differ: {tuple(lab_out.lab.shape)} vs {tuple(lab_ref.lab.shape)}")
+    d = lab_out.lab - lab_ref.lab
+    return float(d.mul_(d).sum(dim=0).sqrt_().mean())
 
 
 class HistCorrMetric(_SplitMetric):

@@ -37,6 +37,7 @@ class MetricComputer:
         self._callables: dict[str, object] = {}
         self.calls = 0
         self.feature_passes = 0  # per-image halves computed (LPIPS backbone passes)
+        self.feature_seconds = 0.0  # wall time of those passes (benchmarks/bench_sensitivity.py's yardstick)
 
     def _callable(self, params: dict):
         key = json.dumps(computing_params(params), sort_keys=True)
@@ -83,7 +84,11 @@ class MetricComputer:
     def _half(self, metric, store: dict, image_key, image: np.ndarray):
         key = (metric.feature_key(), image_key)
         if key not in store:
+            import time
+
+            t0 = time.perf_counter()
             store[key] = metric.features(image)
+            self.feature_seconds += time.perf_counter() - t0
             self.feature_passes += 1
         return store[key]
 

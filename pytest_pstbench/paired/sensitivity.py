@@ -232,7 +232,8 @@ def score_variants(
             if (v.id, m) in unavailable:
                 continue
             scores[v.id][m] = {meth.name: np.asarray(values[(v.id, m, meth.name)], dtype=np.float64) for meth in methods}
-    timings = {"scoring_s": time.perf_counter() - t_start, "per_variant_s": per_variant}
+    timings = {"scoring_s": time.perf_counter() - t_start, "per_variant_s": per_variant,
+               "lpips_backbone_s": computer.engine.feature_seconds}
     counts = {"values": n_values, "computed": n_computed, "reused": n_values - n_computed,
               "lpips_feature_passes": computer.feature_passes}
     return SensitivityResult(track, base, variants, methods, scores, unavailable, timings, counts, resized=resized_outputs)
@@ -251,6 +252,7 @@ def run_sensitivity(
         "total_s": round(time.perf_counter() - t0, 3),
         "scoring_s": round(result.timings["scoring_s"], 3),
         "analysis_s": round(analysis_s, 3),
+        "lpips_backbone_s": round(result.timings["lpips_backbone_s"], 3),
         "per_variant_s": {k: round(s, 3) for k, s in result.timings["per_variant_s"].items()},
     }
     result.analysis = analysis
