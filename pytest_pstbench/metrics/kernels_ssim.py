@@ -15,7 +15,6 @@ reference's mu_y is computed once (`ssim_reference_stats`) and reused for every 
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
