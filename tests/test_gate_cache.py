@@ -157,6 +157,18 @@ def test_cache_key_depends_on_what_determines_scores(tmp_path):
     assert c.key(**base) == k
 
 
+def test_cache_key_names_the_metric_engine(tmp_path, monkeypatch):
+    # an entry written by an earlier metric engine (same package version) must not stand in for a fresh value
+    from pytest_pstbench.core import cache
+
+    c = ScoreCache(tmp_path)
+    base = dict(output_sha256="a" * 64, dataset_id="d", revision="r", pair_id="p", protocol_sha256="b" * 64,
+                allow_resize=False, device="cpu", reference_sha256="1" * 64, style_sha256="2" * 64)
+    k = c.key(**base)
+    monkeypatch.setattr(cache, "ENGINE", cache.ENGINE - 1)
+    assert c.key(**base) != k
+
+
 def test_xdist_with_cache(pytester):
     manifest = make_track(pytester.path / "track", n=6)
     outputs = make_outputs(manifest, pytester.path / "out")

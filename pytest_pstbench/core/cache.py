@@ -2,8 +2,8 @@
 
 An entry is keyed by everything that determines a pair's scores: the sha256 of every file read (the
 output, the reference and the style image; not a declared label), the track's dataset id and
-revision, the pair id, the protocol file's sha256, whether resizing was allowed, the LPIPS device,
-and the versions of the metric implementations (this package, numpy, scikit-image, pillow, torch,
+revision, the pair id, the protocol file's sha256, whether resizing was allowed, the scoring device,
+the metric engine's number (`ENGINE`) and the versions of the metric implementations (this package, numpy, scikit-image, pillow, torch,
 torchvision, lpips). Each entry carries a digest of its key and content: an entry whose digest does
 not match (edited, truncated, from another format) is a miss and is recomputed. Only finite values
 are stored. Entries are written atomically (temporary file + rename), so concurrent xdist workers
@@ -26,6 +26,10 @@ from pathlib import Path
 from pytest_pstbench.core.paths import cache_dir
 
 FORMAT = 2
+# The metric code's own version: bumped whenever a change to how the kit computes a metric can move a
+# value, even in the last digits (3: the SSIM/CIEDE2000/H-Corr kernels of metrics/kernels.py), so that an
+# entry written by an earlier engine under the same package version never stands in for a fresh value.
+ENGINE = 3
 
 _FILE_HASHES: dict[tuple, str] = {}
 
@@ -77,6 +81,7 @@ class ScoreCache:
             allow_resize: bool, device: str, reference_sha256: str | None = None, style_sha256: str | None = None) -> str:
         material = {
             "format": FORMAT,
+            "engine": ENGINE,
             "output": output_sha256,
             "reference": reference_sha256,
             "style": style_sha256,
