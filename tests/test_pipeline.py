@@ -148,3 +148,22 @@ def test_cuda_without_cuda_is_refused_before_scoring(tmp_path, setup, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("pstbench: error: device 'cuda' was asked for, but CUDA is not available here")
     assert not (tmp_path / "r").exists()
+
+
+def test_an_incomplete_identity_row_is_scored_once(tmp_path, setup, monkeypatch, capsys):
+    from pytest_pstbench.paired.session import RunSession
+
+    manifest, a, _, proto = setup
+    (manifest.parent / "p03_content.png").write_bytes(b"not a png at all")  # only Identity reads the content
+    finished = []
+    real = RunSession.finish
+
+    def counting(self, *args, **kwargs):
+        finished.append(self.name)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(RunSession, "finish", counting)
+    assert _score(tmp_path, manifest, proto, "r", "--outputs", str(a)) == 1
+    out, err = capsys.readouterr()
+    assert "Identity (4 of 5 pairs; incomplete)" in out and "the Identity row is incomplete: 4 of 5 pairs scored" in err
+    assert sorted(finished) == ["a", "identity"]  # not scored a second time for the table's row

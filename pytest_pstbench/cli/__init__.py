@@ -44,7 +44,8 @@ def _report_outcome(outcome) -> int:
 
 def cmd_score(args) -> int:
     from pytest_pstbench.paired.identity import is_identity_spec
-    from pytest_pstbench.paired.planner import cached_identity_summary, check_workers, identity_row, identity_session, score_runs
+    from pytest_pstbench.paired.planner import (cached_identity_summary, check_workers, identity_row, identity_row_of,
+                                                identity_session, score_runs)
     from pytest_pstbench.paired.request import ScoreRequest, open_scorings
     from pytest_pstbench.selection.kind import is_selection_track
 
@@ -77,13 +78,17 @@ def cmd_score(args) -> int:
         _progress(f"scoring Identity on track {track.id} (once; reused afterwards)")
         session, outs = identity_session(track, protocol, results_dir=Path(args.results), device=args.device)
         sessions, outputs = [*sessions, session], [*outputs, outs]
-    outcomes = score_runs(sessions, outputs, progress=_progress, workers=workers)[: len(scorings)]
+    outcomes = score_runs(sessions, outputs, progress=_progress, workers=workers)
     rows = []
     problem = None
-    if "identity" not in names:
+    if need_identity:  # scored in this pass (complete or not): not scored again
+        label, summary, problem = identity_row_of(outcomes[-1].summary, track, Path(args.results))
+        rows.append((label, summary))
+    elif "identity" not in names:  # a complete Identity run of this protocol and revision is reused
         label, summary, problem = identity_row(track, protocol, results_dir=args.results, device=args.device,
                                                progress=_progress, workers=workers)
         rows.append((label, summary))
+    outcomes = outcomes[: len(scorings)]
     rows.extend((name, outcome.summary) for name, outcome in zip(names, outcomes))
     _print_table(protocol, track, rows)
     code = max(_report_outcome(outcome) for outcome in outcomes)

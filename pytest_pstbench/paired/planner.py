@@ -208,6 +208,11 @@ def identity_row(track, protocol, *, results_dir: Path, device: str = "cpu", pro
     """(label, summary, problem) for the table's Identity row. An Identity run that is not complete is
     labelled `Identity (N of M pairs; incomplete)` and `problem` says why (the command then exits 1)."""
     summary = identity_summary(track, protocol, results_dir=results_dir, device=device, progress=progress, workers=workers)
+    return identity_row_of(summary, track, results_dir)
+
+
+def identity_row_of(summary: dict, track, results_dir: Path):
+    """`identity_row` for an Identity summary at hand (e.g. scored in the same pass as the methods)."""
     if summary.get("complete"):
         return "Identity", summary, None
     n, total = summary.get("n", 0), len(track.pairs)
