@@ -50,16 +50,6 @@ def _check_package_version(expected: str) -> None:
         )
 
 
-def _check_device(device: str) -> str:
-    if device == "cpu":
-        return device
-    if device == "cuda" or device.startswith("cuda:"):
-        if not torch.cuda.is_available():
-            raise UserError(f"device '{device}' was asked for LPIPS, but CUDA is not available here (torch {torch.__version__}); use device 'cpu'.")
-        return device
-    raise UserError(f"unknown device '{device}' for LPIPS; use 'cpu' or 'cuda'.")
-
-
 def _feature_key(slice_key: str) -> str | None:
     """'slice2.3.weight' -> 'features.3.weight', 'slice2.3.squeeze.weight' -> 'features.3.squeeze.weight'
     (lpips keeps torchvision's feature indices)."""
@@ -118,7 +108,9 @@ class LpipsMetric:
             self.resize = (int(resize[0]), int(resize[1]))
             self.resample = Image.Resampling[filt.upper()]
         _check_package_version(str(params["package_version"]))
-        self.device = _check_device(device)
+        from pytest_pstbench.metrics.kernels import check_device
+
+        self.device = check_device(device)
         key = (self.net, self.version, self.device)
         with _LOCK:
             if key not in _MODELS:
