@@ -835,3 +835,43 @@ def test_distance_from_features_equals_the_protocol_path_and_checks_its_inputs(m
     keys = {metrics[k].feature_key() for k in ("alex", "v00", "in01", "vgg")}
     assert len(keys) == 4
     assert LpipsMetric(LP, "cpu").feature_key() == metrics["alex"].feature_key()
+
+
+@pytest.mark.parametrize("kernel,stride", [(3, 2), (2, 2), (3, 1), (2, 1), (3, 3), (1, 1)])
+@pytest.mark.parametrize("shape", [(1, 4, 23, 31), (2, 3, 8, 9), (1, 2, 3, 3), (1, 1, 4, 7)])
+def test_max_pool_strided_equals_torch_max_pool2d(kernel, stride, shape):
+    from pytest_pstbench.metrics.lpips_metric import max_pool_strided
+
+    g = torch.Generator().manual_seed(sum(shape) * 10 + kernel * 3 + stride)
+    x = torch.randn(shape, generator=g)
+    x[..., ::3, ::2] = x[..., 1:2, 0:1].expand_as(x[..., ::3, ::2])  # ties
+    x[..., 0, :] = -torch.inf
+    expected = torch.nn.functional.max_pool2d(x, kernel, stride)
+    got = max_pool_strided(x, kernel, stride)
+    assert got.shape == expected.shape
+    assert torch.equal(got, expected)
+
+
+def test_max_pool_strided_too_small_input_is_torchs_error():
+    from pytest_pstbench.metrics.lpips_metric import max_pool_strided
+
+    with pytest.raises(RuntimeError, match="too small"):
+        max_pool_strided(torch.zeros(1, 1, 2, 5), 3, 2)
+
+
+@pytest.mark.parametrize("net", ["alex", "vgg"])
+def test_features_equal_lpips_backbone_bit_for_bit(net, lpips_by_lpips):
+    """`features` walks the backbone's slices with its own pooling; the layer outputs are lpips's own
+    `net.forward` outputs (normalized), equal to the last bit, on two sizes including odd ones."""
+    from lpips import normalize_tensor
+
+    m = LpipsMetric({**LP, "net": net}, "cpu")
+    ref_model = lpips_by_lpips(net, "0.1")
+    for a, _ in FEATURE_PAIRS + [(photo("coffee", 3, 5, 67, 45), None)]:
+        with torch.inference_mode():
+            t = ref_model.scaling_layer(m._tensor(a))  # the same input tensor: only the backbone walk differs
+            expected = [normalize_tensor(o) for o in ref_model.net.forward(t)]
+        got = m.features(a)
+        assert len(got) == len(expected)
+        for g_, e in zip(got, expected):
+            assert torch.equal(g_, e)
