@@ -72,6 +72,23 @@ def test_mse_rgb_matches_skimage():
     assert mse(out, ref, channels="rgb") == pytest.approx(skimage.metrics.mean_squared_error(ref, out), rel=1e-12)
 
 
+@pytest.mark.parametrize("case", ["photo", "extreme", "equal"])
+def test_mse_of_uint8_equals_the_float64_mean_bit_for_bit(case):
+    """The integer path for 8-bit images gives the float64 mean of squared differences exactly."""
+    rng = np.random.default_rng(5)
+    if case == "photo":
+        ref = photo("astronaut", 0, 0, 512, 512)
+        out = noisy(ref, 2, sigma=30.0)
+    elif case == "extreme":  # 0 against 255 at full HD: the largest possible sum
+        ref = np.zeros((1080, 1920, 3), np.uint8)
+        out = np.full_like(ref, 255)
+        out[::7, ::5] = rng.integers(0, 256, out[::7, ::5].shape, dtype=np.uint8)
+    else:
+        ref = out = photo("coffee", 10, 10, 33, 47)
+    diff = out.astype(np.float64) - ref.astype(np.float64)
+    assert mse(out, ref) == float(np.mean(diff * diff))
+
+
 def test_mse_and_psnr_luma_on_a_hand_computed_plane():
     ref = photo("coffee", 100, 250)
     out = noisy(ref, 2, shift=(6, -4, 9))

@@ -38,6 +38,12 @@ def _planes(img: np.ndarray, channels: str, luma_weights) -> list[np.ndarray]:
 def mse(output: np.ndarray, reference: np.ndarray, *, channels: str = "rgb", luma_weights=None) -> float:
     """Mean squared error over all RGB values of the pair, or over the luma plane."""
     _check_pair(output, reference)
+    if channels == "rgb" and output.dtype == np.uint8 and reference.dtype == np.uint8:
+        # exact in integers: the float64 mean of these integer squares is exact too (every partial sum < 2**53),
+        # so this is the same value, bit for bit, at a fifth of the cost
+        d = np.subtract(output, reference, dtype=np.int32)
+        np.multiply(d, d, out=d)
+        return float(int(d.sum(dtype=np.int64)) / d.size)
     if channels == "rgb":
         diff = output.astype(np.float64) - reference.astype(np.float64)
     else:
