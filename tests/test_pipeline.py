@@ -167,3 +167,45 @@ def test_an_incomplete_identity_row_is_scored_once(tmp_path, setup, monkeypatch,
     out, err = capsys.readouterr()
     assert "Identity (4 of 5 pairs; incomplete)" in out and "the Identity row is incomplete: 4 of 5 pairs scored" in err
     assert sorted(finished) == ["a", "identity"]  # not scored a second time for the table's row
+
+
+LOAD_LOGGER = '''
+import threading
+from pathlib import Path
+
+import pytest_pstbench.paired.session as session_mod
+
+_real = session_mod.RunSession.load
+
+
+def _logged(self, pair, output, dataset_images):
+    with open(LOG, "a") as fh:
+        fh.write(f"{pair.id} {threading.current_thread().name}\\n")
+    return _real(self, pair, output, dataset_images)
+
+
+session_mod.RunSession.load = _logged
+'''
+
+
+@pytest.mark.parametrize("xdist", [False, True])
+def test_pytest_items_load_the_next_pair_ahead_in_a_thread(tmp_path, setup, pytester, xdist):
+    """Each item's files are loaded while the item before it (in this process) computes: every pair
+    but the first of each process is loaded in the loader thread, each once, and the run files are
+    those of `pstbench score`."""
+    manifest, a, _, proto = setup
+    log = tmp_path / "loads.txt"
+    pytester.makeconftest(f"LOG = {str(log)!r}\n" + LOAD_LOGGER)
+    extra = ("-n", "2") if xdist else ()
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--pstbench-track={manifest}",
+                                           f"--pstbench-protocol={proto}", f"--pstbench-outputs={a}",
+                                           "--pstbench-no-cache", f"--pstbench-results={tmp_path / 'py'}", *extra)
+    result.assert_outcomes(passed=5)
+    loads = [line.split() for line in log.read_text().splitlines()]
+    assert len(loads) == len({p for p, _ in loads}) == 5  # each pair loaded once
+    in_thread = [p for p, t in loads if t.startswith("pstbench-load")]
+    in_main = [p for p, t in loads if t == "MainThread"]
+    assert len(in_thread) + len(in_main) == 5
+    assert 1 <= len(in_main) <= (2 if xdist else 1) and len(in_thread) >= 3
+    assert _score(tmp_path, manifest, proto, "cli", "--outputs", str(a)) == 0
+    assert _files(tmp_path / "py" / "small" / "a") == _files(tmp_path / "cli" / "small" / "a")

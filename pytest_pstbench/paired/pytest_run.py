@@ -2,10 +2,18 @@
 
 The frame (collection, gathering results from xdist workers, finishing, the gate, the terminal
 summary) is `pytest_pstbench.pytest_run.TrackRun`; this module supplies the paired kind's parts.
+
+Decode ahead: while a pair's item computes its metrics, a loader thread already hashes, looks up and
+decodes the files of the next item pytest will run in this process (`nextitem` of
+`pytest_runtest_protocol`; under pytest-xdist, the next item of this worker), as `pstbench score`'s
+pipeline does (`paired/planner.py`). One pair ahead: memory stays flat. The values are those of
+`RunSession.score_pair`: the same load and compute steps on the same files.
 """
 from __future__ import annotations
 
 import shlex
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -52,7 +60,7 @@ class PairItem(pytest.Item):
         self.add_marker("pstbench")
 
     def runtest(self) -> None:
-        record_result(self, self.run, self.run.session.score_pair(self.pair, self.run.outputs[self.pair.id]))
+        record_result(self, self.run, self.run.score_item(self.pair))
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, ItemFailure):
@@ -61,6 +69,42 @@ class PairItem(pytest.Item):
 
     def reportinfo(self):
         return self.path, None, f"pstbench {self.run.track.id}::{self.pair.id}"
+
+
+class _LoadAhead:
+    """One loader thread that runs `RunSession.load` for the pair pytest will run next."""
+
+    def __init__(self, session):
+        self._session = session
+        self._pool: ThreadPoolExecutor | None = None
+        self._pending: dict[str, tuple[object, object]] = {}  # pair id -> (output, future)
+        self._lock = threading.Lock()
+
+    def _load(self, pair, output):
+        return self._session.load(pair, output, lambda: self._session.load_dataset_images(pair))
+
+    def submit(self, pair, output) -> None:
+        with self._lock:
+            if pair.id in self._pending:
+                return
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pstbench-load")
+            self._pending[pair.id] = (output, self._pool.submit(self._load, pair, output))
+
+    def step(self, pair, output):
+        """The load step of `pair`: the one loaded ahead for this output, else loaded now."""
+        with self._lock:
+            entry = self._pending.pop(pair.id, None)
+        if entry is not None and entry[0] == output:
+            return entry[1].result()  # its exception (not a user error: those are failed results) is raised here
+        return self._load(pair, output)
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+            self._pending.clear()
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 class PairedRun(TrackRun):
@@ -72,6 +116,7 @@ class PairedRun(TrackRun):
     def __init__(self, config, track, protocol, session, outputs, gate_options=None):
         super().__init__(config, track, protocol, session, gate_options)
         self.outputs = outputs  # pair id -> path, or None when no outputs folder was given
+        self._ahead = _LoadAhead(session)
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> "PairedRun":
@@ -112,6 +157,23 @@ class PairedRun(TrackRun):
     def make_items(self, collector):
         for pair in self.track.pairs:
             yield PairItem.from_parent(collector, name=pair.id, pair=pair, run=self)
+
+    def score_item(self, pair):
+        """A pair item's result: its files loaded ahead (or now), then the metrics."""
+        from pytest_pstbench.paired.session import PairResult
+
+        step = self._ahead.step(pair, self.outputs[pair.id])
+        return step if isinstance(step, PairResult) else self.session.compute(step)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        """Before an item runs: start loading the next item's files if it is one of this run's pairs."""
+        if isinstance(nextitem, PairItem) and nextitem.run is self and self.outputs is not None:
+            self._ahead.submit(nextitem.pair, self.outputs[nextitem.pair.id])
+        # returns None: pytest's own protocol runs the item
+
+    def pytest_unconfigure(self, config):
+        self._ahead.close()
 
     def score_for_item(self, item, pair, output):
         """Used by the `pstbench_score` fixture: the metrics dict; a failed pair fails the test."""
