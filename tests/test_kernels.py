@@ -283,3 +283,62 @@ def test_hist_corr_class_matches_numpy_and_shares_histograms():
 
     assert got_ref == pytest.approx(numpy_reference(out, ref), abs=1e-12)
     assert got_style == pytest.approx(numpy_reference(out, style), abs=1e-12)
+
+
+# ---------------------------------------------------------------- PSNR and histograms on the device
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_psnr_class_equals_skimage_and_the_numpy_mse(full_hd, device):
+    import skimage.metrics
+
+    from pytest_pstbench.metrics import fidelity
+    from pytest_pstbench.metrics.kernels import PsnrMetric
+
+    m = PsnrMetric({"kind": "psnr", "data_range": 255, "cap_db": 100.0}, device)
+    for name, out, ref in full_hd + small_cases():
+        diff = out.astype(np.float64) - ref.astype(np.float64)
+        assert m.mse(out, ref) == float(np.mean(diff * diff)), name  # exact in integers on every device
+        expected = 100.0 if not diff.any() else min(100.0, skimage.metrics.peak_signal_noise_ratio(ref, out, data_range=255))
+        assert m.distance(out, ref) == pytest.approx(expected, abs=1e-9), name
+        assert m.distance(out, ref) == fidelity.psnr(out, ref, data_range=255, cap_db=100.0)
+
+
+def test_psnr_class_luma_uses_the_reference_function():
+    from pytest_pstbench.metrics import fidelity
+    from pytest_pstbench.metrics.kernels import PsnrMetric
+
+    ref = photo("chelsea", (53, 37))
+    out = method_output(ref, 1)
+    w = [0.299, 0.587, 0.114]
+    m = PsnrMetric({"kind": "psnr", "data_range": 255, "cap_db": 100.0, "channels": "luma", "luma_weights": w})
+    assert not m.fast
+    assert m.distance(out, ref) == fidelity.psnr(out, ref, data_range=255, cap_db=100.0, channels="luma", luma_weights=w)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("bins", [256, 64, 7, 1])
+def test_channel_histograms_on_device_equal_numpy_histogram(full_hd, device, bins):
+    from pytest_pstbench.metrics.kernels import channel_histograms_on
+
+    for name, out, _ in full_hd[:1] + small_cases():
+        got = channel_histograms_on(out, bins, device)
+        for c in range(3):  # value v in bin floor(v * bins / 256): numpy's equal-width bins over [0, 256)
+            edges = np.arange(bins + 1) * 256 / bins
+            expected = np.histogram(out[..., c], bins=edges)[0].astype(np.float64)
+            assert got[c].dtype == np.float64 and np.array_equal(got[c], expected), (name, c)
+
+
+def test_channel_histograms_on_refuses_bad_bins():
+    from pytest_pstbench.metrics.kernels import channel_histograms_on
+
+    with pytest.raises(ValueError, match="bins must be a positive integer"):
+        channel_histograms_on(np.zeros((4, 4, 3), np.uint8), 0)
+
+
+def test_psnr_kind_is_the_device_class():
+    from pytest_pstbench.metrics.kernels import PsnrMetric
+    from pytest_pstbench.metrics.registry import get
+
+    kind = get("psnr")
+    assert kind.stateful and isinstance(kind.instance({"kind": "psnr", "data_range": 255, "cap_db": 100.0}), PsnrMetric)

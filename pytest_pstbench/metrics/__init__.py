@@ -13,7 +13,7 @@ _LAZY = {
     "psnr": "fidelity", "ssim": "fidelity", "mse": "fidelity",
     "delta_e00": "color", "hist_corr": "color",
     "LpipsMetric": "lpips_metric", "SsimMetric": "kernels", "DeltaE00Metric": "kernels",
-    "HistCorrMetric": "kernels",
+    "HistCorrMetric": "kernels", "PsnrMetric": "kernels",
     "PairScorer": "scorer", "metric_params": "scorer",
 }
 

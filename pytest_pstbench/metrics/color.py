@@ -104,11 +104,17 @@ def channel_histograms(img: np.ndarray, bins: int) -> list[np.ndarray]:
     if img.dtype != np.uint8 or img.ndim != 3 or img.shape[2] != 3:
         raise ValueError(f"expected a uint8 HxWx3 array, got {img.dtype} {img.shape}")
     flat = img.reshape(-1, 3)
+    return histograms_from_counts([np.bincount(flat[:, c], minlength=256) for c in range(3)], bins)
+
+
+def histograms_from_counts(per_value, bins: int) -> list[np.ndarray]:
+    """`channel_histograms` from each channel's count of every 8-bit value (three length-256 integer arrays)."""
     to_bin = np.arange(256) * int(bins) // 256
     out = []
-    for c in range(3):
-        per_value = np.bincount(flat[:, c], minlength=256)
-        counts = per_value if bins == 256 else np.bincount(to_bin, weights=per_value, minlength=int(bins))
+    for counts in per_value:
+        counts = np.asarray(counts, dtype=np.int64)
+        if bins != 256:
+            counts = np.bincount(to_bin, weights=counts, minlength=int(bins))  # sums of integers < 2**53: exact
         out.append(counts.astype(np.float64))
     return out
 

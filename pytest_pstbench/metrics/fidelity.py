@@ -65,7 +65,12 @@ def psnr(
 
     Identical images (MSE 0) give `cap_db`.
     """
-    err = mse(output, reference, channels=channels, luma_weights=luma_weights)
+    return psnr_from_mse(mse(output, reference, channels=channels, luma_weights=luma_weights),
+                         data_range=data_range, cap_db=cap_db)
+
+
+def psnr_from_mse(err: float, *, data_range: float, cap_db: float) -> float:
+    """PSNR in dB of a mean squared error: 10 log10(data_range^2 / err), capped at `cap_db` (and `cap_db` for 0)."""
     if err == 0.0:
         return float(cap_db)
     return float(min(cap_db, 10.0 * math.log10(data_range * data_range / err)))

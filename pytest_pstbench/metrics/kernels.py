@@ -27,6 +27,8 @@ from pytest_pstbench.metrics.kernels_ssim import (
 __all__ = [
     "DeltaE00Metric",
     "HistCorrMetric",
+    "PsnrMetric",
+    "channel_histograms_on",
     "LabImage",
     "SsimMetric",
     "SsimReferenceStats",
@@ -164,6 +166,64 @@ def cie76_from_lab(lab_out: LabImage, lab_ref: LabImage) -> float:
     return float(d.mul_(d).sum(dim=0).sqrt_().mean())
 
 
+def _device_tensor(img, device):
+    """A uint8 numpy image as a torch tensor on `device` (copied first when read-only)."""
+    import numpy as np
+    import torch
+
+    a = np.ascontiguousarray(img)
+    return torch.from_numpy(a if a.flags.writeable else a.copy()).to(device)
+
+
+def channel_histograms_on(img, bins: int, device: str = "cpu"):
+    """`color.channel_histograms` with the per-value counts taken on `device` (torch.bincount): the same
+    integer counts, so the same float64 histograms."""
+    import numpy as np
+    import torch
+
+    from pytest_pstbench.metrics.color import channel_histograms, histograms_from_counts
+
+    if not isinstance(img, np.ndarray) or img.dtype != np.uint8 or img.ndim != 3 or img.shape[2] != 3:
+        return channel_histograms(img, bins)  # its own error for a wrong input
+    if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < 1:
+        raise ValueError(f"bins must be a positive integer, got {bins!r}")
+    flat = _device_tensor(img, device).reshape(-1, 3)
+    counts = torch.stack([torch.bincount(flat[:, c], minlength=256) for c in range(3)]).cpu().numpy()
+    return histograms_from_counts(list(counts), bins)
+
+
+class PsnrMetric(_SplitMetric):
+    """The protocol's PSNR (`kind: psnr`, `fidelity.psnr`) with the MSE of 8-bit RGB pairs taken on the
+    scoring device in integers (exact: the value of `fidelity.mse`, bit for bit); luma by `fidelity`."""
+
+    reference_function = "psnr"
+
+    @staticmethod
+    def _kernel_applies(kw: dict) -> bool:
+        return kw.get("channels", "rgb") == "rgb"
+
+    def mse(self, output, other) -> float:
+        import numpy as np
+
+        from pytest_pstbench.metrics.fidelity import mse
+
+        kw = self.kwargs
+        if self.device == "cpu" or not self.fast or output.dtype != np.uint8 or other.dtype != np.uint8:
+            return mse(output, other, channels=kw.get("channels", "rgb"), luma_weights=kw.get("luma_weights"))
+        import torch
+
+        self.check_inputs(output, other)
+        d = _device_tensor(output, self.device).to(torch.int32) - _device_tensor(other, self.device).to(torch.int32)
+        return float(int(d.mul_(d).sum(dtype=torch.int64).item()) / d.numel())
+
+    def distance(self, output, other) -> float:
+        from pytest_pstbench.metrics.fidelity import psnr_from_mse
+
+        return psnr_from_mse(self.mse(output, other), data_range=self.kwargs["data_range"], cap_db=self.kwargs["cap_db"])
+
+    __call__ = distance
+
+
 class HistCorrMetric(_SplitMetric):
     """The protocol's histogram correlation (`kind: hist_corr`, `color.hist_corr`): each image's channel
     histograms once (a reference's or style's for every output; an output's for every H-Corr metric)."""
@@ -184,9 +244,7 @@ class HistCorrMetric(_SplitMetric):
         return ("histograms", int(self.kwargs["bins"])) if self.fast else self._key
 
     def prepare_other(self, other):
-        from pytest_pstbench.metrics.color import channel_histograms
-
-        return channel_histograms(other, self.kwargs["bins"]) if self.fast else other
+        return channel_histograms_on(other, self.kwargs["bins"], self.device) if self.fast else other
 
     prepare_output = prepare_other
 

@@ -134,8 +134,8 @@ def _one_of(where: str, params: dict, key: str, allowed: tuple, default: Any) ->
     return None
 
 
-@register("psnr", function="psnr", required=("data_range", "cap_db"), higher_is_better=True,
-          reference="skimage.metrics.peak_signal_noise_ratio; by hand for luma and the cap")
+@register("psnr", function="PsnrMetric", required=("data_range", "cap_db"), higher_is_better=True,
+          reference="skimage.metrics.peak_signal_noise_ratio; by hand for luma and the cap", stateful=True)
 def _check_psnr(where: str, params: dict) -> str | None:
     return _positive(where, params, "data_range", "cap_db") or _channels_problem(where, params)
 

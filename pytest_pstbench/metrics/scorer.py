@@ -56,11 +56,9 @@ class MetricComputer:
         metric's halves are computed for this call only (the same values).
         """
         self.calls += 1
-        if quantity == MSE:
-            from pytest_pstbench.metrics.fidelity import mse
-
-            return float(mse(output, other, channels=params.get("channels", "rgb"), luma_weights=params.get("luma_weights")))
         fn = self._callable(params)
+        if quantity == MSE:  # PSNR's per-pair MSE (`PsnrMetric.mse`: on the device for 8-bit RGB)
+            return float(fn.mse(output, other))
         other_store, other_key, output_store, output_key = stores if stores is not None else ({}, "other", {}, "output")
         if hasattr(fn, "prepare_other"):  # SSIM, CIEDE2000, H-Corr: each image's half once per store
             fn.check_inputs(output, other)
