@@ -18,6 +18,7 @@ import skimage.io  # noqa: E402,F401
 import skimage.metrics  # noqa: E402,F401
 import pytest_pstbench.paired.imageio  # noqa: E402,F401
 import pytest_pstbench.metrics.lpips_metric  # noqa: E402,F401
+import lpips  # noqa: E402,F401 (imported by the LPIPS model's build: torchvision, torch._dynamo)
 
 PHOTOS = ("astronaut", "chelsea", "coffee", "rocket")
 
