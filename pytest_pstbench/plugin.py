@@ -23,11 +23,28 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "pstbench: a test that scores method outputs with pytest-pstbench (set by the pstbench fixtures)"
     )
     if option_value(config, "track"):
+        _passive_openmp_under_xdist(config)
         from pytest_pstbench.core.kinds import pytest_run_class, track_kind
 
         base = config.inipath.parent if config.inipath else config.rootpath
         kind = track_kind(str(option_value(config, "track")), base)  # vab-demo, vab, `kind: selection` manifests
         config.pluginmanager.register(pytest_run_class(kind).from_config(config), "pstbench-run")
+
+
+def _passive_openmp_under_xdist(config: pytest.Config) -> None:
+    """Under pytest-xdist, several processes on one machine each run torch with one OpenMP thread per CPU;
+    OpenMP's default busy-waiting then makes them stall each other (`-n 2` on 2 CPUs took 2.4-10x the
+    serial time). OMP_WAIT_POLICY=PASSIVE lets waiting threads sleep: the same threads and the same
+    values (the run files stay byte-identical), at about the serial time. Set on the controller before
+    it starts local workers (they inherit it) and on each worker (ssh workers), where it takes effect if
+    torch is loaded afterwards (a conftest importing torch comes first: see docs/pytest.md); a value
+    the user set is kept."""
+    import os
+
+    xdist = getattr(config, "workerinput", None) is not None or bool(
+        getattr(config.option, "numprocesses", None) or getattr(config.option, "tx", None))
+    if xdist and "OMP_WAIT_POLICY" not in os.environ:
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
 
 def _run(request: pytest.FixtureRequest):

@@ -342,3 +342,37 @@ def test_psnr_kind_is_the_device_class():
 
     kind = get("psnr")
     assert kind.stateful and isinstance(kind.instance({"kind": "psnr", "data_range": 255, "cap_db": 100.0}), PsnrMetric)
+
+
+# ---------------------------------------------------------------- values independent of torch's thread count
+
+
+def test_every_metric_is_independent_of_torchs_thread_count():
+    """Machines with other CPU counts reproduce the same bits: every metric of the protocol (and LPIPS with
+    VGG) gives the same value with 1, 2 and 3 threads, on full HD and odd sizes (torch's own CPU
+    reductions split by thread: the kernels sum in numpy, `kernels_color.sum64`). Not promised below
+    these sizes: oneDNN picks its convolution per thread count for small images (LPIPS's last layers
+    differ in the last bits at 64x48), which is why xdist workers keep torch's thread count."""
+    from pytest_pstbench.core.protocol import load_protocol
+    from pytest_pstbench.metrics.scorer import PairScorer
+
+    proto = load_protocol()
+    vgg = {**proto.metrics["lpips"], "net": "vgg"}
+    before = torch.get_num_threads()
+    cases = [(photo("astronaut", (1920, 1080)), photo("coffee", (1920, 1080)))]
+    cases += [(photo("chelsea", (w, h)), method_output(photo("chelsea", (w, h)), w)) for w, h in ((333, 251), (640, 481))]
+    try:
+        for ref, style in cases:
+            out = method_output(ref, 9)
+            seen = {}
+            for threads in (1, 2, 3):
+                torch.set_num_threads(threads)
+                values = PairScorer(proto).score(out, ref, style)
+                if ref.shape[1] < 1000:
+                    from pytest_pstbench.metrics.scorer import MetricComputer
+
+                    values["lpips_vgg"] = MetricComputer().value(vgg, out, ref)
+                seen[threads] = values
+            assert seen[1] == seen[2] == seen[3], {k: [seen[t][k] for t in seen] for k in seen[1]}
+    finally:
+        torch.set_num_threads(before)

@@ -609,8 +609,10 @@ def test_pair_scorer_keeps_one_lpips_per_metric(metrics, refs, tmp_path):
     path = tmp_path / "two_lpips.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
     scores = PairScorer(load_protocol(path)).score(refs["p0"], refs["ref"], None)
-    assert scores["lpips"] == metrics["alex"].distance(refs["p0"], refs["ref"])
-    assert scores["lpips_vgg"] == metrics["vgg"].distance(refs["p0"], refs["ref"])
+    for name, m in (("lpips", metrics["alex"]), ("lpips_vgg", metrics["vgg"])):
+        assert scores[name] == m.distance_from_features(m.features(refs["p0"]), m.features(refs["ref"]))
+        assert scores[name] == pytest.approx(m.distance(refs["p0"], refs["ref"]), abs=1e-6)  # lpips's own forward
+    assert abs(scores["lpips"] - scores["lpips_vgg"]) > 1e-3
 
 
 # --- backbone weights: VGG16 and SqueezeNet ------------------------------------------------------

@@ -209,3 +209,41 @@ def test_pytest_items_load_the_next_pair_ahead_in_a_thread(tmp_path, setup, pyte
     assert 1 <= len(in_main) <= (2 if xdist else 1) and len(in_thread) >= 3
     assert _score(tmp_path, manifest, proto, "cli", "--outputs", str(a)) == 0
     assert _files(tmp_path / "py" / "small" / "a") == _files(tmp_path / "cli" / "small" / "a")
+
+
+THREADS_LOGGER = '''
+import os
+
+
+def pytest_runtest_teardown(item):
+    import torch
+
+    with open(LOG, "a") as fh:
+        fh.write(f"{item.name} {torch.get_num_threads()} {os.environ.get('OMP_WAIT_POLICY')}\\n")
+'''
+
+
+@pytest.mark.parametrize("policy", [None, "ACTIVE"])
+def test_xdist_workers_wait_passively_with_the_serial_thread_count(tmp_path, setup, pytester, monkeypatch, policy):
+    """Under xdist the workers keep torch's thread count (the values, hence the run files, stay those of a
+    serial run) and OpenMP waits passively (busy-waiting workers stalled each other), unless the user
+    chose a policy."""
+    import os
+
+    import torch
+
+    manifest, a, _, proto = setup
+    log = tmp_path / "threads.txt"
+    pytester.makepyfile(threadlog=f"LOG = {str(log)!r}\n" + THREADS_LOGGER)  # a plugin (-p): its hooks see every item
+    monkeypatch.setenv("PYTHONPATH", str(pytester.path) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    if policy is None:
+        monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    else:
+        monkeypatch.setenv("OMP_WAIT_POLICY", policy)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "threadlog", f"--pstbench-track={manifest}",
+                                           f"--pstbench-protocol={proto}", f"--pstbench-outputs={a}",
+                                           "--pstbench-no-cache", f"--pstbench-results={tmp_path / 'r'}", "-n", "2")
+    result.assert_outcomes(passed=5)
+    seen = {tuple(line.split()[1:]) for line in log.read_text().splitlines()}
+    assert seen == {(str(torch.get_num_threads()), policy or "PASSIVE")}  # the thread count of this (serial) process

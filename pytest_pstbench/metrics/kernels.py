@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 
-from pytest_pstbench.metrics.kernels_color import LabImage, delta_e00_fast, delta_e00_from_lab, lab_of
+from pytest_pstbench.metrics.kernels_color import LabImage, delta_e00_fast, delta_e00_from_lab, lab_of, sum64
 from pytest_pstbench.metrics.kernels_ssim import (
     SsimReferenceStats,
     ssim_fast,
@@ -163,7 +163,7 @@ def cie76_from_lab(lab_out: LabImage, lab_ref: LabImage) -> float:
     if lab_out.lab.shape != lab_ref.lab.shape:
         raise ValueError(f"shapes differ: {tuple(lab_out.lab.shape)} vs {tuple(lab_ref.lab.shape)}")
     d = lab_out.lab - lab_ref.lab
-    return float(d.mul_(d).sum(dim=0).sqrt_().mean())
+    return sum64(d.mul_(d).sum(dim=0).sqrt_()) / float(d.shape[1] * d.shape[2])
 
 
 def _device_tensor(img, device):

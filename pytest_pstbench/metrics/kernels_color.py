@@ -42,6 +42,17 @@ class LabImage:
     device: str
 
 
+def sum64(t) -> float:
+    """The float64 sum of a tensor's values in an order that does not depend on torch's thread count
+    (torch's CPU reductions split the work by thread, so their last bit does): numpy's pairwise sum on
+    the CPU; on CUDA torch's own (one device, one order)."""
+    import torch
+
+    if t.device.type == "cpu":
+        return float(np.sum(t.numpy(), dtype=np.float64))
+    return float(t.sum(dtype=torch.float64).item())
+
+
 def _decode_lut() -> np.ndarray:
     """sRGB decoding of the 256 8-bit values, by the same float64 operations as `color.srgb_to_lab`."""
     c = np.arange(256, dtype=np.float64) / 255.0
@@ -211,7 +222,7 @@ def delta_e00_map(lab_out: LabImage, lab_ref: LabImage, *, kL: float, kC: float,
 
 
 def _delta_e00(lab_out: LabImage, lab_ref: LabImage, kL, kC, kH, *, keep_map: bool):
-    """The sum of per-pixel CIEDE2000 (a 0-d tensor), or the flat per-pixel map when `keep_map`."""
+    """The sum of per-pixel CIEDE2000 (a float), or the flat per-pixel map when `keep_map`."""
     import torch
 
     if lab_out.lab.shape != lab_ref.lab.shape:
@@ -222,7 +233,7 @@ def _delta_e00(lab_out: LabImage, lab_ref: LabImage, kL, kC, kH, *, keep_map: bo
     a = lab_out.lab.view(3, -1)
     b = lab_ref.lab.view(3, -1)
     step = _chunk_rows(lab_out.device, w) * w
-    total = torch.zeros((), dtype=torch.float64, device=lab_out.lab.device)
+    total = 0.0  # chunk sums in an order that does not depend on torch's thread count (`sum64`)
     full = torch.empty(a.shape[1], dtype=torch.float64, device=a.device) if keep_map else None
     flagged = []
     for p0 in range(0, a.shape[1], step):
@@ -232,15 +243,15 @@ def _delta_e00(lab_out: LabImage, lab_ref: LabImage, kL, kC, kH, *, keep_map: bo
         near = _near_branch(C1, h1, C2, h2)
         if bool(near.any()):
             idx = torch.nonzero(near).flatten()
-            total -= de[idx].sum()
+            total -= sum64(de[idx])
             flagged.append((idx + p0).cpu().numpy())
-        total += de.sum()
+        total += sum64(de)
         if keep_map:
             full[sl] = de
     if flagged:
         idx = np.concatenate(flagged)
         exact = _exact_pixels(lab_out, lab_ref, idx, kL, kC, kH)
-        total += exact.sum()
+        total += sum64(exact)
         if keep_map:
             full[torch.from_numpy(idx).to(full.device)] = exact
     return full if keep_map else total

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pytest_pstbench.metrics.kernels_color import sum64
+
 K1, K2 = 0.01, 0.03  # skimage's defaults (Wang et al. 2004)
 TRUNCATE = 3.5  # skimage's Gaussian truncation
 
@@ -190,7 +192,7 @@ def ssim_from_stats(output, stats: SsimReferenceStats) -> float:
     c1 = (K1 * data_range) ** 2
     c2 = (K2 * data_range) ** 2
     cov_norm = win * win / (win * win - 1.0) if use_sample_covariance else 1.0
-    total = torch.zeros(3, dtype=torch.float64, device=device)
+    total = [0.0, 0.0, 0.0]  # per channel, summed in an order independent of torch's thread count (`sum64`)
     slab = filt.slab(9)  # maps 0-2: x per channel, 3-5: x^2 + y^2, 6-8: xy (exact integers)
     ybuf = torch.empty((3, rows + 2 * r, width), dtype=torch.float64, device=device)
     for i0 in range(0, hv, rows):
@@ -217,9 +219,9 @@ def ssim_from_stats(output, stats: SsimReferenceStats) -> float:
         b2.add_(c2)
         a1 = mxy.mul_(2.0).add_(c1)
         s = a1.mul_(a2).div_(b1.add_(c1).mul_(b2))
-        total += s.sum(dim=(1, 2))
-    per_channel = total / float(hv * wv)
-    return float(per_channel.mean())
+        for c in range(3):
+            total[c] += sum64(s[c])
+    return float(np.mean([t / float(hv * wv) for t in total]))
 
 
 def ssim_fast(
