@@ -1,7 +1,14 @@
 """Shared fixtures: a small local track made from scikit-image photographs."""
 from __future__ import annotations
 
-from pathlib import Path
+import os
+
+# The suite runs under pytest-xdist (-n 2): two workers, each with torch's OpenMP threads, stall each other
+# while OpenMP busy-waits; passive waiting (what the plugin sets for pstbench runs under xdist) avoids it.
+# Before torch is imported below; the same values either way.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+from pathlib import Path  # noqa: E402
 
 import numpy as np
 import pytest
