@@ -376,3 +376,38 @@ def test_every_metric_is_independent_of_torchs_thread_count():
             assert seen[1] == seen[2] == seen[3], {k: [seen[t][k] for t in seen] for k in seen[1]}
     finally:
         torch.set_num_threads(before)
+
+
+# ---------------------------------------------------------------- SSIM on luma and with Wang's downsampling
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("variant", [
+    {"channels": "luma", "luma_weights": [0.299, 0.587, 0.114]},
+    {"downsample": "wang"},
+    {"channels": "luma", "luma_weights": [0.2126, 0.7152, 0.0722], "downsample": "wang"},
+    {"gaussian_weights": False, "win_size": 7, "use_sample_covariance": True, "channels": "luma",
+     "luma_weights": [0.299, 0.587, 0.114]},
+])
+def test_ssim_class_luma_and_wang_equal_fidelity_ssim(full_hd, device, variant):
+    """The kernel on the float64 planes `fidelity.ssim` gives skimage (luma; Wang's box downsampling):
+    skimage's value on full HD, odd, flat and extreme images; too small after downsampling: the
+    reference function's one-line error."""
+    from pytest_pstbench.core.errors import UserError
+    from pytest_pstbench.metrics import fidelity
+    from pytest_pstbench.metrics.kernels import SsimMetric
+
+    params = {"kind": "ssim", **SSIM_P, **variant}
+    m = SsimMetric(params, device)
+    assert m.fast
+    kw = {k: v for k, v in params.items() if k != "kind"}
+    for name, out, ref in full_hd + small_cases() + [("odd", method_output(photo("coffee", (777, 523)), 2),
+                                                      photo("coffee", (777, 523)))]:
+        try:
+            expected = fidelity.ssim(out, ref, **kw)
+        except UserError as exc:
+            with pytest.raises(UserError, match="SSIM with this window needs"):
+                m.distance(out, ref)
+            assert "window needs" in str(exc)
+            continue
+        assert abs(m.distance(out, ref) - expected) < 1e-12, name

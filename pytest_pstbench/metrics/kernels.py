@@ -98,28 +98,57 @@ class _SplitMetric:
 
 
 class SsimMetric(_SplitMetric):
-    """The protocol's SSIM (`kind: ssim`): the float64 banded-GEMM kernel (`kernels_ssim`, within 1e-15 of
-    skimage) for RGB planes without downsampling; `fidelity.ssim` (skimage) for luma or `downsample: wang`."""
+    """The protocol's SSIM (`kind: ssim`) by the float64 banded-GEMM kernel (`kernels_ssim`, within 1e-15 of
+    skimage): on the uint8 RGB planes, or on the float64 planes `fidelity.ssim` hands skimage (the luma
+    plane; planes downsampled as Wang's ssim.m does); `fidelity.ssim` itself for images too small for the
+    window (its one-line error)."""
 
     reference_function = "ssim"
     _KERNEL_KEYS = ("data_range", "gaussian_weights", "sigma", "use_sample_covariance", "channel_pooling", "win_size")
 
     @staticmethod
     def _kernel_applies(kw: dict) -> bool:
-        return kw.get("channels", "rgb") == "rgb" and kw.get("downsample", "none") == "none"
+        return kw.get("channels", "rgb") in ("rgb", "luma") and kw.get("downsample", "none") in ("none", "wang")
 
     def _kernel_kwargs(self) -> dict:
         return {k: v for k, v in self.kwargs.items() if k in self._KERNEL_KEYS}
 
+    def _input(self, img):
+        """What the kernel compares: the uint8 image (RGB, no downsampling) or `FloatPlanes`; None when the
+        planes are smaller than the window (then `fidelity.ssim` reports it)."""
+        kw = self.kwargs
+        channels, downsample = kw.get("channels", "rgb"), kw.get("downsample", "none")
+        if channels == "rgb" and downsample == "none":
+            return img
+        import numpy as np
+
+        from pytest_pstbench.metrics import fidelity
+        from pytest_pstbench.metrics.kernels_ssim import FloatPlanes, TRUNCATE
+
+        planes = fidelity._planes(img, channels, kw.get("luma_weights"))
+        if downsample == "wang":
+            f = fidelity.wang_factor(*img.shape[:2])
+            planes = [fidelity.box_downsample(pl, f) for pl in planes]
+        sigma = float(kw["sigma"])
+        win = 2 * int(TRUNCATE * sigma + 0.5) + 1 if kw["gaussian_weights"] else int(kw.get("win_size", 7))
+        if min(planes[0].shape) < win:
+            return None
+        return FloatPlanes(np.stack(planes))
+
     def prepare_other(self, other):
         if not self.fast:
             return other
-        return ssim_reference_stats(other, **self._kernel_kwargs(), device=self.device)
+        planes = self._input(other)
+        if planes is None:
+            return ("reference-function", other)
+        return ssim_reference_stats(planes, **self._kernel_kwargs(), device=self.device)
 
     def value_prepared(self, output, prepared) -> float:
         if not self.fast:
             return self._reference(output, prepared)
-        return ssim_from_stats(output, prepared)
+        if isinstance(prepared, tuple):
+            return self._reference(output, prepared[1])
+        return ssim_from_stats(self._input(output), prepared)
 
 
 class DeltaE00Metric(_SplitMetric):

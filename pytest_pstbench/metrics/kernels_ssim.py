@@ -60,10 +60,24 @@ def _tensor(img, device):
 
 
 def _check(img, name="image"):
+    if isinstance(img, FloatPlanes):
+        return
     if img.ndim != 3 or img.shape[2] != 3:
         raise ValueError(f"expected an HxWx3 array for {name}, got shape {tuple(img.shape)}")
     if str(img.dtype) not in ("uint8", "torch.uint8"):
         raise ValueError(f"expected uint8 values for {name}, got {img.dtype}")
+
+
+@dataclass(frozen=True)
+class FloatPlanes:
+    """Planes to compare as they are (float64 numpy, C x H x W): e.g. a luma plane, or planes downsampled
+    as Wang's ssim.m does (`fidelity._planes`, `fidelity.box_downsample`)."""
+
+    planes: np.ndarray
+
+    @property
+    def plane_shape(self) -> tuple[int, int]:
+        return int(self.planes.shape[1]), int(self.planes.shape[2])
 
 
 def _strip_sizes(device) -> tuple[int, int]:
@@ -131,8 +145,17 @@ def _size_check(shape, win):
 
 
 def _planes(img, device):
-    """uint8 HxWx3 -> uint8 3xHxW on `device` (converted to float64 strip by strip, in cache)."""
+    """uint8 HxWx3 -> uint8 3xHxW on `device` (converted to float64 strip by strip, in cache); `FloatPlanes`
+    -> their float64 C x H x W tensor on `device`."""
+    if isinstance(img, FloatPlanes):
+        import torch
+
+        return torch.from_numpy(np.ascontiguousarray(img.planes, dtype=np.float64)).to(device)
     return _tensor(img, device).permute(2, 0, 1).contiguous()
+
+
+def _plane_shape(img) -> tuple[int, int]:
+    return img.plane_shape if isinstance(img, FloatPlanes) else (int(img.shape[0]), int(img.shape[1]))
 
 
 def ssim_reference_stats(
@@ -153,16 +176,17 @@ def ssim_reference_stats(
         raise ValueError(f"unsupported channel_pooling {channel_pooling!r}")
     _check(reference, "reference")
     win = _win(gaussian_weights, sigma, win_size)
-    _size_check(reference.shape, win)
+    _size_check(_plane_shape(reference), win)
     y = _planes(reference, device)
+    nc = int(y.shape[0])
     taps = window_taps(gaussian_weights=gaussian_weights, sigma=sigma, win_size=win_size)
     height, width = y.shape[1:]
     rows, cols = _strip_sizes(device)
     filt = _Filter(taps, width, device, rows, cols)
     r = filt.r
     hv = height - 2 * r
-    mu = torch.empty((3, hv, filt.wp), dtype=torch.float64, device=device)
-    slab = filt.slab(3)
+    mu = torch.empty((nc, hv, filt.wp), dtype=torch.float64, device=device)
+    slab = filt.slab(nc)
     for i0 in range(0, hv, rows):
         n = min(rows, hv - i0)
         slab[:, : n + 2 * r, :width] = y[:, i0 : i0 + n + 2 * r]
@@ -176,12 +200,14 @@ def ssim_from_stats(output, stats: SsimReferenceStats) -> float:
     import torch
 
     _check(output, "output")
-    if tuple(output.shape) != (stats.y.shape[1], stats.y.shape[2], 3):
-        shape = (stats.y.shape[1], stats.y.shape[2], 3)
-        raise ValueError(f"expected two HxWx3 arrays of one shape, got {tuple(output.shape)} and {shape}")
+    nc = int(stats.y.shape[0])
+    if _plane_shape(output) != (stats.y.shape[1], stats.y.shape[2]):
+        raise ValueError(f"expected two images of one shape, got {_plane_shape(output)} and {tuple(stats.y.shape[1:])}")
     data_range, gaussian_weights, sigma, use_sample_covariance, win_size = stats.params
     device = stats.device
     x_all = _planes(output, device)
+    if x_all.shape[0] != nc:
+        raise ValueError(f"expected {nc} planes, got {x_all.shape[0]}")
     taps = window_taps(gaussian_weights=gaussian_weights, sigma=sigma, win_size=win_size)
     win = len(taps)
     height, width = x_all.shape[1:]
@@ -192,21 +218,21 @@ def ssim_from_stats(output, stats: SsimReferenceStats) -> float:
     c1 = (K1 * data_range) ** 2
     c2 = (K2 * data_range) ** 2
     cov_norm = win * win / (win * win - 1.0) if use_sample_covariance else 1.0
-    total = [0.0, 0.0, 0.0]  # per channel, summed in an order independent of torch's thread count (`sum64`)
-    slab = filt.slab(9)  # maps 0-2: x per channel, 3-5: x^2 + y^2, 6-8: xy (exact integers)
-    ybuf = torch.empty((3, rows + 2 * r, width), dtype=torch.float64, device=device)
+    total = [0.0] * nc  # per plane, summed in an order independent of torch's thread count (`sum64`)
+    slab = filt.slab(3 * nc)  # maps [0, nc): x per plane, then x^2 + y^2, then xy (exact integers for uint8)
+    ybuf = torch.empty((nc, rows + 2 * r, width), dtype=torch.float64, device=device)
     for i0 in range(0, hv, rows):
         n = min(rows, hv - i0)
         m = n + 2 * r
         rows_ = slice(i0, i0 + m)
-        x = slab[0:3, :m, :width]
+        x = slab[0:nc, :m, :width]
         x.copy_(x_all[:, rows_])
         y = ybuf[:, :m]
         y.copy_(stats.y[:, rows_])
-        torch.mul(y, y, out=slab[3:6, :m, :width]).addcmul_(x, x)
-        torch.mul(x, y, out=slab[6:9, :m, :width])
+        torch.mul(y, y, out=slab[nc : 2 * nc, :m, :width]).addcmul_(x, x)
+        torch.mul(x, y, out=slab[2 * nc : 3 * nc, :m, :width])
         f = filt.apply(slab, n)
-        mx, sq, sxy = f[0:3], f[3:6], f[6:9]
+        mx, sq, sxy = f[0:nc], f[nc : 2 * nc], f[2 * nc : 3 * nc]
         my = stats.mu[:, i0 : i0 + n]
         mxy = mx * my
         b1 = torch.addcmul(my * my, mx, mx)  # mu_x^2 + mu_y^2
@@ -219,7 +245,7 @@ def ssim_from_stats(output, stats: SsimReferenceStats) -> float:
         b2.add_(c2)
         a1 = mxy.mul_(2.0).add_(c1)
         s = a1.mul_(a2).div_(b1.add_(c1).mul_(b2))
-        for c in range(3):
+        for c in range(nc):
             total[c] += sum64(s[c])
     return float(np.mean([t / float(hv * wv) for t in total]))
 
