@@ -99,12 +99,16 @@ def hist_corr(
 def channel_histograms(img: np.ndarray, bins: int) -> list[np.ndarray]:
     """The three channels' counts (float64) of 8-bit values in `bins` equal-width bins over [0, 256):
     value v goes to bin floor(v * bins / 256). Counted per value, then summed into the bins."""
-    if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < 1:
-        raise ValueError(f"bins must be a positive integer, got {bins!r}")
+    check_bins(bins)
     if img.dtype != np.uint8 or img.ndim != 3 or img.shape[2] != 3:
         raise ValueError(f"expected a uint8 HxWx3 array, got {img.dtype} {img.shape}")
     flat = img.reshape(-1, 3)
     return histograms_from_counts([np.bincount(flat[:, c], minlength=256) for c in range(3)], bins)
+
+
+def check_bins(bins) -> None:
+    if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < 1:
+        raise ValueError(f"bins must be a positive integer, got {bins!r}")
 
 
 def histograms_from_counts(per_value, bins: int) -> list[np.ndarray]:

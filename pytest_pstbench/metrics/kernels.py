@@ -123,15 +123,13 @@ class SsimMetric(_SplitMetric):
         import numpy as np
 
         from pytest_pstbench.metrics import fidelity
-        from pytest_pstbench.metrics.kernels_ssim import FloatPlanes, TRUNCATE
+        from pytest_pstbench.metrics.kernels_ssim import FloatPlanes, _win
 
         planes = fidelity._planes(img, channels, kw.get("luma_weights"))
         if downsample == "wang":
             f = fidelity.wang_factor(*img.shape[:2])
             planes = [fidelity.box_downsample(pl, f) for pl in planes]
-        sigma = float(kw["sigma"])
-        win = 2 * int(TRUNCATE * sigma + 0.5) + 1 if kw["gaussian_weights"] else int(kw.get("win_size", 7))
-        if min(planes[0].shape) < win:
+        if min(planes[0].shape) < _win(kw["gaussian_weights"], float(kw["sigma"]), kw.get("win_size", 7)):
             return None
         return FloatPlanes(np.stack(planes))
 
@@ -210,12 +208,11 @@ def channel_histograms_on(img, bins: int, device: str = "cpu"):
     import numpy as np
     import torch
 
-    from pytest_pstbench.metrics.color import channel_histograms, histograms_from_counts
+    from pytest_pstbench.metrics.color import channel_histograms, check_bins, histograms_from_counts
 
     if not isinstance(img, np.ndarray) or img.dtype != np.uint8 or img.ndim != 3 or img.shape[2] != 3:
         return channel_histograms(img, bins)  # its own error for a wrong input
-    if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < 1:
-        raise ValueError(f"bins must be a positive integer, got {bins!r}")
+    check_bins(bins)
     flat = _device_tensor(img, device).reshape(-1, 3)
     counts = torch.stack([torch.bincount(flat[:, c], minlength=256) for c in range(3)]).cpu().numpy()
     return histograms_from_counts(list(counts), bins)
