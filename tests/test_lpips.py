@@ -322,3 +322,43 @@ def test_metric_cuda_unavailable():
         pytest.skip("CUDA is available here")
     with pytest.raises(UserError, match="CUDA is not available"):
         LpipsMetric(lpips_params(), "cuda")
+
+
+def test_build_without_random_init_equals_build_with_it(metric, monkeypatch):
+    """`_build` skips the initialisers while lpips builds its model; every tensor is then loaded, so the
+    model equals one built with the random init, tensor for tensor, and torch.nn.init is left as it was."""
+    import contextlib
+
+    from pytest_pstbench.metrics import lpips_metric as lm
+
+    before = {name: getattr(torch.nn.init, name) for name in lm._INITIALISERS if hasattr(torch.nn.init, name)}
+    monkeypatch.setenv(lw.NO_DOWNLOAD_ENV, "1")
+    fast, _ = lm._build("alex", "0.1", "cpu")
+    assert {name: getattr(torch.nn.init, name) for name in before} == before
+    monkeypatch.setattr(lm, "_initialisers_skipped", contextlib.nullcontext)
+    slow, _ = lm._build("alex", "0.1", "cpu")
+    a, b = fast.state_dict(), slow.state_dict()
+    assert sorted(a) == sorted(b)
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    ref = _load_png("ex_ref.png")
+    other = _load_png("ex_p0.png")
+    with torch.inference_mode():
+        t = [torch.from_numpy(x.copy()).permute(2, 0, 1)[None].float() * (2 / 255) - 1 for x in (ref, other)]
+        assert torch.equal(fast(*t), slow(*t))
+
+
+def test_build_refuses_a_weight_file_without_a_linear_layer(metric, monkeypatch):
+    """A linear layer that lpips's file does not hold would keep allocated memory: refused, not used."""
+    from pytest_pstbench.metrics import lpips_metric as lm
+
+    real_load = torch.load
+
+    def load_without_lin2(*args, **kwargs):
+        state = real_load(*args, **kwargs)
+        return {k: v for k, v in state.items() if not k.startswith("lin2.")} if isinstance(state, dict) else state
+
+    monkeypatch.setenv(lw.NO_DOWNLOAD_ENV, "1")
+    monkeypatch.setattr(torch, "load", load_without_lin2)
+    with pytest.raises(RuntimeError, match=r"does not hold \['lin2\.model\.1\.weight'"):
+        lm._build("alex", "0.1", "cpu")

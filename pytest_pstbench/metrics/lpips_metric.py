@@ -18,6 +18,7 @@ linear layers, spatial mean, sum over layers); `feature_key()` says which metric
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import threading
 import warnings
@@ -59,6 +60,49 @@ def _feature_key(slice_key: str) -> str | None:
     return None
 
 
+_INITIALISERS = ("uniform_", "normal_", "trunc_normal_", "constant_", "zeros_", "ones_", "kaiming_uniform_",
+                 "kaiming_normal_", "xavier_uniform_", "xavier_normal_")
+
+
+@contextlib.contextmanager
+def _initialisers_skipped():
+    """While lpips builds its model, `torch.nn.init`'s initialisers leave tensors as allocated.
+
+    With pnet_rand=True lpips builds torchvision's whole architecture with random weights (VGG16's
+    classifier alone is 124M values: ~0.8 s of a 1.1 s build), keeps the backbone, and loads its linear
+    layers from its weight file; `_build` then loads every backbone tensor (strict) and
+    `_check_linear_layers_loaded` proves the linear layers came from the file, so no value drawn here
+    would have survived. Called under `_LOCK` (torch.nn.init is a module shared by the process)."""
+    saved = {name: getattr(torch.nn.init, name) for name in _INITIALISERS if hasattr(torch.nn.init, name)}
+
+    def keep(tensor, *args, **kwargs):
+        return tensor
+
+    for name in saved:
+        setattr(torch.nn.init, name, keep)
+    try:
+        yield
+    finally:
+        for name, fn in saved.items():
+            setattr(torch.nn.init, name, fn)
+
+
+def _check_linear_layers_loaded(model, lpips, net: str, version: str) -> None:
+    """Every tensor of the model outside the backbone (`net.*`) and lpips's fixed scaling constants is in
+    lpips's bundled weight file, which `LPIPS.__init__` loaded (non-strictly): reload it and check."""
+    from pathlib import Path
+
+    path = Path(lpips.__file__).resolve().parent / "weights" / f"v{version}" / f"{net}.pth"
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    result = model.load_state_dict(state, strict=False)
+    tensors = model.state_dict(keep_vars=True)
+    loaded = {tensors[k].data_ptr() for k in state if k in tensors}  # `lins.K` are aliases of `linK`
+    others = [k for k in result.missing_keys if not k.startswith(("net.", "scaling_layer."))
+              and tensors[k].data_ptr() not in loaded]
+    if others or result.unexpected_keys:
+        raise RuntimeError(f"lpips {net} v{version}: its weight file {path} does not hold {others or result.unexpected_keys}")
+
+
 def _build(net: str, version: str, device: str) -> tuple[Any, dict]:
     import lpips
 
@@ -67,10 +111,12 @@ def _build(net: str, version: str, device: str) -> tuple[Any, dict]:
     if version not in VERSIONS:
         raise UserError(f"protocol metrics.lpips.version is '{version}'; it must be one of {', '.join(VERSIONS)}.")
     weights, info = resolve_features(BACKBONE_OF_NET[net])
-    # The random init of pnet_rand must not disturb the caller's global RNG state.
-    with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+    # pnet_rand must neither disturb the caller's global RNG state nor spend time drawing weights that are
+    # all replaced below (`_initialisers_skipped`).
+    with torch.random.fork_rng(devices=[]), warnings.catch_warnings(), _initialisers_skipped():
         warnings.filterwarnings("ignore", message=r".*(pretrained|weights).*", category=UserWarning)
         model = lpips.LPIPS(net=net, version=version, pretrained=True, pnet_rand=True, verbose=False)
+    _check_linear_layers_loaded(model, lpips, net, version)
     backbone = model.net
     state = backbone.state_dict()
     mapped = {k: _feature_key(k) for k in state}
