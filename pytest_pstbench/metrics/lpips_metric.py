@@ -3,7 +3,8 @@
 The model is `lpips.LPIPS(net, version, pretrained=True, pnet_rand=True)`: the linear layers
 come from the lpips package's own bundled weights (`lpips/weights/v{version}/{net}.pth`), and the
 backbone's conv layers (which lpips would otherwise have torchvision download) are loaded from
-`resolve_features()`: AlexNet for net 'alex', VGG16 for 'vgg', SqueezeNet 1.1 for 'squeeze'.
+`resolve_features()`: AlexNet for net 'alex', VGG16 for 'vgg', SqueezeNet 1.1 for 'squeeze'. No random
+weights are drawn while lpips builds the model (`_initialisers_skipped`): every tensor is then loaded.
 
 Inputs: 8-bit values x mapped linearly onto `input_scale` ([-1, 1]: x * 2/255 - 1, lpips's
 convention; [0, 1]: x/255, given to lpips as is, i.e. without its normalize=True rescaling).
