@@ -18,7 +18,10 @@ and shown on its own row), it times:
       in float64 per channel, LPIPS, skimage deltaE_ciede2000 on the protocol's CIELAB, numpy
       histograms), so later engine changes are measured against it and not against themselves;
   (d) three methods: three calls (one run each) vs one call scoring the three methods together
-      (`pstbench score --outputs A B C`: each reference and style decoded once, its LPIPS features once).
+      (`pstbench score --outputs A B C`: each reference and style decoded once, its LPIPS features once);
+  (e) `pstbench score` with its score cache (in a temporary directory, not the user's): cold, writing
+      the entries, then the rerun that finds them (hashes the outputs, reads and checks the entries; in
+      this one process the dataset files' hashes are remembered, as within one `pstbench score` call).
 
 and, to show where the floor of cold scoring lies on this machine:
 
@@ -39,6 +42,7 @@ from __future__ import annotations
 import argparse
 import math
 import resource
+import shutil
 import sys
 import tempfile
 import time
@@ -182,14 +186,20 @@ def peak_rss_gb() -> float:
 
 
 def score_sessions(track, protocol, outputs_dirs: list[Path], results: Path, names: list[str], device: str,
-                   workers: int | None = None) -> None:
+                   workers: int | None = None, cache_root: Path | None = None) -> None:
     """What `pstbench score --no-cache --outputs DIR [DIR ...]` does after its imports: one RunSession per
-    folder, scored together through the pipeline (`paired/planner.py: score_runs`), run files written."""
+    folder, scored together through the pipeline (`paired/planner.py: score_runs`), run files written.
+    With `cache_root`: `pstbench score` with its score cache, kept under `cache_root` (not the user's)."""
+    from pytest_pstbench.core.cache import ScoreCache
     from pytest_pstbench.paired.planner import score_runs
     from pytest_pstbench.paired.session import RunSession
 
     sessions = [RunSession(track, protocol, name=name, results_dir=results, device=device, outputs_dir=d,
-                           use_cache=False, command="bench_fast") for d, name in zip(outputs_dirs, names)]
+                           use_cache=cache_root is not None, command="bench_fast")
+                for d, name in zip(outputs_dirs, names)]
+    for session in sessions:
+        if cache_root is not None:
+            session.cache = ScoreCache(cache_root)
     outputs = [{p.id: d / f"{p.id}.png" for p in track.pairs} for d in outputs_dirs]
     for outcome in score_runs(sessions, outputs, workers=workers):
         if not outcome.complete:
@@ -273,6 +283,14 @@ def main(argv=None) -> None:
         t_d1 = best(lambda: score_sessions(track, protocol, outs, tmp / "results",
                                            [f"e{next(k)}" for _ in outs], args.device, args.workers))
         rows.append(("(d) three methods in one call", t_d1, peak_rss_gb()))
+        cache_root = tmp / "score-cache"
+        t_e0 = best(lambda: (shutil.rmtree(cache_root, ignore_errors=True),
+                             score_sessions(track, protocol, [outs[0]], tmp / "results", [f"c{next(k)}"], args.device,
+                                            args.workers, cache_root=cache_root)))
+        rows.append(("(e) cold score with the score cache (entries written)", t_e0, peak_rss_gb()))
+        t_e = best(lambda: score_sessions(track, protocol, [outs[0]], tmp / "results", [f"c{next(k)}"], args.device,
+                                          args.workers, cache_root=cache_root))
+        rows.append(("(e) rerun from the score cache", t_e, peak_rss_gb()))
         pytest_rows = time_pytest(tmp, track, outs[0], args.repeat) if args.pytest else []
 
     n = args.pairs
@@ -287,6 +305,7 @@ def main(argv=None) -> None:
     print(f"ratio (c)/(b) previous engine / cold score:   {t_c / t_b:5.2f}   (target >= 2)")
     print(f"ratio (d) three calls / one call (b):         {t_d3 / t_b:5.2f}")
     print(f"ratio (d) one call for three / one method:    {t_d1 / t_b:5.2f}   (target <= 2.2)")
+    print(f"ratio (e) cached rerun / cold with cache:      {t_e / t_e0:5.3f}   (target <= 0.05)")
     print(f"peak RSS: {peak_rss_gb():.2f} GB (target <= 3 GB)")
     for line in pytest_rows:
         print(line)
