@@ -197,8 +197,8 @@ def score_sessions(track, protocol, outputs_dirs: list[Path], results: Path, nam
     sessions = [RunSession(track, protocol, name=name, results_dir=results, device=device, outputs_dir=d,
                            use_cache=cache_root is not None, command="bench_fast")
                 for d, name in zip(outputs_dirs, names)]
-    for session in sessions:
-        if cache_root is not None:
+    if cache_root is not None:
+        for session in sessions:
             session.cache = ScoreCache(cache_root)
     outputs = [{p.id: d / f"{p.id}.png" for p in track.pairs} for d in outputs_dirs]
     for outcome in score_runs(sessions, outputs, workers=workers):

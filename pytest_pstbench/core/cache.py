@@ -28,8 +28,9 @@ from pytest_pstbench.core.paths import cache_dir
 FORMAT = 2
 # The metric code's own version: bumped whenever a change to how the kit computes a metric can move a
 # value, even in the last digits (3: the SSIM/CIEDE2000/H-Corr kernels of metrics/kernels.py; 4: sums in an
-# order independent of torch's thread count, `kernels_color.sum64`; 5: SSIM's horizontal band of 24 columns, which moves values by an ulp), so that an entry written by an earlier
-# engine under the same package version never stands in for a fresh value.
+# order independent of torch's thread count, `kernels_color.sum64`; 5: SSIM's horizontal band of 24
+# columns, which moves values by an ulp), so that an entry written by an earlier engine under the same
+# package version never stands in for a fresh value.
 ENGINE = 5
 
 _FILE_HASHES: dict[tuple, str] = {}

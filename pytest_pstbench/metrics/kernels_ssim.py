@@ -85,7 +85,7 @@ def _strip_sizes(device) -> tuple[int, int]:
 
     On CPU the horizontal block is 24 columns: the band GEMM then multiplies (.., 34) windows by a 34 x 24
     band, 70 flops per output instead of 148 with 64 columns, and BLAS runs that shape at full speed
-    (interleaved timing at 1920x1080, 9 maps: 27 ms vs 54 ms per image; SSIM of one output 0.15 vs 0.20 s)."""
+    (interleaved timings at 1920x1080, 9 maps: 27-52 ms vs 54-72 ms per image; SSIM of one output 0.15 vs 0.20 s)."""
     return (16, 24) if str(device).startswith("cpu") else (256, 128)
 
 

@@ -101,7 +101,8 @@ def _check_linear_layers_loaded(model, lpips, net: str, version: str) -> None:
     others = [k for k in result.missing_keys if not k.startswith(("net.", "scaling_layer."))
               and tensors[k].data_ptr() not in loaded]
     if others or result.unexpected_keys:
-        raise RuntimeError(f"lpips {net} v{version}: its weight file {path} does not hold {others or result.unexpected_keys}")
+        missing = others or result.unexpected_keys
+        raise RuntimeError(f"lpips {net} v{version}: its weight file {path} does not hold {missing}")
 
 
 def _build(net: str, version: str, device: str) -> tuple[Any, dict]:
