@@ -13,7 +13,7 @@ from pytest_pstbench.cli import main as cli_main
 from pytest_pstbench.paired.compare import BETTER, NO_DIFF, WORSE, compare_runs
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.protocol import load_protocol
-from pytest_pstbench.core.runs import load_run
+from pytest_pstbench.paired.runs import load_run
 from pytest_pstbench.core.stats import holm
 
 PROTOCOL = load_protocol()

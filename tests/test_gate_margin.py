@@ -24,7 +24,7 @@ from pytest_pstbench.paired.compare import BETTER, WITHIN_MARGIN, WORSE_BEYOND_M
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.gate import parse_margins
 from pytest_pstbench.core.protocol import load_protocol
-from pytest_pstbench.core.runs import load_run
+from pytest_pstbench.paired.runs import load_run
 from pytest_pstbench.core.stats import holm
 
 GOLDEN = Path(__file__).parent / "golden" / "compare_margin0.json"

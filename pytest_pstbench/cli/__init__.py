@@ -179,7 +179,7 @@ def cmd_compare(args) -> int:
         s = runs[0].summary
         print(f"track: {s['track']}   protocol: {s['protocol']}   dataset revision: {s['dataset_revision']}   n={s['n']}   alpha={comp.alpha}")
         print(comparison_table(comp, protocol))
-    from pytest_pstbench.core.kinds import fail_on_worse
+    from pytest_pstbench.core.compare import fail_on_worse
 
     return fail_on_worse(args, comp, "paired", protocol)
 

@@ -77,14 +77,14 @@ def parse_margins(items: list[str] | None, protocol, *, option: str = "--pstbenc
 def parse_metrics(spec: str | None, protocol) -> list[str] | None:
     if not spec:
         return None
+    from pytest_pstbench.core.compare import check_metric_names
+
     names = [m.strip() for m in str(spec).split(",") if m.strip()]
-    unknown = [m for m in names if m not in protocol.metrics]
-    if unknown:
-        raise UserError(
-            f"--pstbench-gate-metrics: unknown metric(s) {', '.join(unknown)}; protocol {protocol.id} has "
-            f"{', '.join(protocol.metric_names)}"
-        )
-    return names
+    if not names:
+        return names
+    return check_metric_names(names, protocol.metrics, lambda unknown: (
+        f"--pstbench-gate-metrics: unknown metric(s) {', '.join(unknown)}; protocol {protocol.id} has "
+        f"{', '.join(protocol.metric_names)}"))
 
 
 def check_bounds(means: dict[str, float | None], mins: dict[str, float], maxs: dict[str, float], label=str,
@@ -130,7 +130,7 @@ def evaluate_gate(run_dir: Path, summary: dict, protocol, *, baselines: list[Pat
     result.reasons.extend(check_bounds({m: entry_value(summary["metrics"][m]) for m in {**mins, **maxs}}, mins, maxs,
                                        statistic=lambda m: statistic_of(protocol, m).replace("pooled_mse", "pooled-MSE PSNR")))
     if baselines:
-        from pytest_pstbench.core.kinds import gate_against_baselines
+        from pytest_pstbench.core.compare import gate_against_baselines
 
         gate_against_baselines(result, run_dir, baselines, protocol, metrics, margins)
     return result

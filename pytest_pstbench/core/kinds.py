@@ -1,29 +1,55 @@
-"""The run-kind interface: what each track kind (paired, selection) provides for its run folders, so
-that `pstbench compare`, the `pstbench_compare` fixture, `pstbench table` and the pytest gate are
-written once against it. A third track kind adds one `RunKind` (and its name in `_KINDS`).
+"""The kind registry: track kinds (each a package of its own) register here, and core names none of them.
 
-Standard library only; a kind's own module (numpy, scipy) is imported when the kind is first used.
+A kind is described by a `KindSpec`: its name, the per-item file of its run folders, the unit its tests
+count, how it claims a track or a protocol, and where its parts live as lazy ``"module:object"`` strings
+(its protocol validator, its run kind for comparisons and gates, its pytest run). Kinds are registered
+through the entry-point group ``pytest_pstbench.kinds`` (one line of a package's pyproject.toml, e.g.
+``paired = "pytest_pstbench.paired.kind:KIND"``), so a third kind is a new package and one entry point.
+
+Standard library only; a kind's spec module is standard-library only too (the pytest plugin asks which
+kind a track is before anything heavy is imported); its other modules load when first used.
 """
 from __future__ import annotations
 
 import importlib
 import json
+import re
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
 from pytest_pstbench.core.errors import UserError
 
-# kind name -> "module:attribute" of its RunKind
-_KINDS = {"paired": "pytest_pstbench.paired.compare:PAIRED_RUNS", "selection": "pytest_pstbench.selection.compare:SELECTION_RUNS"}
-_FILES = {"paired": "metrics.csv", "selection": "per_task.csv"}  # the per-item file that tells a kind apart
-# kind name -> "module:attribute" of its pytest run (a `pytest_pstbench.pytest_run.TrackRun`)
-_PYTEST_RUNS = {"paired": "pytest_pstbench.paired.pytest_run:PairedRun",
-                "selection": "pytest_pstbench.selection.pytest_run:SelectionRun"}
+ENTRY_POINT_GROUP = "pytest_pstbench.kinds"
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    """A track kind as the registry knows it: plain data and lazy references, no import of the kind."""
+
+    name: str
+    item_file: str  # the per-item file of its run folders (its content tells runs apart)
+    run_files: tuple[str, ...]  # the files every complete run folder of the kind holds
+    unit: str  # what a run's items are ("pairs", "tasks")
+    n_key: str  # run.json's count of the track's items ("n_pairs", "n_tasks")
+    validate_protocol: str  # "module:function" (path, parsed YAML) -> None, UserError when a rule is broken
+    runs: str  # "module:object": the kind's `RunKind` (load, compare, gate)
+    pytest_run: str  # "module:object": the pytest plugin's run frame for a track of this kind
+    builtin_tracks: tuple[str, ...] = ()  # track ids that are of this kind without a manifest
+    default: bool = False  # the kind of a track, protocol or run folder that names no kind
+
+    def load(self, attr: str):
+        """The object a lazy ``"module:object"`` field names, imported now."""
+        module, _, name = getattr(self, attr).partition(":")
+        return getattr(importlib.import_module(module), name)
 
 
 @dataclass(frozen=True)
 class RunKind:
+    """What a kind provides for its run folders, so that `pstbench compare`, the `pstbench_compare`
+    fixture, `pstbench table` and the pytest gate are written once against it."""
+
     name: str
     run_files: tuple[str, ...]
     load: Callable[[Path], Any]  # a run folder -> the kind's run object (UserError when it is not one)
@@ -38,29 +64,110 @@ class RunKind:
     unit: str  # what a test's n counts ("pairs")
 
 
+# ---- the registry ------------------------------------------------------------------------------------
+@lru_cache(maxsize=1)
+def registered() -> dict[str, KindSpec]:
+    """Kind name -> its spec, from the entry-point group, sorted by name; exactly one kind is the default."""
+    from importlib.metadata import entry_points
+
+    specs: dict[str, KindSpec] = {}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        spec = ep.load()
+        if not isinstance(spec, KindSpec) or spec.name != ep.name:
+            raise UserError(f"entry point {ep.name} = {ep.value} (group {ENTRY_POINT_GROUP}) is not the KindSpec of a kind "
+                            f"named {ep.name}; fix: point it at the kind's KindSpec")
+        specs.setdefault(spec.name, spec)  # the same distribution seen twice on sys.path: the first wins
+    if not specs:
+        raise UserError(f"no track kind is registered (entry-point group {ENTRY_POINT_GROUP}); "
+                        "fix: reinstall pytest-pstbench (pip install -e . or its wheel)")
+    defaults = [s.name for s in specs.values() if s.default]
+    if len(defaults) != 1:
+        raise UserError(f"the registered track kinds ({', '.join(sorted(specs))}) must have exactly one default kind, "
+                        f"not {len(defaults)}; fix: mark one KindSpec default=True")
+    return dict(sorted(specs.items()))
+
+
+def names() -> list[str]:
+    return list(registered())
+
+
+def spec(name: str) -> KindSpec:
+    """The spec of a registered kind; an unknown name is a user error listing the available ones."""
+    specs = registered()
+    if name not in specs:
+        raise UserError(f"unknown kind {name}; available: {', '.join(specs)}")
+    return specs[name]
+
+
+def default_kind() -> str:
+    return next(s.name for s in registered().values() if s.default)
+
+
 def get(name: str) -> RunKind:
-    module, _, attr = _KINDS[name].partition(":")
-    return getattr(importlib.import_module(module), attr)
-
-
-def track_kind(spec: str, *bases: Path) -> str:
-    """The kind of a track spec: 'selection' for a built-in selection track or a manifest with
-    `kind: selection` (relative paths also tried against `bases`), else 'paired'."""
-    from pytest_pstbench.selection.kind import is_selection_track
-
-    return "selection" if is_selection_track(spec, *bases) else "paired"
+    """The run kind (comparisons, gate) of a registered kind."""
+    return spec(name).load("runs")
 
 
 def pytest_run_class(kind: str):
-    """The `TrackRun` subclass that runs a track of this kind under pytest."""
-    module, _, attr = _PYTEST_RUNS[kind].partition(":")
-    return getattr(importlib.import_module(module), attr)
+    """The pytest plugin's run frame for a track of this kind."""
+    return spec(kind).load("pytest_run")
+
+
+# ---- which kind a track, a protocol or a run folder is -----------------------------------------------
+_KIND_LINE = re.compile(r"^kind:\s*['\"]?([A-Za-z0-9_.-]+)['\"]?\s*(#.*)?$", re.MULTILINE)
+
+
+def manifest_path(spec_: str | Path) -> Path | None:
+    """The manifest file a local track spec points at (a YAML file, or a folder with track.yaml)."""
+    path = Path(spec_)
+    if path.is_dir():
+        path = path / "track.yaml"
+    return path if path.is_file() else None
+
+
+def _declared_kind(name: str) -> str:
+    """A kind named by a manifest or protocol: a registered kind, else the default (a name no kind claims
+    is left to the default kind's own validation, as before kinds were registered)."""
+    return name if name in registered() else default_kind()
+
+
+def track_kind(track: str, *bases: Path) -> str:
+    """The kind of a track spec: the kind whose `builtin_tracks` hold it, else the kind a manifest's
+    top-level `kind:` line names (relative paths also tried against `bases`, e.g. the ini file's folder),
+    else the default kind. Reads at most the manifest's first 64 KiB; imports nothing."""
+    for s in registered().values():
+        if str(track) in s.builtin_tracks:
+            return s.name
+    candidates = [Path(track)] + ([Path(b) / track for b in bases] if not Path(track).is_absolute() else [])
+    for cand in candidates:
+        path = manifest_path(cand)
+        if path is None:
+            continue
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                head = fh.read(65536)
+        except OSError:
+            return default_kind()
+        found = _KIND_LINE.search(head)
+        return _declared_kind(found.group(1)) if found else default_kind()
+    return default_kind()
+
+
+def protocol_kind(data) -> str:
+    """The kind a parsed protocol file belongs to: its top-level `kind`, else the default kind."""
+    declared = data.get("kind") if isinstance(data, dict) else None
+    return _declared_kind(declared) if isinstance(declared, str) else default_kind()
+
+
+def record_kind(data: dict) -> str:
+    """The kind of a run from its run.json / summary.json content (`kind`), else the default kind."""
+    declared = data.get("kind")
+    return _declared_kind(declared) if isinstance(declared, str) else default_kind()
 
 
 def run_kind(path: str | Path) -> str | None:
-    """'selection' or 'paired', from run.json / summary.json `kind`, else from the per-item file
-    (per_task.csv / metrics.csv); None when the folder holds none of these (its loader then says what
-    is missing)."""
+    """A run folder's kind, from run.json / summary.json `kind`, else from the per-item file it holds;
+    None when the folder holds none of these (its loader then says what is missing)."""
     p = Path(path)
     for name in ("run.json", "summary.json"):
         try:
@@ -68,104 +175,29 @@ def run_kind(path: str | Path) -> str | None:
         except (OSError, ValueError):
             continue
         if isinstance(data, dict):
-            return "selection" if data.get("kind") == "selection" else "paired"
-    for kind in ("selection", "paired"):
-        if (p / _FILES[kind]).is_file():
-            return kind
+            return record_kind(data)
+    for s in registered().values():
+        if (p / s.item_file).is_file():
+            return s.name
     return None
 
 
 def runs_kind(paths) -> str:
-    """The kind shared by all run folders ('paired' when none can be told); a mix of kinds is a user error."""
-    kinds = [(run_kind(p), Path(p)) for p in paths]
-    selection = [p for k, p in kinds if k == "selection"]
-    paired = [p for k, p in kinds if k == "paired"]
-    if selection and paired:
+    """The kind shared by all run folders (the default kind when none can be told); a mix of kinds is a
+    user error."""
+    first: dict[str, Path] = {}
+    for p in paths:
+        k = run_kind(p)
+        if k is not None:
+            first.setdefault(k, Path(p))
+    if len(first) > 1:
+        (ka, a), (kb, b) = sorted(first.items(), key=lambda kv: not spec(kv[0]).default)[:2]
         raise UserError(
-            f"{paired[0]} is a paired run (metrics.csv) but {selection[0]} is a selection run (per_task.csv); "
-            "paired and selection runs cannot be compared; fix: compare runs of the same track"
+            f"{a} is a {ka} run ({spec(ka).item_file}) but {b} is a {kb} run ({spec(kb).item_file}); "
+            f"{ka} and {kb} runs cannot be compared; fix: compare runs of the same track"
         )
-    return "selection" if selection else "paired"
+    return next(iter(first), default_kind())
 
 
 def kind_of_runs(paths) -> RunKind:
     return get(runs_kind(paths))
-
-
-def gate_against_baselines(result, run_dir: Path, baselines, protocol, metrics, margins: dict | None = None) -> None:
-    """The candidate run in `run_dir` against each baseline run of the same kind, Holm over all tests;
-    each test whose verdict is worse adds the kind's reason to `result` (a gate.GateResult)."""
-    kind = kind_of_runs([*baselines, run_dir])  # a baseline of another kind is refused here
-    candidate = kind.load(Path(run_dir))
-    rows = []
-    for b in unique_baselines(baselines, kind, result.notes):
-        base = kind.load(Path(b))
-        kind.check_comparable([base, candidate])
-        kind.validate(base, protocol)
-        rows.extend(kind.compare_two(base, candidate, protocol, metrics, margins))
-    kind.validate(candidate, protocol)
-    comp = kind.finish(rows, protocol)
-    result.comparison = comp
-    result.reasons.extend(comparison_failures(comp, kind, protocol))
-
-
-def comparison_failures(comp, kind: RunKind, protocol) -> list[str]:
-    """Why a comparison fails a gate (`pstbench compare --fail-on-worse` too): a reason per test worse than
-    its baseline; with none worse, the reason it could not have found one (`cannot_detect`), if so."""
-    reasons = [kind.worse_reason(r, comp) for r in comp.worse]
-    if comp.rows and not reasons:
-        blind = cannot_detect(comp.rows, comp.alpha, kind, protocol)
-        if blind:
-            reasons.append(blind)
-    return reasons
-
-
-def cannot_detect(rows, alpha: float, kind: RunKind, protocol) -> str | None:
-    """Why a comparison could not have found any test worse, whatever the runs' values: with too few pairs
-    (or tasks), Holm's smallest adjusted p-value, m times the smallest p any test can give, is not below
-    alpha. A gate that cannot fail proves nothing, so it fails and says so; None when it can detect."""
-    smallest = min(kind.smallest_pvalue(r, protocol) for r in rows)
-    m = len(rows)
-    if m * smallest < alpha:
-        return None
-    n = min(r.n for r in rows)
-    return (f"the baseline comparison cannot detect a worse run: with {n} {kind.unit} per test the smallest p-value a "
-            f"test can give is {smallest:.4g}, and Holm's correction over its {m} tests makes that {min(1.0, m * smallest):.4g}, "
-            f"not below alpha {alpha}; fix: gate on a track with more items, on fewer metrics (--pstbench-gate-metrics), "
-            "or with bounds (--pstbench-min/--pstbench-max) instead of a baseline")
-
-
-def unique_baselines(baselines, kind: RunKind, notes: list[str]) -> list[Path]:
-    """The baselines, each run once: a folder given again (by another path or a symlink) or a copy with
-    the same per-item file (the same values pair for pair: the same tests) is dropped, with a note. A
-    duplicate would enter Holm's correction twice and weaken the gate."""
-    import hashlib
-
-    seen: dict[str, Path] = {}
-    out = []
-    for b in baselines:
-        b = Path(b)
-        try:
-            digest = hashlib.sha256((b / kind.item_file).read_bytes()).hexdigest()
-        except OSError:  # kind.load names what is missing
-            out.append(b)
-            continue
-        if digest in seen:
-            notes.append(f"baseline {b} is the same run as {seen[digest]} (same {kind.item_file}): counted once")
-            continue
-        seen[digest] = b
-        out.append(b)
-    return out
-
-
-def fail_on_worse(args, comp, kind_name: str, protocol) -> int:
-    """`pstbench compare --fail-on-worse`: 1 (each reason on stderr) when the gate would fail on this
-    comparison (a test worse, or a comparison that could not detect one), else 0."""
-    import sys
-
-    if not getattr(args, "fail_on_worse", False):
-        return 0
-    reasons = comparison_failures(comp, get(kind_name), protocol)
-    for reason in reasons:
-        print(f"pstbench compare: FAILED: {reason}", file=sys.stderr)
-    return 1 if reasons else 0

@@ -1,5 +1,6 @@
 """Load and validate a protocol file (`protocols/*.yaml`); its id and sha256; its typed sections.
-The rules a file must follow are `core/protocol_validation.py`.
+The rules a file must follow are its kind's (`KindSpec.validate_protocol`: paired/protocol.py,
+selection/protocol.py), checked at load.
 
 The protocol is data: every scoring parameter comes from the file, never from code.
 """
@@ -12,10 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from pytest_pstbench.core.errors import UserError
-
-from pytest_pstbench.metrics import registry as _registry
-
-KNOWN_KINDS = tuple(_registry.KINDS)  # the metric kinds of the registry (metrics/registry.py)
 
 
 def protocols_dir() -> Path:
@@ -209,12 +206,7 @@ def load_protocol(spec: str | Path | None = None) -> Protocol:
         data = yaml.safe_load(raw)
     except yaml.YAMLError as exc:
         raise UserError(f"{path}: not valid YAML ({str(exc).splitlines()[0]}); fix the file's syntax") from None
-    if isinstance(data, dict) and data.get("kind") == "selection":  # selection protocols (e.g. vab)
-        from pytest_pstbench.selection.protocol import validate_selection_protocol
+    from pytest_pstbench.core.kinds import protocol_kind, spec
 
-        validate_selection_protocol(path, data)
-    else:
-        from pytest_pstbench.core.protocol_validation import validate
-
-        validate(path, data)
+    spec(protocol_kind(data)).load("validate_protocol")(path, data)  # its kind's rules (`kind:`, else the default)
     return Protocol(id=data["id"], path=path.resolve(), sha256=hashlib.sha256(raw).hexdigest(), data=data)

@@ -1,16 +1,14 @@
-"""Run files: `metrics.csv`, `summary.json`, `run.json` under `results/<track>/<name>/`.
+"""The run store, for every kind: a run folder (`results/<track>/<name>/`: the kind's per-item file,
+`summary.json`, `run.json`) is written to a staging folder and swapped into place as a whole under a
+per-run lock (`write_run_files`; the lock lives in the cache), and read back through one reader
+(`read_run_folder`, `RunRecord`, `RunFolder`, `read_item_csv`). A kind's own run format (its per-item
+file's columns) lives in the kind (paired/runs.py, selection/compare.py).
 
-A run folder is replaced as a whole under a per-run lock (`write_run_files`; the lock lives in the cache), read back and validated.
-metrics.csv and summary.json depend only on the inputs and the protocol, so the same inputs give
-byte-identical files; run.json also records when, where and how the run was made.
-
-Size: just over 400 lines: writing, locking and validating the run files share the format rules;
-the run store moves to core/ in the one-engine redesign.
+Size: just over 400 lines: writing, locking and reading run folders share the format rules.
 """
 from __future__ import annotations
 
 import csv
-import io
 import json
 import os
 import shutil
@@ -22,8 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
-
-RUN_FILES = ("metrics.csv", "summary.json", "run.json")
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -173,19 +169,6 @@ def refuse_baseline_is_run_dir(baselines, run_dir: Path, option: str = "--pstben
 
 def dumps_json(obj) -> str:
     return json.dumps(obj, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-
-
-def metrics_csv(metric_names: list[str], rows: list[tuple[str, dict | None]]) -> str:
-    """One row per pair (in the given order); a pair that failed has empty cells. Floats as repr()."""
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["pair_id", *metric_names])
-    for pair_id, values in rows:
-        if values is None:
-            w.writerow([pair_id, *[""] * len(metric_names)])
-        else:
-            w.writerow([pair_id, *[repr(float(values[m])) for m in metric_names]])
-    return buf.getvalue()
 
 
 def _umask() -> int:
@@ -381,13 +364,6 @@ def _link_or_copy(src, dst) -> None:
         shutil.copy2(src, dst)
 
 
-def write_run(run_dir: Path, metrics_text: str, summary: dict, run: dict) -> None:
-    """Write the three run files of a paired run, replacing the folder as a whole (`write_run_files`)."""
-    write_run_files(
-        run_dir, {"metrics.csv": metrics_text, "summary.json": dumps_json(summary), "run.json": dumps_json(run)}, run
-    )
-
-
 # run.json `format`: 1 since the field was introduced; bump when a run file changes incompatibly.
 # A run.json without it was written before (same content) and is read as format 0.
 RUN_FORMAT = 1
@@ -399,7 +375,7 @@ class RunRecord:
 
     path: Path
     format: int
-    kind: str  # "paired" or "selection"
+    kind: str  # a registered kind's name (core/kinds.py)
     protocol_id: str | None
     protocol_sha256: str | None
     protocol_path: str | None
@@ -443,13 +419,15 @@ def parse_run_record(path: Path, data) -> RunRecord:
             value = value.get(k) if isinstance(value, dict) else None
         return value
 
-    kind = "selection" if data.get("kind") == "selection" else "paired"
+    from pytest_pstbench.core.kinds import record_kind, spec
+
+    kind = record_kind(data)
     return RunRecord(
         path=path, format=fmt, kind=kind,
         protocol_id=get("protocol", "id"), protocol_sha256=get("protocol", "sha256"), protocol_path=get("protocol", "path"),
         track=get("track"), dataset_id=get("dataset", "id"), dataset_revision=get("dataset", "revision"),
         complete=data.get("complete") is True, name=data.get("name"), n_scored=data.get("n_scored"),
-        n_items=data.get("n_tasks" if kind == "selection" else "n_pairs"), data=data,
+        n_items=data.get(spec(kind).n_key), data=data,
     )
 
 
@@ -471,14 +449,12 @@ def read_run_folder(run_dir: Path, files: tuple[str, ...], what: str) -> tuple[d
 
 
 @dataclass
-class Run:
-    """A run read back from its folder."""
+class RunFolder:
+    """A run read back from its folder; each kind's run object adds its per-item values."""
 
     path: Path
     summary: dict
     run: dict
-    scores: dict[str, dict[str, float | None]]  # pair id -> metric -> value (None when that pair failed)
-    record: RunRecord | None = None
 
     @property
     def complete(self) -> bool:
@@ -489,24 +465,24 @@ class Run:
         return self.summary.get("name", self.path.name)
 
 
-def load_run(run_dir: Path) -> Run:
-    run_dir = Path(run_dir)
-    summary, record = read_run_folder(run_dir, RUN_FILES, "run")
-    run = record.data
-    scores: dict[str, dict[str, float | None]] = {}
-    with open(run_dir / "metrics.csv", newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        if not reader.fieldnames or reader.fieldnames[0] != "pair_id":
-            raise UserError(f"{run_dir / 'metrics.csv'}: header must start with pair_id; fix: score the run again")
-        for row in reader:
-            pid = row.pop("pair_id")
-            if pid in scores:
-                raise UserError(f"{run_dir / 'metrics.csv'}: pair {pid} appears twice; fix: score the run again")
-            if None in row or None in row.values():  # a row with more or fewer cells than the header
-                raise UserError(f"{run_dir / 'metrics.csv'}: row {pid} does not have one cell per column of the header; "
-                                "fix: score the run again")
-            try:
-                scores[pid] = {k: (float(v) if v != "" else None) for k, v in row.items()}
-            except ValueError as exc:
-                raise UserError(f"{run_dir / 'metrics.csv'}: row {pid}: {exc}; fix: score the run again") from None
-    return Run(run_dir, summary, run, scores, record)
+def read_item_csv(path: Path, id_column: str, unit: str) -> dict[str, dict[str, str]]:
+    """A run's per-item file: item id -> its row (the id column included), in the file's order. The
+    header starts with `id_column`; an id given twice, or a row with more or fewer cells than the header,
+    is one line naming the file (`unit` names an item: "pair", "task")."""
+    fix = "fix: score the run again"
+    rows: dict[str, dict[str, str]] = {}
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            if not reader.fieldnames or reader.fieldnames[0] != id_column:
+                raise UserError(f"{path}: header must start with {id_column}; {fix}")
+            for row in reader:
+                item = row[id_column]
+                if item in rows:
+                    raise UserError(f"{path}: {unit} {item} appears twice; {fix}")
+                if None in row or None in row.values():  # a row with more or fewer cells than the header
+                    raise UserError(f"{path}: row {item} does not have one cell per column of the header; {fix}")
+                rows[item] = row
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not UTF-8 text; {fix}") from None
+    return rows

@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from pytest_pstbench.core.compare import check_runs_comparable, protocol_for, run_pairs
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.core.runs import Run, load_run
+from pytest_pstbench.paired.runs import Run, load_run
 
 BETTER, WORSE, NO_DIFF = "better", "worse", "no significant difference"
 # Verdicts of a test with a margin (non-inferiority gate, `--margin` / `--pstbench-gate-margin`).
@@ -68,34 +69,6 @@ def _row_json(row: MetricComparison) -> dict:
     return d
 
 
-def check_runs_comparable(runs, *, unit: str, n_key: str, ids_file: str, ids) -> None:
-    """Refuse incomplete runs and runs that differ in protocol, track, dataset revision or in the set of
-    items (`unit`: pairs of paired runs, tasks of selection runs; `ids(run)` gives a run's item ids)."""
-    for r in runs:
-        if not r.complete:
-            raise UserError(
-                f"{r.path}: run.json says complete: false ({r.run.get('n_scored')} of {r.run.get(n_key)} {unit} "
-                f"scored); only complete runs can be compared; fix: score every {unit[:-1]} and compare again"
-            )
-    first = runs[0]
-    for r in runs[1:]:
-        theirs = r.record.identity()
-        for label, a in first.record.identity().items():
-            b = theirs[label]
-            if a != b:
-                raise UserError(
-                    f"{r.path}: run.json {label} is {b!r} but {first.path} has {a!r}; runs made under another "
-                    "protocol, track or dataset revision cannot be compared; fix: score both under the same ones"
-                )
-        if set(ids(r)) != set(ids(first)):
-            only_a = sorted(set(ids(first)) - set(ids(r)))
-            only_b = sorted(set(ids(r)) - set(ids(first)))
-            raise UserError(
-                f"{r.path}: {ids_file} has another set of {unit} than {first.path} "
-                f"(only in the first: {only_a[:5]}, only here: {only_b[:5]}); fix: compare runs over the same {unit}"
-            )
-
-
 def validate_run(run: Run, protocol) -> None:
     """Refuse a paired run folder that this kit would not have written as a complete run under `protocol`
     (baselines are held to the rules of new runs: an edited or foreign file must not weaken a gate).
@@ -145,31 +118,6 @@ def validate_run(run: Run, protocol) -> None:
 def check_comparable(runs: list[Run]) -> None:
     """Refuse incomplete runs and runs that differ in protocol, track, dataset revision or pairs."""
     check_runs_comparable(runs, unit="pairs", n_key="n_pairs", ids_file="metrics.csv", ids=lambda r: list(r.scores))
-
-
-def protocol_for(runs: list[Run], spec: str | None = None):
-    """The protocol file the runs were made under (matched by sha256)."""
-    from pytest_pstbench.core.protocol import load_protocol
-
-    want = runs[0].record.protocol_sha256
-    candidates = [spec] if spec else [runs[0].record.protocol_id, runs[0].record.protocol_path]
-    seen = []
-    for c in candidates:
-        if not c:
-            continue
-        try:
-            proto = load_protocol(c)
-        except UserError:
-            continue
-        if proto.sha256 == want:
-            return proto
-        tried = f"{proto.path} (sha256 {proto.sha256[:12]})"
-        if tried not in seen:
-            seen.append(tried)
-    raise UserError(
-        f"{runs[0].path}: the runs were made under protocol sha256 {str(want)[:12]}, but no protocol file with that "
-        f"hash was found (tried {', '.join(seen) or 'none'}); fix: pass --protocol PATH of the file used for the runs"
-    )
 
 
 def shifted_differences(diff, margin: float, higher_is_better: bool):
@@ -256,12 +204,8 @@ def compare_runs(
     protocol = protocol or protocol_for(runs)
     for r in runs:
         validate_run(r, protocol)
-    if against_first:
-        pairs = [(runs[0], r) for r in runs[1:]]
-    else:
-        pairs = [(runs[i], runs[j]) for i in range(len(runs)) for j in range(i + 1, len(runs))]
     rows: list[MetricComparison] = []
-    for base, cand in pairs:
+    for base, cand in run_pairs(runs, against_first):
         rows.extend(compare_two(base, cand, protocol, metrics, margins))
     return finish_comparison(rows, protocol)
 
@@ -318,7 +262,7 @@ def comparison_table(comp: Comparison, protocol, tablefmt: str = "simple") -> st
     return tabulate(body, headers=headers, tablefmt=tablefmt, disable_numparse=True)
 
 
-# ---- the paired run kind (pytest_pstbench.core.kinds) -------------------------------------------------
+# ---- the paired run kind (pytest_pstbench.core.kinds.RunKind) -------------------------------------------------
 def _worse_reason(r: MetricComparison, comp: Comparison) -> str:
     if r.margin is None:
         return (f"{r.metric} is significantly worse than baseline run {r.baseline}: "
@@ -349,7 +293,7 @@ def _compare_paths(paths, *, protocol_spec=None, against_first=False, metrics=No
 
 def _make_kind():
     from pytest_pstbench.core.kinds import RunKind
-    from pytest_pstbench.core.runs import RUN_FILES
+    from pytest_pstbench.paired.runs import RUN_FILES
 
     return RunKind(
         name="paired", run_files=RUN_FILES, load=load_run, check_comparable=check_comparable, validate=validate_run,

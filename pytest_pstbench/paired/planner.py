@@ -157,7 +157,7 @@ def plan_units(variants) -> dict[tuple[str, str], Unit]:
 def cached_identity_summary(track, protocol, results_dir: Path) -> dict | None:
     """The Identity run's summary if `results/<track>/identity/` holds a complete run made under the
     same protocol file and dataset revision, else None."""
-    from pytest_pstbench.core.runs import load_run
+    from pytest_pstbench.paired.runs import load_run
 
     run_dir = Path(results_dir) / track.id / IDENTITY_NAME
     if not (run_dir / "run.json").is_file():

@@ -364,8 +364,8 @@ class RunSession:
 
     # ---- aggregation ---------------------------------------------------------------------------
     def finish(self, write: bool = True) -> RunOutcome:
-        from pytest_pstbench.core import runs
         from pytest_pstbench.core.aggregation import summary_entry
+        from pytest_pstbench.paired import runs
 
         order = [pid for pid in self.track.pair_ids if pid in self.results]
         if not order:

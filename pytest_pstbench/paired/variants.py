@@ -90,7 +90,7 @@ def resolve_variant_spec(spec: str) -> Path:
 
 def load_variant(path: Path, base: Protocol) -> Variant:
     """Read a variant file and apply it to `base`; every rule broken is a one-line UserError."""
-    from pytest_pstbench.core.protocol_validation import validate as _validate
+    from pytest_pstbench.paired.protocol import validate as _validate
     from pytest_pstbench.core.yamlfile import read_yaml
 
     path = Path(path)

@@ -49,7 +49,7 @@ def build_report(
     if max_pairs < 0:
         raise UserError(f"--max-pairs {max_pairs}: must be 0 (all pairs) or a positive number")
     _require_matplotlib()
-    from pytest_pstbench.core.runs import load_run
+    from pytest_pstbench.paired.runs import load_run
 
     out = Path(out)
     _check_out_dir(out)

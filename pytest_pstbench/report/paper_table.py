@@ -162,7 +162,7 @@ def _check_alphas(protocols: list) -> float:
 def build_paired_table(paths: list[Path], *, metrics: list[str] | None, against: str, protocol_spec: str | None) -> Table:
     from pytest_pstbench.core.aggregation import entry_value, heading_suffix
     from pytest_pstbench.paired.compare import WORSE, check_comparable, compare_two, finish_comparison, protocol_for
-    from pytest_pstbench.core.runs import load_run
+    from pytest_pstbench.paired.runs import load_run
     from pytest_pstbench.paired.session import IDENTITY_NAME
 
     runs = [load_run(p) for p in paths]

@@ -21,37 +21,28 @@ with no discordant unit p = 1.
 """
 from __future__ import annotations
 
-import csv
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from pytest_pstbench.core.compare import check_metric_names, check_runs_comparable, protocol_for, run_pairs
 from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.runs import RunFolder, RunRecord, read_item_csv, read_run_folder
+from pytest_pstbench.selection.kind import KIND
 from pytest_pstbench.selection.protocol import comparison_params
 
 BETTER, WORSE, NO_DIFF = "better", "worse", "no significant difference"
-RUN_FILES = ("per_task.csv", "summary.json", "run.json")
+RUN_FILES = KIND.run_files
 
 
 # ---- reading selection runs -----------------------------------------------------------------------
 @dataclass
-class SelectionRunFiles:
+class SelectionRunFiles(RunFolder):
     """A selection run read back from its folder."""
 
-    path: Path
-    summary: dict
-    run: dict
     task_ids: list[str]
     rows: dict[str, dict[str, str]]  # task id -> per_task.csv row
-    record: object = None  # runs.RunRecord
-
-    @property
-    def complete(self) -> bool:
-        return bool(self.run.get("complete"))
-
-    @property
-    def name(self) -> str:
-        return self.summary.get("name", self.path.name)
+    record: RunRecord | None = None
 
     def outcomes(self, metric: str, trials: int) -> dict[str, list[bool]]:
         """Task id -> per-trial correctness of `metric` (columns `<metric>_t<t>` of per_task.csv)."""
@@ -75,24 +66,10 @@ class SelectionRunFiles:
 
 
 def load_selection_run(run_dir: str | Path) -> SelectionRunFiles:
-    from pytest_pstbench.core.runs import read_run_folder
-
     run_dir = Path(run_dir)
     summary, record = read_run_folder(run_dir, RUN_FILES, "selection run")
-    run = record.data
-    rows: dict[str, dict[str, str]] = {}
-    ids: list[str] = []
-    with open(run_dir / "per_task.csv", newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        if not reader.fieldnames or reader.fieldnames[0] != "task_id":
-            raise UserError(f"{run_dir / 'per_task.csv'}: header must start with task_id; fix: score the run again")
-        for row in reader:
-            tid = row["task_id"]
-            if tid in rows:
-                raise UserError(f"{run_dir / 'per_task.csv'}: task {tid} appears twice; fix: score the run again")
-            rows[tid] = row
-            ids.append(tid)
-    return SelectionRunFiles(run_dir, summary, run, ids, rows, record)
+    rows = read_item_csv(run_dir / "per_task.csv", "task_id", "task")
+    return SelectionRunFiles(run_dir, summary, record.data, list(rows), rows, record)
 
 
 def load_selection_runs(paths) -> list[SelectionRunFiles]:
@@ -122,8 +99,6 @@ def validate_run(run: SelectionRunFiles, protocol) -> None:
 
 def check_comparable(runs: list[SelectionRunFiles]) -> None:
     """Refuse incomplete runs and runs that differ in protocol, track, dataset revision or tasks."""
-    from pytest_pstbench.paired.compare import check_runs_comparable
-
     check_runs_comparable(runs, unit="tasks", n_key="n_tasks", ids_file="per_task.csv", ids=lambda r: r.task_ids)
 
 
@@ -179,14 +154,9 @@ class SelectionComparison:
 
 
 def check_metrics(metrics: list[str] | None, params) -> list[str]:
-    names = list(metrics) if metrics else list(params.metrics)
-    unknown = [m for m in names if m not in params.metrics]
-    if unknown:
-        raise UserError(
-            f"metric(s) {', '.join(map(repr, unknown))} not in protocol {params.protocol.id} "
-            f"(metrics: {', '.join(params.metrics)})"
-        )
-    return names
+    return check_metric_names(metrics, list(params.metrics), lambda unknown: (
+        f"metric(s) {', '.join(map(repr, unknown))} not in protocol {params.protocol.id} "
+        f"(metrics: {', '.join(params.metrics)})"))
 
 
 def _units(per_task: dict[str, list[bool]], task_ids: list[str], outcome: str) -> list[bool]:
@@ -235,7 +205,6 @@ def finish_comparison(rows: list[McNemarComparison], protocol) -> SelectionCompa
 def compare_selection_runs(runs: list[SelectionRunFiles], *, protocol=None, against_first: bool = False,
                            metrics: list[str] | None = None) -> SelectionComparison:
     """All pairs of runs (the later run is the candidate), or each run against the first; Holm over all tests."""
-    from pytest_pstbench.paired.compare import protocol_for
     from pytest_pstbench.selection.protocol import SelectionParams
 
     if len(runs) < 2:
@@ -245,20 +214,14 @@ def compare_selection_runs(runs: list[SelectionRunFiles], *, protocol=None, agai
     SelectionParams.of(protocol)
     for r in runs:
         validate_run(r, protocol)
-    if against_first:
-        pairs = [(runs[0], r) for r in runs[1:]]
-    else:
-        pairs = [(runs[i], runs[j]) for i in range(len(runs)) for j in range(i + 1, len(runs))]
     rows: list[McNemarComparison] = []
-    for base, cand in pairs:
+    for base, cand in run_pairs(runs, against_first):
         rows.extend(compare_two(base, cand, protocol, metrics))
     return finish_comparison(rows, protocol)
 
 
 def compare_selection_paths(paths, *, protocol_spec: str | None = None, against_first: bool = False,
                             metrics: list[str] | None = None) -> tuple[SelectionComparison, object, list[SelectionRunFiles]]:
-    from pytest_pstbench.paired.compare import protocol_for
-
     runs = load_selection_runs(paths)
     if len(runs) < 2:
         raise UserError("compare needs at least two run folders")
@@ -276,7 +239,7 @@ def cmd_compare_selection(args) -> int:
     comp, protocol, runs = compare_selection_paths(
         args.runs, protocol_spec=args.protocol, against_first=args.against_first, metrics=args.metrics
     )
-    from pytest_pstbench.core.kinds import fail_on_worse
+    from pytest_pstbench.core.compare import fail_on_worse
 
     if args.json:
         print(json.dumps(comp.to_json(), indent=2))

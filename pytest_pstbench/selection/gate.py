@@ -67,7 +67,7 @@ def evaluate_selection_gate(run_dir: Path, protocol, *, baselines: list[Path], m
         result.reasons.extend(check_bounds(overall_means(summary), mins, maxs, label=lambda k: k.replace(".", " ", 1)))
     if not baselines:
         return result
-    from pytest_pstbench.core.kinds import gate_against_baselines as against
+    from pytest_pstbench.core.compare import gate_against_baselines as against
 
     against(result, run_dir, baselines, protocol, metrics)
     return result

@@ -1,0 +1,161 @@
+"""Comparing runs, written once for every kind: the checks that make runs comparable, the protocol they
+were made under, the loop over pairs of runs, and the gate's baseline rules (each baseline once, a
+comparison that cannot detect a worse run fails, `compare --fail-on-worse`). A kind supplies its
+`RunKind` (core/kinds.py): its loader, its test between two runs and its Holm step.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.kinds import RunKind, get, kind_of_runs
+
+
+def check_runs_comparable(runs, *, unit: str, n_key: str, ids_file: str, ids) -> None:
+    """Refuse incomplete runs and runs that differ in protocol, track, dataset revision or in the set of
+    items (`unit`: pairs of paired runs, tasks of selection runs; `ids(run)` gives a run's item ids)."""
+    for r in runs:
+        if not r.complete:
+            raise UserError(
+                f"{r.path}: run.json says complete: false ({r.run.get('n_scored')} of {r.run.get(n_key)} {unit} "
+                f"scored); only complete runs can be compared; fix: score every {unit[:-1]} and compare again"
+            )
+    first = runs[0]
+    for r in runs[1:]:
+        theirs = r.record.identity()
+        for label, a in first.record.identity().items():
+            b = theirs[label]
+            if a != b:
+                raise UserError(
+                    f"{r.path}: run.json {label} is {b!r} but {first.path} has {a!r}; runs made under another "
+                    "protocol, track or dataset revision cannot be compared; fix: score both under the same ones"
+                )
+        if set(ids(r)) != set(ids(first)):
+            only_a = sorted(set(ids(first)) - set(ids(r)))
+            only_b = sorted(set(ids(r)) - set(ids(first)))
+            raise UserError(
+                f"{r.path}: {ids_file} has another set of {unit} than {first.path} "
+                f"(only in the first: {only_a[:5]}, only here: {only_b[:5]}); fix: compare runs over the same {unit}"
+            )
+
+
+def protocol_for(runs, spec: str | None = None):
+    """The protocol file the runs were made under (matched by sha256)."""
+    from pytest_pstbench.core.protocol import load_protocol
+
+    want = runs[0].record.protocol_sha256
+    candidates = [spec] if spec else [runs[0].record.protocol_id, runs[0].record.protocol_path]
+    seen = []
+    for c in candidates:
+        if not c:
+            continue
+        try:
+            proto = load_protocol(c)
+        except UserError:
+            continue
+        if proto.sha256 == want:
+            return proto
+        tried = f"{proto.path} (sha256 {proto.sha256[:12]})"
+        if tried not in seen:
+            seen.append(tried)
+    raise UserError(
+        f"{runs[0].path}: the runs were made under protocol sha256 {str(want)[:12]}, but no protocol file with that "
+        f"hash was found (tried {', '.join(seen) or 'none'}); fix: pass --protocol PATH of the file used for the runs"
+    )
+
+
+def run_pairs(runs: list, against_first: bool) -> list[tuple]:
+    """(baseline, candidate) pairs: each run against the first, or all pairs (the later run the candidate)."""
+    if against_first:
+        return [(runs[0], r) for r in runs[1:]]
+    return [(runs[i], runs[j]) for i in range(len(runs)) for j in range(i + 1, len(runs))]
+
+
+def check_metric_names(names, known, message) -> list[str]:
+    """`names` (all of `known` when empty) when each is one of the protocol's metrics `known`; else a
+    UserError with `message(unknown names)`, the caller's one line naming its option and the protocol."""
+    names = list(names) if names else list(known)
+    unknown = [m for m in names if m not in known]
+    if unknown:
+        raise UserError(message(unknown))
+    return names
+
+
+# ---- the gate's baseline rules ------------------------------------------------------------------------
+def gate_against_baselines(result, run_dir: Path, baselines, protocol, metrics, margins: dict | None = None) -> None:
+    """The candidate run in `run_dir` against each baseline run of the same kind, Holm over all tests;
+    each test whose verdict is worse adds the kind's reason to `result` (a gate.GateResult)."""
+    kind = kind_of_runs([*baselines, run_dir])  # a baseline of another kind is refused here
+    candidate = kind.load(Path(run_dir))
+    rows = []
+    for b in unique_baselines(baselines, kind, result.notes):
+        base = kind.load(Path(b))
+        kind.check_comparable([base, candidate])
+        kind.validate(base, protocol)
+        rows.extend(kind.compare_two(base, candidate, protocol, metrics, margins))
+    kind.validate(candidate, protocol)
+    comp = kind.finish(rows, protocol)
+    result.comparison = comp
+    result.reasons.extend(comparison_failures(comp, kind, protocol))
+
+
+def comparison_failures(comp, kind: RunKind, protocol) -> list[str]:
+    """Why a comparison fails a gate (`pstbench compare --fail-on-worse` too): a reason per test worse than
+    its baseline; with none worse, the reason it could not have found one (`cannot_detect`), if so."""
+    reasons = [kind.worse_reason(r, comp) for r in comp.worse]
+    if comp.rows and not reasons:
+        blind = cannot_detect(comp.rows, comp.alpha, kind, protocol)
+        if blind:
+            reasons.append(blind)
+    return reasons
+
+
+def cannot_detect(rows, alpha: float, kind: RunKind, protocol) -> str | None:
+    """Why a comparison could not have found any test worse, whatever the runs' values: with too few pairs
+    (or tasks), Holm's smallest adjusted p-value, m times the smallest p any test can give, is not below
+    alpha. A gate that cannot fail proves nothing, so it fails and says so; None when it can detect."""
+    smallest = min(kind.smallest_pvalue(r, protocol) for r in rows)
+    m = len(rows)
+    if m * smallest < alpha:
+        return None
+    n = min(r.n for r in rows)
+    return (f"the baseline comparison cannot detect a worse run: with {n} {kind.unit} per test the smallest p-value a "
+            f"test can give is {smallest:.4g}, and Holm's correction over its {m} tests makes that {min(1.0, m * smallest):.4g}, "
+            f"not below alpha {alpha}; fix: gate on a track with more items, on fewer metrics (--pstbench-gate-metrics), "
+            "or with bounds (--pstbench-min/--pstbench-max) instead of a baseline")
+
+
+def unique_baselines(baselines, kind: RunKind, notes: list[str]) -> list[Path]:
+    """The baselines, each run once: a folder given again (by another path or a symlink) or a copy with
+    the same per-item file (the same values pair for pair: the same tests) is dropped, with a note. A
+    duplicate would enter Holm's correction twice and weaken the gate."""
+    import hashlib
+
+    seen: dict[str, Path] = {}
+    out = []
+    for b in baselines:
+        b = Path(b)
+        try:
+            digest = hashlib.sha256((b / kind.item_file).read_bytes()).hexdigest()
+        except OSError:  # kind.load names what is missing
+            out.append(b)
+            continue
+        if digest in seen:
+            notes.append(f"baseline {b} is the same run as {seen[digest]} (same {kind.item_file}): counted once")
+            continue
+        seen[digest] = b
+        out.append(b)
+    return out
+
+
+def fail_on_worse(args, comp, kind_name: str, protocol) -> int:
+    """`pstbench compare --fail-on-worse`: 1 (each reason on stderr) when the gate would fail on this
+    comparison (a test worse, or a comparison that could not detect one), else 0."""
+    import sys
+
+    if not getattr(args, "fail_on_worse", False):
+        return 0
+    reasons = comparison_failures(comp, get(kind_name), protocol)
+    for reason in reasons:
+        print(f"pstbench compare: FAILED: {reason}", file=sys.stderr)
+    return 1 if reasons else 0

@@ -1,0 +1,17 @@
+"""The paired kind's entry in the kind registry (entry point `pytest_pstbench.kinds: paired`). Standard
+library only: the pytest plugin reads it before anything heavy is imported."""
+from __future__ import annotations
+
+from pytest_pstbench.core.kinds import KindSpec
+
+KIND = KindSpec(
+    name="paired",
+    item_file="metrics.csv",
+    run_files=("metrics.csv", "summary.json", "run.json"),
+    unit="pairs",
+    n_key="n_pairs",
+    validate_protocol="pytest_pstbench.paired.protocol:validate",
+    runs="pytest_pstbench.paired.compare:PAIRED_RUNS",
+    pytest_run="pytest_pstbench.paired.pytest_run:PairedRun",
+    default=True,  # a track, protocol or run folder that names no kind is paired (the PST tracks)
+)
