@@ -1,6 +1,7 @@
-"""The package's layout: its import graph (read from the source with `ast`) has no cycle among
-module-level imports, every cycle closed by a function-level import is listed below with its reason,
-and no module is longer than MAX_LINES unless its docstring says why (a line `Size: ...`).
+"""The package's layout: its import graph (read from the source with `ast`) follows the layering rules
+(LAYERS below, module-level and function-level imports alike), has no cycle among module-level imports,
+every cycle closed by a function-level import is listed below with its reason, core names no kind, and
+no module is longer than MAX_LINES unless its docstring says why (a line `Size: ...`).
 
 Edges: `import pytest_pstbench.x`, `from .x import y` (to `x.y` when that is a module, else to `x`),
 and `__import__` / `importlib.import_module` with a literal name. An import is module-level when it
@@ -24,6 +25,25 @@ MAX_LINES = 400
 #: import is deferred rather than removed. A cycle that is not listed fails the test; a listed edge
 #: that no longer closes a cycle fails it too, so the list only shrinks.
 ALLOWED_FUNCTION_LEVEL_CYCLES: dict[tuple[str, str], str] = {}
+
+
+#: The layers: package -> the packages of this one it may import (itself always). The root module
+#: `pytest_pstbench` (its `__version__`) may be imported from anywhere. Kinds (paired, selection) register
+#: into core through entry points and never import each other; the front doors (cli, plugin, api, and the
+#: option table they share) sit on top.
+KINDS = ("paired", "selection")
+LAYERS: dict[str, set[str]] = {
+    "core": set(),  # names no kind, no front door, no data or metrics
+    "metrics": {"core"},  # pure: no downloads (data), no kind
+    "data": {"core", "metrics"},  # fetching and verifying; no kind
+    "paired": {"core", "metrics", "data"},
+    "selection": {"core", "metrics", "data"},
+    "report": {"core", "metrics", "data", *KINDS},
+    "options": set(),  # standard library only: the plugin imports it at load
+    "api": {"core", "metrics", "data", "report", *KINDS},
+    "cli": {"core", "metrics", "data", "report", "options", "api", *KINDS},
+    "plugin": {"core", "metrics", "data", "report", "options", "api", *KINDS},
+}
 
 
 # ---- the graph ---------------------------------------------------------------------------------
@@ -191,6 +211,83 @@ def test_function_level_cycles_are_listed_with_a_reason():
         f"{short(a)} -> {short(b)}" for a, b in stale
     )
     assert all(reason.strip() for reason in ALLOWED_FUNCTION_LEVEL_CYCLES.values())
+
+
+def layer(module: str) -> str:
+    """The package (layer) of a module: `pytest_pstbench.paired.compare` -> `paired`; the root -> ''."""
+    return short(module).split(".")[0] if module != PACKAGE else ""
+
+
+def layering_violations(top, deferred) -> list[str]:
+    out = []
+    for graph, where in ((top, "module-level"), (deferred, "function-level")):
+        for a, targets in graph.items():
+            la = layer(a)
+            for b in targets:
+                lb = layer(b)
+                if lb in ("", la) or la not in LAYERS:
+                    continue
+                if lb not in LAYERS[la]:
+                    out.append(f"{short(a)} -> {short(b)} ({where}: {la} may import {', '.join(sorted(LAYERS[la])) or 'nothing of the package'})")
+    return sorted(out)
+
+
+def test_every_package_has_a_layer():
+    assert {layer(m) for m in module_files()} - {""} == set(LAYERS)
+
+
+def test_imports_follow_the_layers():
+    top, deferred = import_graph()
+    bad = layering_violations(top, deferred)
+    assert not bad, "imports breaking the layering rules:\n  " + "\n  ".join(bad)
+
+
+def test_the_layering_check_catches_a_forbidden_import():
+    """The check itself: an edge core -> a kind, a kind -> the other kind, metrics -> data, a kind -> a front
+    door, each at function level, are reported; allowed edges are not."""
+    p = PACKAGE
+    deferred = {f"{p}.core.x": {f"{p}.paired.y"}, f"{p}.paired.y": {f"{p}.selection.z", f"{p}.plugin", f"{p}.core.x"},
+                f"{p}.metrics.m": {f"{p}.data.d"}, f"{p}.data.d": {f"{p}.core.x"}}
+    bad = layering_violations({}, deferred)
+    assert [b.split(" (")[0] for b in bad] == ["core.x -> paired.y", "metrics.m -> data.d", "paired.y -> plugin",
+                                               "paired.y -> selection.z"]
+
+
+def _string_constants(path: Path):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                  if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            yield node.lineno, node.value
+
+
+def test_core_names_no_kind():
+    """core knows kinds only through the registry: no string in its code names a kind or a kind's module
+    (docstrings may explain)."""
+    found = []
+    for module, path in module_files().items():
+        if layer(module) != "core":
+            continue
+        for line, text in _string_constants(path):
+            if any(text == k or f"{PACKAGE}.{k}" in text for k in KINDS):
+                found.append(f"{path.relative_to(ROOT.parent)}:{line}: {text!r}")
+    assert not found, "core names a kind: " + "; ".join(found)
+
+
+def test_the_registered_kinds_are_the_kind_packages():
+    """Each kind package registers a KindSpec through the entry-point group, and each lazy reference of a
+    spec names an object that exists."""
+    from pytest_pstbench.core import kinds
+
+    assert kinds.names() == sorted(KINDS)
+    for name in KINDS:
+        spec = kinds.spec(name)
+        assert spec.load("validate_protocol") and spec.load("runs").name == name
+        assert spec.load("pytest_run") is kinds.pytest_run_class(name)
+    with pytest.raises(Exception, match="unknown kind nope; available: paired, selection"):
+        kinds.spec("nope")
 
 
 def _docstring_size_line(path: Path) -> bool:

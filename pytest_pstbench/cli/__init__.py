@@ -154,7 +154,7 @@ def cmd_compare(args) -> int:
 
     from pytest_pstbench.paired.compare import compare_runs, comparison_table, load_runs, protocol_for
     from pytest_pstbench.core.kinds import runs_kind
-    from pytest_pstbench.selection.compare import cmd_compare_selection
+    from pytest_pstbench.cli.compare import cmd_compare_selection
 
     if runs_kind(args.runs) == "selection":  # exact McNemar tests between judges
         if args.margin:

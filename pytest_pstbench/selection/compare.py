@@ -1,6 +1,6 @@
 """Comparing judges: exact McNemar tests between selection runs, Holm over all tests of a call.
 
-Used by `pstbench compare` (dispatched here from `pytest_pstbench.cli.cmd_compare` when the run
+Used by `pstbench compare` (cli/compare.py, dispatched from `pytest_pstbench.cli.cmd_compare` when the run
 folders are selection runs), by the pytest baseline gate of selection runs
 (`--pstbench-baseline`, with the bounds `--pstbench-min/max` on the overall means) and by the
 `pstbench_compare` fixture. Every parameter (test, outcomes, correction, alpha) comes from the
@@ -21,7 +21,6 @@ with no discordant unit p = 1.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -228,26 +227,6 @@ def compare_selection_paths(paths, *, protocol_spec: str | None = None, against_
     check_comparable(runs)
     protocol = protocol_for(runs, protocol_spec)
     return compare_selection_runs(runs, protocol=protocol, against_first=against_first, metrics=metrics), protocol, runs
-
-
-# ---- front doors ------------------------------------------------------------------------------------
-def cmd_compare_selection(args) -> int:
-    """`pstbench compare RUN1 RUN2 ...` on selection runs (see `pytest_pstbench.cli.cmd_compare`)."""
-    from pytest_pstbench.selection.protocol import SelectionParams
-    from pytest_pstbench.report.selection_tables import comparison_footer, comparison_header, comparison_table
-
-    comp, protocol, runs = compare_selection_paths(
-        args.runs, protocol_spec=args.protocol, against_first=args.against_first, metrics=args.metrics
-    )
-    from pytest_pstbench.core.compare import fail_on_worse
-
-    if args.json:
-        print(json.dumps(comp.to_json(), indent=2))
-    else:
-        print(comparison_header(runs[0], comp))
-        print(comparison_table(comp, SelectionParams.of(protocol)))
-        print(comparison_footer(comp))
-    return fail_on_worse(args, comp, "selection", protocol)
 
 
 # ---- bounds on the overall cell ---------------------------------------------------------------------
