@@ -114,7 +114,7 @@ def pytest_run_class(kind: str):
 
 
 # ---- which kind a track, a protocol or a run folder is -----------------------------------------------
-_KIND_LINE = re.compile(r"^kind:\s*['\"]?([A-Za-z0-9_.-]+)['\"]?\s*(#.*)?$", re.MULTILINE)
+_KIND_LINE = re.compile(r"^kind:\s*['\"]?([^\s'\"#]+)['\"]?\s*(#.*)?$", re.MULTILINE)
 
 
 def manifest_path(spec_: str | Path) -> Path | None:
@@ -125,10 +125,15 @@ def manifest_path(spec_: str | Path) -> Path | None:
     return path if path.is_file() else None
 
 
-def _declared_kind(name: str) -> str:
-    """A kind named by a manifest or protocol: a registered kind, else the default (a name no kind claims
-    is left to the default kind's own validation, as before kinds were registered)."""
-    return name if name in registered() else default_kind()
+def _declared_kind(name, where) -> str:
+    """The kind a manifest, protocol or run record names in its top-level `kind` (absent: the default
+    kind); a name no registered kind has is refused with one line naming the file."""
+    if name is None:
+        return default_kind()
+    if isinstance(name, str) and name in registered():
+        return name
+    raise UserError(f"{where}: unknown kind {name}; available: {', '.join(registered())}; "
+                    "fix: correct the file's `kind:` (or install the package that registers that kind)")
 
 
 def track_kind(track: str, *bases: Path) -> str:
@@ -149,20 +154,18 @@ def track_kind(track: str, *bases: Path) -> str:
         except OSError:
             return default_kind()
         found = _KIND_LINE.search(head)
-        return _declared_kind(found.group(1)) if found else default_kind()
+        return _declared_kind(found.group(1) if found else None, path)
     return default_kind()
 
 
-def protocol_kind(data) -> str:
+def protocol_kind(data, path: Path | str = "protocol") -> str:
     """The kind a parsed protocol file belongs to: its top-level `kind`, else the default kind."""
-    declared = data.get("kind") if isinstance(data, dict) else None
-    return _declared_kind(declared) if isinstance(declared, str) else default_kind()
+    return _declared_kind(data.get("kind") if isinstance(data, dict) else None, path)
 
 
-def record_kind(data: dict) -> str:
+def record_kind(data: dict, path: Path | str = "run.json") -> str:
     """The kind of a run from its run.json / summary.json content (`kind`), else the default kind."""
-    declared = data.get("kind")
-    return _declared_kind(declared) if isinstance(declared, str) else default_kind()
+    return _declared_kind(data.get("kind"), path)
 
 
 def run_kind(path: str | Path) -> str | None:
@@ -175,7 +178,7 @@ def run_kind(path: str | Path) -> str | None:
         except (OSError, ValueError):
             continue
         if isinstance(data, dict):
-            return record_kind(data)
+            return record_kind(data, p / name)
     for s in registered().values():
         if (p / s.item_file).is_file():
             return s.name

@@ -208,5 +208,5 @@ def load_protocol(spec: str | Path | None = None) -> Protocol:
         raise UserError(f"{path}: not valid YAML ({str(exc).splitlines()[0]}); fix the file's syntax") from None
     from pytest_pstbench.core.kinds import protocol_kind, spec
 
-    spec(protocol_kind(data)).load("validate_protocol")(path, data)  # its kind's rules (`kind:`, else the default)
+    spec(protocol_kind(data, path)).load("validate_protocol")(path, data)  # its kind's rules (`kind:`, else the default)
     return Protocol(id=data["id"], path=path.resolve(), sha256=hashlib.sha256(raw).hexdigest(), data=data)

@@ -421,7 +421,7 @@ def parse_run_record(path: Path, data) -> RunRecord:
 
     from pytest_pstbench.core.kinds import record_kind, spec
 
-    kind = record_kind(data)
+    kind = record_kind(data, path)
     return RunRecord(
         path=path, format=fmt, kind=kind,
         protocol_id=get("protocol", "id"), protocol_sha256=get("protocol", "sha256"), protocol_path=get("protocol", "path"),
