@@ -6,16 +6,36 @@ a dataset id and revision that run files record.
 """
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.paths import sniff_format
-from pytest_pstbench.core.runs import _control_char
+from pytest_pstbench.core.tracks import (
+    FolderNameIds,
+    ManifestForm,
+    TrackBase,
+    TrackManifest,
+    fetched_note,
+    fetched_provenance,
+    files_digest,
+    manifest_path,
+    not_remote,
+)
 
 BUILTIN_TRACKS = ("demo",)
 ROLES = ("content", "style", "reference")
+#: A paired track's manifest: `id` and `pairs`, each pair with an id and a file per role (docs/tracks-and-data.md).
+PAIRED_MANIFEST = ManifestForm(
+    what="track manifest",
+    items="pairs",
+    item="pair",
+    fields=("id", *ROLES),
+    required=("id", *ROLES),
+    keys="keys `id` and `pairs`",
+    ids=FolderNameIds(),
+)
 
 
 @dataclass(frozen=True)
@@ -27,24 +47,13 @@ class Pair:
 
 
 @dataclass
-class Track:
-    id: str
-    dataset_id: str
-    revision: str
-    pairs: list[Pair]
-    source: str  # "demo" | "local" | "remote"
-    manifest: Path | None = None
-    info: dict = field(default_factory=dict)
+class Track(TrackBase):
+    """A paired track: id, dataset id and revision, source, manifest and info (TrackBase), and its pairs."""
 
-    @property
-    def pair_ids(self) -> list[str]:
-        return [p.id for p in self.pairs]
-
-    def pair(self, pair_id: str) -> Pair:
-        for p in self.pairs:
-            if p.id == pair_id:
-                return p
-        raise KeyError(pair_id)
+    ITEMS: ClassVar[str] = "pairs"
+    pairs: list[Pair] = field(kw_only=True)
+    pair_ids = TrackBase.item_ids  # [pair id, ...] in track order
+    pair = TrackBase.item  # pair(pair_id) -> Pair; KeyError when the track has no such pair
 
 
 def resolve_track(spec: str, progress=None) -> Track:
@@ -61,9 +70,7 @@ def resolve_track(spec: str, progress=None) -> Track:
         return load_remote_track(spec, progress=progress)
     path = Path(spec)
     if path.suffix in (".yaml", ".yml") or path.exists():
-        if path.is_dir():
-            path = path / "track.yaml"
-        return load_manifest(path, source="local")
+        return load_manifest(manifest_path(path), source="local")
     raise UserError(
         f"--track {spec}: unknown track; give a built-in track ({', '.join(BUILTIN_TRACKS)}), "
         f"a remote track ({', '.join(remote_ids)}) "
@@ -83,7 +90,7 @@ def load_remote_track(track_id: str, progress=None):
 
     found = find_track(track_id)
     if found is None:
-        raise UserError(f"--track {track_id}: not a remote track; fix: use one of {', '.join(remote_track_ids())}")
+        raise not_remote(track_id, "remote track", remote_track_ids())
     m, spec = found
     roles = {r: str(spec[r]) for r in ROLES}
     needed = list(dict.fromkeys(roles.values()))
@@ -96,23 +103,13 @@ def load_remote_track(track_id: str, progress=None):
         Pair(pid, *((root / lock["pairs"][roles[r]][pid]).resolve() for r in ROLES))
         for pid in ids
     ]
-    info = {
-        "dataset": m.name,
-        "description": spec.get("description"),
-        "pinned_revision": m.revision,
-        "splits": roles,
-        "content_split": roles["content"],
-        "data_root": str(root),
-        "lock": str(root / LOCK_NAME),
-        "source": lock.get("source", "hub"),
-    }
-    if lock.get("revision_override"):
-        info["revision_override"] = dict(lock["revision_override"])
+    info = fetched_provenance(m, root, lock, LOCK_NAME, description=spec.get("description"), splits=roles,
+                              content_split=roles["content"])
     decoders = image_decoders_info(root / p for p in paths)  # JPEG etc.: read as dataset images, decoders recorded
     if decoders:
         info["image_decoders"] = decoders
     if progress:
-        progress(f"track {track_id}: {len(pairs)} pairs from {m.repo_id}@{lock['revision'][:12]} in {root}")
+        progress(fetched_note(track_id, f"{len(pairs)} pairs", m, lock, root))
     return Track(
         id=track_id,
         dataset_id=m.repo_id,
@@ -125,68 +122,15 @@ def load_remote_track(track_id: str, progress=None):
 
 
 def load_manifest(path: Path, source: str = "local") -> Track:
-    from pytest_pstbench.core.yamlfile import read_yaml
-
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"{path}: track manifest not found; fix: give the path of an existing track.yaml")
-    data = read_yaml(path, "track manifest")
-
-    def bad(rule: str) -> UserError:
-        return UserError(f"{path}: invalid track manifest: {rule}")
-
-    if not isinstance(data, dict) or "id" not in data or "pairs" not in data:
-        raise bad("it must be a mapping with keys `id` and `pairs`")
-    if data["id"] is None or isinstance(data["id"], (bool, list, dict)):
-        raise bad(f"`id` must be a string (a plain name), not {'null' if data['id'] is None else type(data['id']).__name__}; "
-                  "fix: give the track an id such as my-track")
-    track_id = str(data["id"])
-    if not track_id or "/" in track_id or "\\" in track_id or track_id.startswith("."):
-        raise bad(f"`id` {track_id!r} must be a non-empty plain name (it becomes a folder under results/)")
-    if _control_char(track_id) or len(track_id.encode("utf-8", "surrogatepass")) > 200:
-        raise bad(f"`id` {track_id!r} must be a plain name without control characters, at most 200 bytes "
-                  "(it becomes a folder under results/)")
-    pairs_raw = data["pairs"]
-    if not isinstance(pairs_raw, list) or not pairs_raw:
-        raise bad("`pairs` must be a non-empty list of {id, content, style, reference}")
-    base = path.parent
-    pairs: list[Pair] = []
-    seen: set[str] = set()
-    for i, entry in enumerate(pairs_raw):
-        if not isinstance(entry, dict):
-            raise bad(f"pairs[{i}] must be a mapping with id, content, style, reference")
-        missing = [k for k in ("id", "content", "style", "reference") if k not in entry]
-        if missing:
-            raise bad(f"pairs[{i}] lacks {', '.join(missing)}")
-        pid = str(entry["id"])
-        if pid in seen:
-            raise bad(f"pair id {pid!r} appears twice; pair ids must be unique")
-        if not pid or "/" in pid or "\\" in pid or pid.startswith(".") or _control_char(pid) or entry["id"] is None:
-            raise bad(f"pair id {pid!r} must be a plain file name stem")
-        seen.add(pid)
-        files = {}
-        for key in ("content", "style", "reference"):
-            f = (base / str(entry[key])).resolve()
-            if not f.is_file():
-                raise bad(f"pair {pid}: {key} file {f} does not exist; fix the path (relative to the manifest)")
-            files[key] = f
-        pairs.append(Pair(pid, files["content"], files["style"], files["reference"]))
-    revision = data.get("revision")
-    if revision is None:
-        revision = files_revision(pairs)
-    info = {k: v for k, v in data.items() if k in ("name", "generator", "description")}
+    """The local paired track at `path` (a track.yaml; see docs/tracks-and-data.md)."""
+    manifest = TrackManifest(path, PAIRED_MANIFEST)
+    track_id = manifest.track_id()
+    pairs = [Pair(pid, *(manifest.file(str(entry[r]), pid, r) for r in ROLES)) for pid, entry in manifest.items()]
+    fields = manifest.track_fields(track_id, lambda: files_revision(pairs))
     decoders = image_decoders_info(f for p in pairs for f in (p.content, p.style, p.reference))
     if decoders:
-        info["image_decoders"] = decoders
-    return Track(
-        id=track_id,
-        dataset_id=str(data.get("dataset", track_id)),
-        revision=str(revision),
-        pairs=pairs,
-        source=source,
-        manifest=path.resolve(),
-        info=info,
-    )
+        fields["info"]["image_decoders"] = decoders
+    return Track(pairs=pairs, source=source, **fields)
 
 
 def image_decoders_info(paths) -> dict | None:
@@ -202,12 +146,7 @@ def image_decoders_info(paths) -> dict | None:
 
 def files_revision(pairs: list[Pair]) -> str:
     """sha256 over every listed file (pair id, role and bytes, in track order); first 12 hex digits."""
-    h = hashlib.sha256()
-    for p in pairs:
-        for role in ("content", "style", "reference"):
-            h.update(f"{p.id}\0{role}\0".encode())
-            h.update(hashlib.sha256(getattr(p, role).read_bytes()).digest())
-    return h.hexdigest()[:12]
+    return files_digest((f"{p.id}\0{role}\0", (getattr(p, role),)) for p in pairs for role in ROLES)
 
 
 def resolve_outputs(track: Track, outputs_dir: Path, allow_outside_links: bool = False) -> dict[str, Path]:

@@ -22,17 +22,35 @@ builder): scikit-image photographs with graded execution defects, labelled by a 
 """
 from __future__ import annotations
 
-import hashlib
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, ClassVar
 
 from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.tracks import (
+    MANIFEST_NAME,
+    ManifestForm,
+    PatternIds,
+    TrackBase,
+    TrackManifest,
+    fetched_note,
+    fetched_provenance,
+    files_digest,
+    not_remote,
+)
 from pytest_pstbench.selection.kind import BUILTIN_SELECTION_TRACKS
 
-MANIFEST_NAME = "track.yaml"
-_PLAIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+#: A selection track's manifest: `kind: selection`, `id` and `tasks` (docs/selection.md); ids are plain
+#: names in the stricter sense (letters, digits, . _ + -; a task id is also its permutation seed).
+SELECTION_MANIFEST = ManifestForm(
+    what="selection track manifest",
+    items="tasks",
+    item="task",
+    fields=("id", "candidates", "best", "worst"),
+    required=("id", "candidates", "best"),
+    keys="keys kind, id and tasks",
+    ids=PatternIds(),
+)
 
 
 @dataclass(frozen=True)
@@ -52,25 +70,14 @@ class Task:
 
 
 @dataclass
-class SelectionTrack:
-    id: str
-    dataset_id: str
-    revision: str
-    tasks: list[Task]
-    source: str  # "demo" | "local" | "remote"
-    manifest: Path | None = None
-    info: dict = field(default_factory=dict)
+class SelectionTrack(TrackBase):
+    """A selection track: id, dataset id and revision, source, manifest and info (TrackBase), and its tasks."""
+
+    ITEMS: ClassVar[str] = "tasks"
+    tasks: list[Task] = field(kw_only=True)
     kind: str = "selection"
-
-    @property
-    def task_ids(self) -> list[str]:
-        return [t.id for t in self.tasks]
-
-    def task(self, task_id: str) -> Task:
-        for t in self.tasks:
-            if t.id == task_id:
-                return t
-        raise KeyError(task_id)
+    task_ids = TrackBase.item_ids  # [task id, ...] in track order
+    task = TrackBase.item  # task(task_id) -> Task; KeyError when the track has no such task
 
     @property
     def pairs(self):
@@ -122,130 +129,70 @@ def load_remote_selection_track(track_id: str, progress=None):
 
     found = find_track(track_id, kind="selection")
     if found is None:
-        raise UserError(f"--track {track_id}: not a remote selection track; fix: use one of {', '.join(remote_track_ids('selection'))}")
+        raise not_remote(track_id, "remote selection track", remote_track_ids("selection"))
     m, spec = found
     split = str(spec["split"])
     root, lock, _cmd, _paths = checked_data(m, track_id, [split])
     manifest, n, _rebuilt = ensure_extracted(m, track_id, lock, progress=progress)
     track = load_selection_manifest(manifest, source="remote")
-    track.info.update({
-        "dataset": m.name,
-        "pinned_revision": m.revision,
-        "split": split,
-        "data_root": str(root),
-        "lock": str(root / LOCK_NAME),
-        "source": lock.get("source", "hub"),
-        "extracted": str(manifest.parent),
-    })
-    if lock.get("revision_override"):
-        track.info["revision_override"] = dict(lock["revision_override"])
+    track.info.update(fetched_provenance(m, root, lock, LOCK_NAME, split=split, extracted=str(manifest.parent)))
     if progress:
-        progress(f"track {track_id}: {n} tasks from {m.repo_id}@{lock['revision'][:12]} in {manifest.parent}")
+        progress(fetched_note(track_id, f"{n} tasks", m, lock, manifest.parent))
     return track
 
 
-def _plain_id(value) -> bool:
-    return isinstance(value, (str, int)) and not isinstance(value, bool) and bool(_PLAIN.match(str(value)))
-
-
 def load_selection_manifest(path: Path, source: str = "local") -> SelectionTrack:
-    from pytest_pstbench.core.yamlfile import read_yaml
+    """The local selection track at `path` (a track.yaml with `kind: selection`; see docs/selection.md)."""
+    manifest = TrackManifest(path, SELECTION_MANIFEST)
+    if manifest.data.get("kind") != "selection":
+        raise manifest.bad("`kind: selection` is missing (a manifest with `pairs` is a paired track)")
+    track_id = manifest.track_id()
+    tasks = [_task(manifest, tid, entry) for tid, entry in manifest.items()]
+    return SelectionTrack(tasks=tasks, source=source, **manifest.track_fields(track_id, lambda: files_revision(tasks)))
 
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"{path}: selection track manifest not found; fix: give the path of an existing track.yaml")
-    data = read_yaml(path, "selection track manifest")
 
-    def bad(rule: str) -> UserError:
-        return UserError(f"{path}: invalid selection track manifest: {rule}")
+def _task(manifest: TrackManifest, tid: str, entry: dict) -> Task:
+    """Task `tid` from its manifest entry: candidate files, best and worst indices, the rest kept as info."""
+    bad = manifest.bad
+    cands = entry["candidates"]
+    if not isinstance(cands, list) or len(cands) < 2:
+        raise bad(f"task {tid}: `candidates` must list at least 2 image files")
+    files, cinfo = [], []
+    for j, c in enumerate(cands):
+        rel = c.get("file") if isinstance(c, dict) else c
+        if not isinstance(rel, str) or not rel:
+            raise bad(f"task {tid}: candidates[{j}] must be a file path or a mapping with `file`")
+        files.append(manifest.file(rel, tid, "candidate"))
+        cinfo.append({k: v for k, v in c.items() if k != "file"} if isinstance(c, dict) else {})
+    k = len(files)
 
-    if not isinstance(data, dict) or "id" not in data or "tasks" not in data:
-        raise bad("it must be a mapping with keys kind, id and tasks")
-    if data.get("kind") != "selection":
-        raise bad("`kind: selection` is missing (a manifest with `pairs` is a paired track)")
-    track_id = data["id"]
-    if not _plain_id(track_id):
-        raise bad(f"`id` {track_id!r} must be a plain name (letters, digits, . _ + -; it becomes a folder under results/)")
-    raw_tasks = data["tasks"]
-    if not isinstance(raw_tasks, list) or not raw_tasks:
-        raise bad("`tasks` must be a non-empty list of {id, candidates, best, worst}")
-    base = path.parent
-    tasks: list[Task] = []
-    seen: set[str] = set()
-    for i, entry in enumerate(raw_tasks):
-        if not isinstance(entry, dict):
-            raise bad(f"tasks[{i}] must be a mapping with id, candidates, best, worst")
-        missing = [key for key in ("id", "candidates", "best") if key not in entry]
-        if missing:
-            raise bad(f"tasks[{i}] lacks {', '.join(missing)}")
-        seed = entry["id"]
-        if not _plain_id(seed):
-            raise bad(f"tasks[{i}]: task id {seed!r} must be a plain name (letters, digits, . _ + -)")
-        tid = str(seed)
-        if tid in seen:
-            raise bad(f"task id {tid!r} appears twice; task ids must be unique")
-        seen.add(tid)
-        cands = entry["candidates"]
-        if not isinstance(cands, list) or len(cands) < 2:
-            raise bad(f"task {tid}: `candidates` must list at least 2 image files")
-        files, cinfo = [], []
-        for j, c in enumerate(cands):
-            rel = c.get("file") if isinstance(c, dict) else c
-            if not isinstance(rel, str) or not rel:
-                raise bad(f"task {tid}: candidates[{j}] must be a file path or a mapping with `file`")
-            f = (base / rel).resolve()
-            if not f.is_file():
-                raise bad(f"task {tid}: candidate file {f} does not exist; fix the path (relative to the manifest)")
-            files.append(f)
-            cinfo.append({k: v for k, v in c.items() if k != "file"} if isinstance(c, dict) else {})
-        k = len(files)
+    def index(key: str):
+        v = entry.get(key)
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < k:
+            raise bad(f"task {tid}: `{key}` must be a candidate index 0..{k - 1} (0-based, in the order listed), got {v!r}")
+        return v
 
-        def index(key: str):
-            v = entry.get(key)
-            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < k:
-                raise bad(f"task {tid}: `{key}` must be a candidate index 0..{k - 1} (0-based, in the order listed), got {v!r}")
-            return v
-
-        best = index("best")
-        if "worst" in entry:
-            worst = index("worst")
-        elif k == 2:
-            worst = 1 - best
-        else:
-            raise bad(f"task {tid}: `worst` is required when a task has {k} candidates")
-        if worst == best:
-            raise bad(f"task {tid}: best and worst are both candidate {best}; they must differ")
-        tasks.append(
-            Task(
-                id=tid,
-                seed=seed,
-                domain=str(entry.get("domain", "unspecified")),
-                topic=str(entry.get("topic", "unspecified")),
-                candidates=tuple(files),
-                best=best,
-                worst=worst,
-                info={"candidates": cinfo, **{k2: v for k2, v in entry.items() if k2 not in ("id", "domain", "topic", "candidates", "best", "worst")}},
-            )
-        )
-    revision = data.get("revision")
-    if revision is None:
-        revision = files_revision(tasks)
-    return SelectionTrack(
-        id=str(track_id),
-        dataset_id=str(data.get("dataset", track_id)),
-        revision=str(revision),
-        tasks=tasks,
-        source=source,
-        manifest=path.resolve(),
-        info={k: v for k, v in data.items() if k in ("name", "generator", "description")},
+    best = index("best")
+    if "worst" in entry:
+        worst = index("worst")
+    elif k == 2:
+        worst = 1 - best
+    else:
+        raise bad(f"task {tid}: `worst` is required when a task has {k} candidates")
+    if worst == best:
+        raise bad(f"task {tid}: best and worst are both candidate {best}; they must differ")
+    return Task(
+        id=tid,
+        seed=entry["id"],
+        domain=str(entry.get("domain", "unspecified")),
+        topic=str(entry.get("topic", "unspecified")),
+        candidates=tuple(files),
+        best=best,
+        worst=worst,
+        info={"candidates": cinfo, **{k2: v for k2, v in entry.items() if k2 not in ("id", "domain", "topic", "candidates", "best", "worst")}},
     )
 
 
 def files_revision(tasks: list[Task]) -> str:
     """sha256 over task ids, labels and candidate bytes, in track order; first 12 hex digits."""
-    h = hashlib.sha256()
-    for t in tasks:
-        h.update(f"{t.id}\0{t.best}\0{t.worst}\0{t.k}\0".encode())
-        for c in t.candidates:
-            h.update(hashlib.sha256(c.read_bytes()).digest())
-    return h.hexdigest()[:12]
+    return files_digest((f"{t.id}\0{t.best}\0{t.worst}\0{t.k}\0", t.candidates) for t in tasks)
