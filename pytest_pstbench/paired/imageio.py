@@ -17,8 +17,8 @@ import numpy as np
 from PIL import Image, ImageCms, ImageOps, UnidentifiedImageError
 
 from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.images import MAX_PIXELS, check_header_size, sniff_format
 from pytest_pstbench.core.protocol import Protocol
-from pytest_pstbench.core.paths import sniff_format
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _PNG_IEND = b"\x00\x00\x00\x00IEND\xaeB`\x82"
@@ -38,18 +38,7 @@ _MODE_WORDS = {
     "YCbCr": "YCbCr",
 }
 _FIX = "fix: save it as an 8-bit RGB PNG (no alpha, no palette)"
-# Decompression-bomb guard: the size in an image's header is checked before any pixel is decoded.
-MAX_PIXELS = 64_000_000  # the largest image the kit decodes (a protocol may lower it with io.max_pixels)
 RESIZE_MAX_FACTOR = 4  # with --allow-resize, an output may be at most this many times the reference's size per side
-
-
-def check_header_size(where: str, width: int, height: int, *, max_pixels: int = MAX_PIXELS) -> None:
-    """Refuse an image whose header announces more than `max_pixels` pixels (before decoding it)."""
-    if width * height > max_pixels:
-        raise UserError(
-            f"{where}: header says {width}x{height} pixels ({width * height / 1e6:.0f} MP), more than the kit decodes "
-            f"({max_pixels / 1e6:.0f} MP); refused before decoding (decompression-bomb guard); fix: use a smaller image"
-        )
 
 
 def size_mismatch(path, size: tuple[int, int], ref_size: tuple[int, int], protocol: Protocol) -> UserError:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.core.paths import sniff_format
+from pytest_pstbench.core.images import sniff_format
 from pytest_pstbench.core.runs import _control_char
 
 BUILTIN_TRACKS = ("demo",)
