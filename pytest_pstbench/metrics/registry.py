@@ -12,7 +12,7 @@ Values the optional parameters may take are listed here too (the first of each i
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, fields
 from typing import Any, Callable
 
 # Keys of a protocol metric entry that say how the metric is named, shown and ranked: they do not
@@ -29,6 +29,24 @@ LPIPS_NETS = ("alex", "vgg", "squeeze")
 LPIPS_VERSIONS = ("0.1", "0.0")
 LPIPS_INPUT_SCALES = ((-1.0, 1.0), (0.0, 1.0))
 RESIZE_FILTERS = ("nearest", "box", "bilinear", "hamming", "bicubic", "lanczos")  # PIL Image.Resampling names
+
+
+@dataclass(frozen=True)
+class SsimParams:
+    """The parameters of skimage's `structural_similarity` a protocol's SSIM entry sets (`kind: ssim`): the one
+    list the reference function (`fidelity.ssim`), the kernel (`kernels_ssim`, `kernels.SsimMetric`) and the
+    registry's required keys read (those without a default)."""
+
+    data_range: float
+    gaussian_weights: bool
+    sigma: float
+    use_sample_covariance: bool
+    channel_pooling: str = "mean"
+    win_size: int = 7  # the uniform window's side (used when gaussian_weights is false)
+
+
+SSIM_PARAMS = tuple(f.name for f in fields(SsimParams))
+SSIM_REQUIRED = tuple(f.name for f in fields(SsimParams) if f.default is MISSING)
 
 
 def computing_params(params: dict) -> dict:
@@ -140,7 +158,7 @@ def _check_psnr(where: str, params: dict) -> str | None:
     return _positive(where, params, "data_range", "cap_db") or _channels_problem(where, params)
 
 
-@register("ssim", function="SsimMetric", required=("data_range", "gaussian_weights", "sigma", "use_sample_covariance"),
+@register("ssim", function="SsimMetric", required=SSIM_REQUIRED,
           higher_is_better=True, reference="skimage.metrics.structural_similarity; a loop of MATLAB's ssim.m downsampling",
           stateful=True)
 def _check_ssim(where: str, params: dict) -> str | None:
