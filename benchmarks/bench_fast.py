@@ -230,6 +230,7 @@ def main(argv=None) -> None:
 
     from pytest_pstbench.metrics import lpips_metric
     from pytest_pstbench.core.protocol import load_protocol
+    from pytest_pstbench.data.weights import resolve_features
     import pytest_pstbench.paired.session  # noqa: F401 (imported before any clock starts)
     import skimage.color, skimage.metrics  # noqa: F401,E401
 
@@ -244,7 +245,7 @@ def main(argv=None) -> None:
               f"(torch {torch.__version__}, {torch.get_num_threads()} threads, device {args.device})", file=sys.stderr)
 
         t0 = time.perf_counter()
-        lp = lpips_metric.LpipsMetric(protocol.metrics[lp_name], args.device)
+        lp = lpips_metric.LpipsMetric(protocol.metrics[lp_name], args.device, weights=resolve_features)
         rows.append(("LPIPS model build (once per process; not in a-d)", time.perf_counter() - t0, peak_rss_gb()))
 
         arrays = [(np.asarray(Image.open(outs[0] / f"{p.id}.png").convert("RGB")),

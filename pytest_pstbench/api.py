@@ -159,7 +159,7 @@ class Metric:
         import numpy as np
 
         if self._computer is None:
-            from pytest_pstbench.metrics.scorer import MetricComputer
+            from pytest_pstbench.paired.engine import MetricComputer
 
             self._computer = MetricComputer(self.device)
         arrays = []

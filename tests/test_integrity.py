@@ -88,7 +88,7 @@ def test_case02_failed_write_keeps_the_previous_complete_run(tmp_path, monkeypat
 
 
 def test_case02_selection_failed_write_keeps_the_previous_complete_run(tmp_path, monkeypatch, capsys):
-    from pytest_pstbench.data.vab_demo import build_vab_demo
+    from pytest_pstbench.selection.demo import build_vab_demo
 
     manifest = build_vab_demo(tmp_path / "vab-demo", size=(32, 24))
     judges = Path(__file__).resolve().parent.parent / "examples" / "judges" / "no_reference.py"
@@ -518,7 +518,7 @@ def test_case13_large_output_refused_before_decoding_even_with_allow_resize(tmp_
 
 
 def test_case13_huge_reference_and_selection_candidate_refused_from_the_header(tmp_path, capsys):
-    from pytest_pstbench.data.vab_demo import build_vab_demo
+    from pytest_pstbench.selection.demo import build_vab_demo
     from pytest_pstbench.selection.tasks import load_selection_manifest
 
     manifest = make_track(tmp_path / "track")
@@ -552,7 +552,7 @@ def test_case13_huge_reference_and_selection_candidate_refused_from_the_header(t
 
 @pytest.mark.parametrize("value, shown", [('"1.0"', "str"), ("True", "bool"), ("b'1'", "bytes"), ("None", "NoneType")])
 def test_case11_judge_returning_a_non_number_fails_the_task(tmp_path, value, shown):
-    from pytest_pstbench.data.vab_demo import build_vab_demo
+    from pytest_pstbench.selection.demo import build_vab_demo
 
     vab = build_vab_demo(tmp_path / "vab-demo", size=(32, 24))
     judge = tmp_path / "j.py"
@@ -566,7 +566,7 @@ def test_case11_judge_returning_a_non_number_fails_the_task(tmp_path, value, sho
 
 
 def test_case11_judge_returning_numpy_scalars_is_accepted(tmp_path):
-    from pytest_pstbench.data.vab_demo import build_vab_demo
+    from pytest_pstbench.selection.demo import build_vab_demo
 
     vab = build_vab_demo(tmp_path / "vab-demo", size=(32, 24))
     judge = tmp_path / "j.py"
@@ -587,7 +587,7 @@ def _animated(path, frames=2):
 
 
 def test_case11_animated_png_output_and_candidate_are_refused(tmp_path, capsys):
-    from pytest_pstbench.data.vab_demo import build_vab_demo
+    from pytest_pstbench.selection.demo import build_vab_demo
     from pytest_pstbench.selection.tasks import load_selection_manifest
 
     manifest = make_track(tmp_path / "track")
@@ -1022,7 +1022,7 @@ def test_case02_writer_killed_between_the_renames_is_recovered_under_the_lock(tm
 
 
 def test_case04_partial_selection_session_does_not_replace_a_complete_run(pytester):
-    from pytest_pstbench.data.vab_demo import build_vab_demo
+    from pytest_pstbench.selection.demo import build_vab_demo
 
     vab = build_vab_demo(pytester.path / "vab-demo", size=(32, 24))
     judges = Path(__file__).resolve().parent.parent / "examples" / "judges" / "no_reference.py"

@@ -356,7 +356,7 @@ def test_metrics_and_torchs_thread_count():
     to 5e-9), and the
     score cache is keyed by the thread count (`test_cache_key_names_torchs_thread_count`)."""
     from pytest_pstbench.core.protocol import load_protocol
-    from pytest_pstbench.metrics.scorer import MetricComputer, PairScorer
+    from pytest_pstbench.paired.engine import MetricComputer, PairScorer
 
     proto = load_protocol()
     vgg = {**proto.metrics["lpips"], "net": "vgg"}

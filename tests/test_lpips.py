@@ -16,7 +16,7 @@ import yaml
 
 torch = pytest.importorskip("torch")
 
-from pytest_pstbench.metrics import lpips_weights as lw  # noqa: E402
+from pytest_pstbench.data import weights as lw  # noqa: E402
 from pytest_pstbench.core.errors import UserError  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -274,7 +274,7 @@ def metric():
     mp = pytest.MonkeyPatch()
     mp.setenv(lw.NO_DOWNLOAD_ENV, "1")
     try:
-        return LpipsMetric(lpips_params(), "cpu")
+        return LpipsMetric(lpips_params(), "cpu", weights=lw.resolve_features)
     finally:
         mp.undo()
 
@@ -293,7 +293,7 @@ def test_identical_images_zero_and_model_built_once(metric):
 
     ref = _load_png("ex_ref.png")
     assert metric.distance(ref, ref) == pytest.approx(0.0, abs=1e-7)
-    again = LpipsMetric(lpips_params(), "cpu")
+    again = LpipsMetric(lpips_params(), "cpu", weights=lw.resolve_features)
     assert again.model is metric.model
 
 
@@ -312,7 +312,7 @@ def test_metric_refuses_other_lpips_version():
     from pytest_pstbench.metrics.lpips_metric import LpipsMetric
 
     with pytest.raises(UserError, match="lpips==0.0.1"):
-        LpipsMetric(dict(lpips_params(), package_version="0.0.1"), "cpu")
+        LpipsMetric(dict(lpips_params(), package_version="0.0.1"), "cpu", weights=lw.resolve_features)
 
 
 def test_metric_cuda_unavailable():
@@ -321,7 +321,7 @@ def test_metric_cuda_unavailable():
     if torch.cuda.is_available():
         pytest.skip("CUDA is available here")
     with pytest.raises(UserError, match="CUDA is not available"):
-        LpipsMetric(lpips_params(), "cuda")
+        LpipsMetric(lpips_params(), "cuda", weights=lw.resolve_features)
 
 
 def test_build_without_random_init_equals_build_with_it(metric, monkeypatch):
@@ -333,10 +333,10 @@ def test_build_without_random_init_equals_build_with_it(metric, monkeypatch):
 
     before = {name: getattr(torch.nn.init, name) for name in lm._INITIALISERS if hasattr(torch.nn.init, name)}
     monkeypatch.setenv(lw.NO_DOWNLOAD_ENV, "1")
-    fast, _ = lm._build("alex", "0.1", "cpu")
+    fast, _ = lm._build("alex", "0.1", "cpu", lw.resolve_features)
     assert {name: getattr(torch.nn.init, name) for name in before} == before
     monkeypatch.setattr(lm, "_initialisers_skipped", contextlib.nullcontext)
-    slow, _ = lm._build("alex", "0.1", "cpu")
+    slow, _ = lm._build("alex", "0.1", "cpu", lw.resolve_features)
     a, b = fast.state_dict(), slow.state_dict()
     assert sorted(a) == sorted(b)
     for k in a:
@@ -361,7 +361,7 @@ def test_build_refuses_a_weight_file_without_a_linear_layer(metric, monkeypatch)
     monkeypatch.setenv(lw.NO_DOWNLOAD_ENV, "1")
     monkeypatch.setattr(torch, "load", load_without_lin2)
     with pytest.raises(RuntimeError, match=r"does not hold \['lin2\.model\.1\.weight'"):
-        lm._build("alex", "0.1", "cpu")
+        lm._build("alex", "0.1", "cpu", lw.resolve_features)
 
 
 def test_torchvision_download_timeout_is_per_request_not_process_wide(isolated, monkeypatch):

@@ -20,11 +20,12 @@ import skimage.metrics
 import yaml
 
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.metrics import PairScorer, metric_params
+from pytest_pstbench.metrics import metric_params
 from pytest_pstbench.metrics import color as color_mod
 from pytest_pstbench.metrics.color import delta_e00, hist_corr, srgb_to_lab
 from pytest_pstbench.metrics.fidelity import box_downsample, mse, psnr, ssim, wang_factor
 from pytest_pstbench.core.protocol import load_protocol
+from pytest_pstbench.paired.engine import PairScorer
 
 PROTO = load_protocol()
 REPO = Path(__file__).resolve().parents[1]
@@ -452,7 +453,7 @@ def test_shipped_variants_validate(tmp_path):
 
 torch = pytest.importorskip("torch")
 
-from pytest_pstbench.metrics import lpips_weights as lw  # noqa: E402
+from pytest_pstbench.data import weights as lw  # noqa: E402
 from pytest_pstbench.metrics import lpips_metric  # noqa: E402
 from pytest_pstbench.metrics.lpips_metric import LpipsMetric  # noqa: E402
 
@@ -481,10 +482,10 @@ def metrics(refs):
     mp.setenv(lw.NO_DOWNLOAD_ENV, "1")
     try:
         return {
-            "alex": LpipsMetric(LP, "cpu"),
-            "vgg": LpipsMetric({**LP, "net": "vgg"}, "cpu"),
-            "v00": LpipsMetric({**LP, "version": "0.0"}, "cpu"),
-            "in01": LpipsMetric({**LP, "input_scale": [0.0, 1.0]}, "cpu"),
+            "alex": LpipsMetric(LP, "cpu", weights=lw.resolve_features),
+            "vgg": LpipsMetric({**LP, "net": "vgg"}, "cpu", weights=lw.resolve_features),
+            "v00": LpipsMetric({**LP, "version": "0.0"}, "cpu", weights=lw.resolve_features),
+            "in01": LpipsMetric({**LP, "input_scale": [0.0, 1.0]}, "cpu", weights=lw.resolve_features),
         }
     finally:
         mp.undo()
@@ -520,7 +521,7 @@ def test_model_cache_key_has_net_and_version(metrics):
     assert metrics["vgg"].model is not metrics["alex"].model
     assert metrics["v00"].model is not metrics["alex"].model
     assert metrics["in01"].model is metrics["alex"].model  # same net and version: one model
-    assert LpipsMetric({**LP, "net": "vgg"}, "cpu").model is metrics["vgg"].model
+    assert LpipsMetric({**LP, "net": "vgg"}, "cpu", weights=lw.resolve_features).model is metrics["vgg"].model
 
 
 def test_version_00_loads_the_v00_linear_weights(metrics):
@@ -582,7 +583,7 @@ def test_vgg_distances(metrics, refs, monkeypatch):
 def test_resize_equals_pil_resize_then_score(metrics, refs, size, filt):
     from PIL import Image
 
-    m = LpipsMetric({**LP, "resize": list(size), "resize_filter": filt}, "cpu")
+    m = LpipsMetric({**LP, "resize": list(size), "resize_filter": filt}, "cpu", weights=lw.resolve_features)
     assert m.model is metrics["alex"].model
     resample = {"bicubic": Image.BICUBIC, "bilinear": Image.BILINEAR}[filt]
     small = {k: np.asarray(Image.fromarray(v).resize(size, resample)) for k, v in refs.items()}
@@ -595,11 +596,11 @@ def test_resize_equals_pil_resize_then_score(metrics, refs, size, filt):
 
 def test_bad_lpips_params_are_user_errors():
     with pytest.raises(UserError, match="input_scale"):
-        LpipsMetric({**LP, "input_scale": [0.0, 255.0]}, "cpu")
+        LpipsMetric({**LP, "input_scale": [0.0, 255.0]}, "cpu", weights=lw.resolve_features)
     with pytest.raises(UserError, match="resize_filter"):
-        LpipsMetric({**LP, "resize": [64, 64]}, "cpu")
+        LpipsMetric({**LP, "resize": [64, 64]}, "cpu", weights=lw.resolve_features)
     with pytest.raises(UserError, match="net"):
-        LpipsMetric({**LP, "net": "resnet"}, "cpu")
+        LpipsMetric({**LP, "net": "resnet"}, "cpu", weights=lw.resolve_features)
 
 
 def test_pair_scorer_keeps_one_lpips_per_metric(metrics, refs, tmp_path):
@@ -734,7 +735,7 @@ def random_features(name: str, seed: int) -> dict:
 
 def test_squeeze_without_weights_is_a_one_line_user_error(isolated):
     with pytest.raises(UserError) as err:
-        LpipsMetric({**LP, "net": "squeeze"}, "cpu")
+        LpipsMetric({**LP, "net": "squeeze"}, "cpu", weights=lw.resolve_features)
     msg = str(err.value)
     assert "\n" not in msg
     assert "squeezenet1_1" in msg and "can't be resolved offline" in msg
@@ -748,7 +749,7 @@ def test_squeeze_from_a_torchvision_cache_file(isolated, monkeypatch, refs):
     feats = random_features("squeezenet1_1", 0)
     path = save_torchvision_file(monkeypatch, "SQUEEZENET_TORCHVISION_FILENAME", "squeezenet1_1", feats)
     assert lw.torchvision_cache_file("squeezenet1_1") == path
-    m = LpipsMetric({**LP, "net": "squeeze"}, "cpu")
+    m = LpipsMetric({**LP, "net": "squeeze"}, "cpu", weights=lw.resolve_features)
     assert m.weights_info["source"] == "torchvision-cache"
     assert lw.cached_info("squeezenet1_1")["digest"] == lw.weights_digest(feats)
     ref_model = lpips_reference(monkeypatch, "squeeze", "0.1", feats)
@@ -778,7 +779,7 @@ def test_vgg16_from_a_torchvision_cache_file(isolated, monkeypatch):
 
 def test_run_environment_records_the_backbone_of_each_lpips_net(monkeypatch):
     """run.json's lpips_weights names the weights of the nets the protocol uses, not always AlexNet's."""
-    from pytest_pstbench.metrics import lpips_weights
+    from pytest_pstbench.data import weights as lpips_weights
     from pytest_pstbench.paired.session import environment
 
     monkeypatch.setattr(lpips_weights, "cached_info", lambda backbone="alexnet": {"backbone": backbone})
@@ -821,7 +822,7 @@ def test_distance_from_features_equals_lpips_forward(net, version, scale, resize
     p = {**LP, "net": net, "version": version, "input_scale": list(scale)}
     if resize is not None:
         p.update(resize=list(resize), resize_filter="bicubic")
-    m = LpipsMetric(p, "cpu")
+    m = LpipsMetric(p, "cpu", weights=lw.resolve_features)
     ref_model = lpips_by_lpips(net, version)
     for a, b in FEATURE_PAIRS:
         fa, fb = m.features(a), m.features(b)
@@ -853,7 +854,7 @@ def test_distance_from_features_equals_the_protocol_path_and_checks_its_inputs(m
     # features depend on input scale, version (scaling layer) and resize, not on the linear layers alone
     keys = {metrics[k].feature_key() for k in ("alex", "v00", "in01", "vgg")}
     assert len(keys) == 4
-    assert LpipsMetric(LP, "cpu").feature_key() == metrics["alex"].feature_key()
+    assert LpipsMetric(LP, "cpu", weights=lw.resolve_features).feature_key() == metrics["alex"].feature_key()
 
 
 @pytest.mark.parametrize("kernel,stride", [(3, 2), (2, 2), (3, 1), (2, 1), (3, 3), (1, 1)])
@@ -884,7 +885,7 @@ def test_features_equal_lpips_backbone_bit_for_bit(net, lpips_by_lpips):
     `net.forward` outputs (normalized), equal to the last bit, on two sizes including odd ones."""
     from lpips import normalize_tensor
 
-    m = LpipsMetric({**LP, "net": net}, "cpu")
+    m = LpipsMetric({**LP, "net": net}, "cpu", weights=lw.resolve_features)
     ref_model = lpips_by_lpips(net, "0.1")
     for a, _ in FEATURE_PAIRS + [(photo("coffee", 3, 5, 67, 45), None)]:
         with torch.inference_mode():

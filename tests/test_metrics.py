@@ -15,11 +15,12 @@ import skimage.data
 import skimage.metrics
 import yaml
 
-from pytest_pstbench.metrics import PairScorer, metric_params
+from pytest_pstbench.metrics import metric_params
 from pytest_pstbench.metrics import color as color_mod
 from pytest_pstbench.metrics.color import delta_e00, hist_corr, srgb_to_lab
 from pytest_pstbench.metrics.fidelity import psnr, ssim
 from pytest_pstbench.core.protocol import load_protocol
+from pytest_pstbench.paired.engine import PairScorer
 
 PROTO = load_protocol()
 

@@ -451,6 +451,7 @@ def lpips_run(setup):
 def test_lpips_variants_equal_the_protocol_path(setup, lpips_run):
     """Every LPIPS value of the engine (from shared features) equals LpipsMetric.distance, which calls
     lpips's own LPIPS.forward, on the images read by Pillow (and resized by Pillow for resolution-256)."""
+    from pytest_pstbench.data.weights import resolve_features
     from pytest_pstbench.metrics.lpips_metric import LpipsMetric
 
     s = lpips_run.scores
@@ -460,7 +461,7 @@ def test_lpips_variants_equal_the_protocol_path(setup, lpips_run):
     for method in setup.methods:
         imgs = images(setup, method)
         for vid in [BASE_ID, *LPIPS_VARIANTS]:
-            metric = LpipsMetric(variants[vid].protocol.metrics["lpips"], "cpu")
+            metric = LpipsMetric(variants[vid].protocol.metrics["lpips"], "cpu", weights=resolve_features)
             if vid == "resolution-256":
                 expected = [metric.distance(small(o), small(r)) for o, r, _ in imgs]
             else:

@@ -100,7 +100,7 @@ def cmd_score(args) -> int:
 
 def cmd_demo(args) -> int:
     from pytest_pstbench.paired.baselines import BaselineFailed, parse_methods, prepare_reference_baseline, write_reference_baseline
-    from pytest_pstbench.metrics.lpips_weights import resolve_alexnet_features
+    from pytest_pstbench.data.weights import resolve_alexnet_features
     from pytest_pstbench.core.protocol import load_protocol
     from pytest_pstbench.paired.planner import check_workers, identity_row, score_run
     from pytest_pstbench.paired.session import RunSession, load_method_yaml
@@ -187,7 +187,7 @@ def cmd_compare(args) -> int:
 
 
 def cmd_weights_fetch(args) -> int:
-    from pytest_pstbench.metrics.lpips_weights import BACKBONE_OF_NET, fetch_weights
+    from pytest_pstbench.data.weights import BACKBONE_OF_NET, fetch_weights
 
     for net in args.net:
         backbone = BACKBONE_OF_NET[net]

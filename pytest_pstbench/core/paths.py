@@ -1,4 +1,4 @@
-"""Where pstbench keeps its caches and data; file hashing and sniffing (standard library only)."""
+"""Where pstbench keeps its caches and data; file hashing (standard library only)."""
 from __future__ import annotations
 
 import hashlib
@@ -26,17 +26,3 @@ def file_sha256(path: Path) -> str:
             h.update(block)
     return h.hexdigest()
 
-
-def sniff_format(path: Path) -> str:
-    """The image container from the file's first bytes: PNG, JPEG, WEBP, TIFF, or `other`."""
-    with open(path, "rb") as fh:
-        head = fh.read(16)
-    if head.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "PNG"
-    if head.startswith(b"\xff\xd8\xff"):
-        return "JPEG"
-    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
-        return "WEBP"
-    if head[:4] in (b"II*\x00", b"MM\x00*"):
-        return "TIFF"
-    return "other"

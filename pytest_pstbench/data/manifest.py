@@ -90,13 +90,7 @@ def _load_manifest(path: Path) -> DatasetManifest:
         raise bad(f"`kind` {kind!r} must be paired (the default) or selection")
     if kind == "selection":
         return _load_selection_manifest(path, data, bad)
-    for key in ("name", "repo_id", "splits", "pairs", "tracks"):
-        if key not in data:
-            raise bad(f"missing key `{key}`")
-    name, revision = _name_and_revision(data, bad)
-    splits = data["splits"]
-    if not isinstance(splits, dict) or not splits:
-        raise bad("`splits` must map split names to {folder, file_patterns | extensions}")
+    name, revision, splits = _head(data, bad, "pairs", "{folder, file_patterns | extensions}")
     for sname, spec in splits.items():
         if not isinstance(spec, dict) or "folder" not in spec:
             raise bad(f"split {sname!r} needs a `folder`")
@@ -139,6 +133,19 @@ def _manifest(
     )
 
 
+def _head(data: dict, bad, items_key: str, split_fields: str) -> tuple[str, str | None, dict]:
+    """What both kinds of manifest open with: their keys present (`items_key`: `pairs` or `tasks`), then
+    the name, the revision and `splits`, a non-empty mapping of split names to `split_fields`."""
+    for key in ("name", "repo_id", "splits", items_key, "tracks"):
+        if key not in data:
+            raise bad(f"missing key `{key}`")
+    name, revision = _name_and_revision(data, bad)
+    splits = data["splits"]
+    if not isinstance(splits, dict) or not splits:
+        raise bad(f"`splits` must map split names to {split_fields}")
+    return name, revision, splits
+
+
 def _name_and_revision(data: dict, bad) -> tuple[str, str | None]:
     name = str(data["name"])
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
@@ -160,13 +167,7 @@ SELECTION_COLUMNS = ("id", "domain", "topic", "n_images", "images", "labels", "b
 
 def _load_selection_manifest(path: Path, data: dict, bad) -> DatasetManifest:
     """`kind: selection`: splits of parquet files whose rows are tasks (see protocols/tracks/vab.yaml)."""
-    for key in ("name", "repo_id", "splits", "tasks", "tracks"):
-        if key not in data:
-            raise bad(f"missing key `{key}`")
-    name, revision = _name_and_revision(data, bad)
-    splits = data["splits"]
-    if not isinstance(splits, dict) or not splits:
-        raise bad("`splits` must map split names to {folder, file_glob}")
+    name, revision, splits = _head(data, bad, "tasks", "{folder, file_glob}")
     for sname, spec in splits.items():
         if not isinstance(spec, dict) or not spec.get("folder") or not isinstance(spec.get("file_glob"), str):
             raise bad(f"split {sname!r} needs a `folder` and a `file_glob` (e.g. 'test-*.parquet')")

@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from pytest_pstbench.metrics.registry import CHANNELS, SSIM_DOWNSAMPLE as DOWNSAMPLE  # the values allowed
+from pytest_pstbench.metrics.registry import SsimParams
 
 
 def luma(img: np.ndarray, weights) -> np.ndarray:
@@ -105,25 +106,23 @@ def ssim(
     output: np.ndarray,
     reference: np.ndarray,
     *,
-    data_range: float,
-    gaussian_weights: bool,
-    sigma: float,
-    use_sample_covariance: bool,
-    channel_pooling: str = "mean",
-    win_size: int = 7,
     channels: str = "rgb",
     luma_weights=None,
     downsample: str = "none",
+    **params,
 ) -> float:
     """Mean SSIM over skimage's valid (border-cropped) region: per RGB channel then the mean of channels,
-    or on the luma plane. `win_size` is the uniform window's side (used when `gaussian_weights` is false).
-    `downsample: wang` first downsamples each plane as Wang's ssim.m does (`wang_factor`, `box_downsample`).
+    or on the luma plane. `params`: skimage's parameters (`registry.SsimParams`: data_range, gaussian_weights,
+    sigma, use_sample_covariance; channel_pooling, win_size, the uniform window's side, used when
+    gaussian_weights is false). `downsample: wang` first downsamples each plane as Wang's ssim.m does
+    (`wang_factor`, `box_downsample`).
     """
     from skimage.metrics import structural_similarity
 
+    p = SsimParams(**params)
     _check_pair(output, reference)
-    if channel_pooling != "mean":
-        raise ValueError(f"unsupported channel_pooling {channel_pooling!r}")
+    if p.channel_pooling != "mean":
+        raise ValueError(f"unsupported channel_pooling {p.channel_pooling!r}")
     if downsample not in DOWNSAMPLE:
         raise ValueError(f"unsupported downsample {downsample!r} (none or wang)")
     planes_out = _planes(output, channels, luma_weights)
@@ -133,7 +132,7 @@ def ssim(
         planes_out = [box_downsample(p, f) for p in planes_out]
         planes_ref = [box_downsample(p, f) for p in planes_ref]
     # skimage's Gaussian window spans 2 * int(3.5 * sigma + 0.5) + 1 pixels (truncate = 3.5).
-    win = 2 * int(3.5 * sigma + 0.5) + 1 if gaussian_weights else int(win_size)
+    win = 2 * int(3.5 * p.sigma + 0.5) + 1 if p.gaussian_weights else int(p.win_size)
     height, width = planes_out[0].shape
     if min(height, width) < win:
         from pytest_pstbench.core.errors import UserError
@@ -143,15 +142,15 @@ def ssim(
             f"image of {output.shape[1]}x{output.shape[0]} pixels{scaled}: SSIM with this "
             f"window needs at least {win}x{win}; fix: score images of at least that size"
         )
-    extra = {} if gaussian_weights else {"win_size": int(win_size)}
+    extra = {} if p.gaussian_weights else {"win_size": int(p.win_size)}
     per_plane = [
         structural_similarity(
             a,
             b,
-            data_range=data_range,
-            gaussian_weights=gaussian_weights,
-            sigma=sigma,
-            use_sample_covariance=use_sample_covariance,
+            data_range=p.data_range,
+            gaussian_weights=p.gaussian_weights,
+            sigma=p.sigma,
+            use_sample_covariance=p.use_sample_covariance,
             **extra,
         )
         for a, b in zip(planes_out, planes_ref)

@@ -23,6 +23,7 @@ from pytest_pstbench.metrics.kernels_ssim import (
     ssim_reference_stats,
     window_taps,
 )
+from pytest_pstbench.metrics.registry import SSIM_PARAMS
 
 __all__ = [
     "DeltaE00Metric",
@@ -104,7 +105,7 @@ class SsimMetric(_SplitMetric):
     window (its one-line error)."""
 
     reference_function = "ssim"
-    _KERNEL_KEYS = ("data_range", "gaussian_weights", "sigma", "use_sample_covariance", "channel_pooling", "win_size")
+    _KERNEL_KEYS = SSIM_PARAMS
 
     @staticmethod
     def _kernel_applies(kw: dict) -> bool:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pytest_pstbench.metrics.kernels_color import sum64
+from pytest_pstbench.metrics.registry import SsimParams
 
 K1, K2 = 0.01, 0.03  # skimage's defaults (Wang et al. 2004)
 TRUNCATE = 3.5  # skimage's Gaussian truncation
@@ -129,7 +130,7 @@ class SsimReferenceStats:
 
     y: object
     mu: object
-    params: tuple  # (data_range, gaussian_weights, sigma, use_sample_covariance, win_size)
+    params: SsimParams  # with data_range and sigma as float, win_size as int
     device: str
 
 
@@ -162,28 +163,20 @@ def _plane_shape(img) -> tuple[int, int]:
     return img.plane_shape if isinstance(img, FloatPlanes) else (int(img.shape[0]), int(img.shape[1]))
 
 
-def ssim_reference_stats(
-    reference,
-    *,
-    data_range: float,
-    gaussian_weights: bool,
-    sigma: float,
-    use_sample_covariance: bool,
-    channel_pooling: str = "mean",
-    win_size: int = 7,
-    device: str = "cpu",
-) -> SsimReferenceStats:
-    """The reference-only part of SSIM (planes and mu_y on the device), for `ssim_from_stats`."""
+def ssim_reference_stats(reference, *, device: str = "cpu", **params) -> SsimReferenceStats:
+    """The reference-only part of SSIM (planes and mu_y on the device), for `ssim_from_stats`; `params` are
+    those of `fidelity.ssim` (`registry.SsimParams`)."""
     import torch
 
-    if channel_pooling != "mean":
-        raise ValueError(f"unsupported channel_pooling {channel_pooling!r}")
+    p = SsimParams(**params)
+    if p.channel_pooling != "mean":
+        raise ValueError(f"unsupported channel_pooling {p.channel_pooling!r}")
     _check(reference, "reference")
-    win = _win(gaussian_weights, sigma, win_size)
+    win = _win(p.gaussian_weights, p.sigma, p.win_size)
     _size_check(_plane_shape(reference), win)
     y = _planes(reference, device)
     nc = int(y.shape[0])
-    taps = window_taps(gaussian_weights=gaussian_weights, sigma=sigma, win_size=win_size)
+    taps = window_taps(gaussian_weights=p.gaussian_weights, sigma=p.sigma, win_size=p.win_size)
     height, width = y.shape[1:]
     rows, cols = _strip_sizes(device)
     filt = _Filter(taps, width, device, rows, cols)
@@ -195,7 +188,8 @@ def ssim_reference_stats(
         n = min(rows, hv - i0)
         slab[:, : n + 2 * r, :width] = y[:, i0 : i0 + n + 2 * r]
         mu[:, i0 : i0 + n] = filt.apply(slab, n)
-    params = (float(data_range), bool(gaussian_weights), float(sigma), bool(use_sample_covariance), int(win_size))
+    params = SsimParams(float(p.data_range), bool(p.gaussian_weights), float(p.sigma), bool(p.use_sample_covariance),
+                        p.channel_pooling, int(p.win_size))
     return SsimReferenceStats(y=y, mu=mu, params=params, device=str(device))
 
 
@@ -207,21 +201,21 @@ def ssim_from_stats(output, stats: SsimReferenceStats) -> float:
     nc = int(stats.y.shape[0])
     if _plane_shape(output) != (stats.y.shape[1], stats.y.shape[2]):
         raise ValueError(f"expected two images of one shape, got {_plane_shape(output)} and {tuple(stats.y.shape[1:])}")
-    data_range, gaussian_weights, sigma, use_sample_covariance, win_size = stats.params
+    p = stats.params
     device = stats.device
     x_all = _planes(output, device)
     if x_all.shape[0] != nc:
         raise ValueError(f"expected {nc} planes, got {x_all.shape[0]}")
-    taps = window_taps(gaussian_weights=gaussian_weights, sigma=sigma, win_size=win_size)
+    taps = window_taps(gaussian_weights=p.gaussian_weights, sigma=p.sigma, win_size=p.win_size)
     win = len(taps)
     height, width = x_all.shape[1:]
     rows, cols = _strip_sizes(device)
     filt = _Filter(taps, width, device, rows, cols)
     r = filt.r
     hv, wv = height - 2 * r, filt.wp
-    c1 = (K1 * data_range) ** 2
-    c2 = (K2 * data_range) ** 2
-    cov_norm = win * win / (win * win - 1.0) if use_sample_covariance else 1.0
+    c1 = (K1 * p.data_range) ** 2
+    c2 = (K2 * p.data_range) ** 2
+    cov_norm = win * win / (win * win - 1.0) if p.use_sample_covariance else 1.0
     total = [0.0] * nc  # per plane, summed in an order independent of torch's thread count (`sum64`)
     slab = filt.slab(3 * nc)  # maps [0, nc): x per plane, then x^2 + y^2, then xy (exact integers for uint8)
     ybuf = torch.empty((nc, rows + 2 * r, width), dtype=torch.float64, device=device)
@@ -254,27 +248,6 @@ def ssim_from_stats(output, stats: SsimReferenceStats) -> float:
     return float(np.mean([t / float(hv * wv) for t in total]))
 
 
-def ssim_fast(
-    output,
-    reference,
-    *,
-    data_range: float,
-    gaussian_weights: bool,
-    sigma: float,
-    use_sample_covariance: bool,
-    channel_pooling: str = "mean",
-    win_size: int = 7,
-    device: str = "cpu",
-) -> float:
+def ssim_fast(output, reference, *, device: str = "cpu", **params) -> float:
     """SSIM with the arguments of `fidelity.ssim` (RGB, no downsampling): `ssim_from_stats` of the reference's stats."""
-    stats = ssim_reference_stats(
-        reference,
-        data_range=data_range,
-        gaussian_weights=gaussian_weights,
-        sigma=sigma,
-        use_sample_covariance=use_sample_covariance,
-        channel_pooling=channel_pooling,
-        win_size=win_size,
-        device=device,
-    )
-    return ssim_from_stats(output, stats)
+    return ssim_from_stats(output, ssim_reference_stats(reference, device=device, **params))

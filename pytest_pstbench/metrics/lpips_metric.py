@@ -1,10 +1,12 @@
-"""LPIPS as a pure metric: no network access, weights from `pytest_pstbench.metrics.lpips_weights`.
+"""LPIPS as a pure metric: no network access, no download; the backbone's weights are handed in.
 
 The model is `lpips.LPIPS(net, version, pretrained=True, pnet_rand=True)`: the linear layers
 come from the lpips package's own bundled weights (`lpips/weights/v{version}/{net}.pth`), and the
-backbone's conv layers (which lpips would otherwise have torchvision download) are loaded from
-`resolve_features()`: AlexNet for net 'alex', VGG16 for 'vgg', SqueezeNet 1.1 for 'squeeze'. No random
-weights are drawn while lpips builds the model (`_initialisers_skipped`): every tensor is then loaded.
+backbone's conv layers (which lpips would otherwise have torchvision download) are loaded from the
+`weights` source its builder hands in, a callable `backbone -> (features, info)` (the kit's is
+`pytest_pstbench.data.weights.resolve_features`, which fetches them on first use): AlexNet for net
+'alex', VGG16 for 'vgg', SqueezeNet 1.1 for 'squeeze'. No random weights are drawn while lpips builds
+the model (`_initialisers_skipped`): every tensor is then loaded.
 
 Inputs: 8-bit values x mapped linearly onto `input_scale` ([-1, 1]: x * 2/255 - 1, lpips's
 convention; [0, 1]: x/255, given to lpips as is, i.e. without its normalize=True rescaling).
@@ -23,18 +25,21 @@ import contextlib
 import importlib.metadata
 import threading
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
 
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.metrics.lpips_weights import BACKBONE_OF_NET, resolve_features
-from pytest_pstbench.metrics.registry import LPIPS_INPUT_SCALES, LPIPS_NETS, LPIPS_VERSIONS, RESIZE_FILTERS
+from pytest_pstbench.metrics.registry import LPIPS_BACKBONES, LPIPS_INPUT_SCALES, LPIPS_NETS, LPIPS_VERSIONS, RESIZE_FILTERS
 
 _MODELS: dict[tuple[str, str, str], tuple[Any, dict]] = {}
 
-NETS = LPIPS_NETS                 # "alex", "vgg", "squeeze" (keys of BACKBONE_OF_NET)
+#: A source of a backbone's conv weights: backbone name ("alexnet", "vgg16", "squeezenet1_1") ->
+#: ({"features.N.weight"/"bias": float32 tensor}, info for run.json), e.g. `data.weights.resolve_features`.
+WeightsSource = Callable[[str], tuple[dict, dict]]
+
+NETS = LPIPS_NETS                 # "alex", "vgg", "squeeze" (keys of LPIPS_BACKBONES)
 VERSIONS = LPIPS_VERSIONS
 INPUT_SCALES = LPIPS_INPUT_SCALES
 _LOCK = threading.Lock()
@@ -105,14 +110,14 @@ def _check_linear_layers_loaded(model, lpips, net: str, version: str) -> None:
         raise RuntimeError(f"lpips {net} v{version}: its weight file {path} does not hold {missing}")
 
 
-def _build(net: str, version: str, device: str) -> tuple[Any, dict]:
+def _build(net: str, version: str, device: str, weights_source: WeightsSource) -> tuple[Any, dict]:
     import lpips
 
     if net not in NETS:
         raise UserError(f"protocol metrics.lpips.net is '{net}'; it must be one of {', '.join(NETS)}.")
     if version not in VERSIONS:
         raise UserError(f"protocol metrics.lpips.version is '{version}'; it must be one of {', '.join(VERSIONS)}.")
-    weights, info = resolve_features(BACKBONE_OF_NET[net])
+    weights, info = weights_source(LPIPS_BACKBONES[net])
     # pnet_rand must neither disturb the caller's global RNG state nor spend time drawing weights that are
     # all replaced below (`_initialisers_skipped`).
     with torch.random.fork_rng(devices=[]), warnings.catch_warnings(), _initialisers_skipped():
@@ -183,9 +188,12 @@ def _lin_weight(lin) -> np.ndarray:
 
 
 class LpipsMetric:
-    """LPIPS distance under the protocol's `metrics.lpips` parameters."""
+    """LPIPS distance under the protocol's `metrics.lpips` parameters.
 
-    def __init__(self, params: dict, device: str = "cpu"):
+    `weights`: where the backbone's conv weights come from (`WeightsSource`; the kit's metric engine passes
+    `data.weights.resolve_features`). The model is built once per process and net/version/device."""
+
+    def __init__(self, params: dict, device: str = "cpu", weights: WeightsSource | None = None):
         self.params = dict(params)
         self.net = str(params["net"])
         self.version = str(params["version"])
@@ -209,10 +217,13 @@ class LpipsMetric:
         from pytest_pstbench.metrics.kernels import check_device
 
         self.device = check_device(device)
+        if weights is None:
+            raise TypeError("LpipsMetric needs weights=, the source of its backbone's weights "
+                            "(e.g. pytest_pstbench.data.weights.resolve_features): metrics fetch nothing")
         key = (self.net, self.version, self.device)
         with _LOCK:
             if key not in _MODELS:
-                _MODELS[key] = _build(*key)
+                _MODELS[key] = _build(*key, weights)
             self.model, self.weights_info = _MODELS[key]
         self._lin_weights: list | None = None
 

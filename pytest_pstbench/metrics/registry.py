@@ -12,7 +12,7 @@ Values the optional parameters may take are listed here too (the first of each i
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, fields
 from typing import Any, Callable
 
 # Keys of a protocol metric entry that say how the metric is named, shown and ranked: they do not
@@ -25,10 +25,29 @@ ENTRY_KEYS = ("kind", "label", "higher_is_better", "ranked", "against")  # every
 CHANNELS = ("rgb", "luma")
 SSIM_DOWNSAMPLE = ("none", "wang")
 DELTA_E_FORMULAS = ("ciede2000", "cie76")
-LPIPS_NETS = ("alex", "vgg", "squeeze")
+LPIPS_BACKBONES = {"alex": "alexnet", "vgg": "vgg16", "squeeze": "squeezenet1_1"}  # LPIPS net -> its backbone
+LPIPS_NETS = tuple(LPIPS_BACKBONES)
 LPIPS_VERSIONS = ("0.1", "0.0")
 LPIPS_INPUT_SCALES = ((-1.0, 1.0), (0.0, 1.0))
 RESIZE_FILTERS = ("nearest", "box", "bilinear", "hamming", "bicubic", "lanczos")  # PIL Image.Resampling names
+
+
+@dataclass(frozen=True)
+class SsimParams:
+    """The parameters of skimage's `structural_similarity` a protocol's SSIM entry sets (`kind: ssim`): the one
+    list the reference function (`fidelity.ssim`), the kernel (`kernels_ssim`, `kernels.SsimMetric`) and the
+    registry's required keys read (those without a default)."""
+
+    data_range: float
+    gaussian_weights: bool
+    sigma: float
+    use_sample_covariance: bool
+    channel_pooling: str = "mean"
+    win_size: int = 7  # the uniform window's side (used when gaussian_weights is false)
+
+
+SSIM_PARAMS = tuple(f.name for f in fields(SsimParams))
+SSIM_REQUIRED = tuple(f.name for f in fields(SsimParams) if f.default is MISSING)
 
 
 def computing_params(params: dict) -> dict:
@@ -50,25 +69,29 @@ class MetricKind:
     reference: str  # the independent computation its tests compare against
     check: Callable[[str, dict], str | None]  # first broken rule of the optional parameters, or None
     stateful: bool = False  # the function is a class built once per (parameters, device)
+    takes_weights: bool = False  # the class takes `weights=`, the source of its pretrained weights (LPIPS)
 
     def _object(self):
         import importlib
 
         return getattr(importlib.import_module("pytest_pstbench.metrics"), self.function)
 
-    def make(self, params: dict, device: str = "cpu") -> Callable[[Any, Any], float]:
+    def make(self, params: dict, device: str = "cpu", weights=None) -> Callable[[Any, Any], float]:
         """The callable `(output, other) -> float` for one protocol entry."""
         if self.stateful:
-            return self.instance(params, device).distance
+            return self.instance(params, device, weights).distance
         obj, kw = self._object(), function_kwargs(params)
         return lambda a, b: obj(a, b, **kw)
 
-    def instance(self, params: dict, device: str = "cpu"):
+    def instance(self, params: dict, device: str = "cpu", weights=None):
         """A stateful kind's object for one protocol entry (e.g. `LpipsMetric`: `distance(a, b)`, and
         the per-image halves `features(x)` / `distance_from_features(fa, fb)` that the metric engine
-        shares between outputs scored against one reference)."""
+        shares between outputs scored against one reference). `weights`: the source of pretrained
+        weights, handed to a kind that `takes_weights` (metrics fetch nothing; the caller's source does)."""
         if not self.stateful:
             raise TypeError(f"metric kind {self.kind} is a function, not a class")
+        if self.takes_weights:
+            return self._object()(params, device, weights=weights)
         return self._object()(params, device)
 
 
@@ -76,11 +99,11 @@ KINDS: dict[str, MetricKind] = {}
 
 
 def register(kind: str, *, function: str, required: tuple[str, ...], higher_is_better: bool, reference: str,
-             stateful: bool = False):
+             stateful: bool = False, takes_weights: bool = False):
     """Decorator for a kind's parameter check: registers the kind with its metadata."""
 
     def wrap(check: Callable[[str, dict], str | None]):
-        KINDS[kind] = MetricKind(kind, function, required, higher_is_better, reference, check, stateful)
+        KINDS[kind] = MetricKind(kind, function, required, higher_is_better, reference, check, stateful, takes_weights)
         return check
 
     return wrap
@@ -140,7 +163,7 @@ def _check_psnr(where: str, params: dict) -> str | None:
     return _positive(where, params, "data_range", "cap_db") or _channels_problem(where, params)
 
 
-@register("ssim", function="SsimMetric", required=("data_range", "gaussian_weights", "sigma", "use_sample_covariance"),
+@register("ssim", function="SsimMetric", required=SSIM_REQUIRED,
           higher_is_better=True, reference="skimage.metrics.structural_similarity; a loop of MATLAB's ssim.m downsampling",
           stateful=True)
 def _check_ssim(where: str, params: dict) -> str | None:
@@ -190,7 +213,8 @@ def _check_hist_corr(where: str, params: dict) -> str | None:
 
 
 @register("lpips", function="LpipsMetric", required=("package_version", "net", "version"), higher_is_better=False,
-          reference="lpips.LPIPS forward (lpips 0.1.4) and the reference distances of its repository", stateful=True)
+          reference="lpips.LPIPS forward (lpips 0.1.4) and the reference distances of its repository", stateful=True,
+          takes_weights=True)
 def _check_lpips(where: str, params: dict) -> str | None:
     if "package_version" in params and not isinstance(params["package_version"], str):
         return f"{where}.package_version must be a version string in quotes (e.g. \"0.1.4\")"

@@ -29,11 +29,14 @@ class MetricComputer:
 
     One callable per distinct computing parameters (the entry less its naming keys), built from the
     metric registry on first use; a stateful one (LPIPS: its model, once per process and
-    net/version/device) is kept. `calls` and `feature_passes` count the work done.
+    net/version/device) is kept. `calls` and `feature_passes` count the work done. `weights`: the
+    source of pretrained weights a metric needs (LPIPS's backbone; `metrics.lpips_metric.WeightsSource`),
+    handed in by the caller (`paired/engine.py` hands `data.weights.resolve_features`): metrics fetch nothing.
     """
 
-    def __init__(self, device: str = "cpu"):
+    def __init__(self, device: str = "cpu", weights=None):
         self.device = device
+        self.weights = weights
         self._callables: dict[str, object] = {}
         self.calls = 0
         self.feature_passes = 0  # per-image halves computed (LPIPS backbone passes)
@@ -43,7 +46,8 @@ class MetricComputer:
         key = json.dumps(computing_params(params), sort_keys=True)
         if key not in self._callables:
             kind = metric_kind(params["kind"])
-            self._callables[key] = kind.instance(params, self.device) if kind.stateful else kind.make(params, self.device)
+            self._callables[key] = (kind.instance(params, self.device, self.weights) if kind.stateful
+                                    else kind.make(params, self.device))
         return self._callables[key]
 
     def value(self, params: dict, output: np.ndarray, other: np.ndarray, *, quantity: str = VALUE,
@@ -94,10 +98,10 @@ class MetricComputer:
 class PairScorer:
     """Scores one output against its reference (and style) with every metric of a protocol."""
 
-    def __init__(self, protocol, device: str = "cpu"):
+    def __init__(self, protocol, device: str = "cpu", weights=None):
         self.protocol = protocol
         self.device = device
-        self.computer = MetricComputer(device)
+        self.computer = MetricComputer(device, weights)
 
     def score(self, output: np.ndarray, reference: np.ndarray, style: np.ndarray | None,
               shared: dict | None = None) -> dict[str, float]:

@@ -17,8 +17,8 @@ import numpy as np
 from PIL import Image, ImageCms, ImageOps, UnidentifiedImageError
 
 from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.images import MAX_PIXELS, check_header_size, sniff_format
 from pytest_pstbench.core.protocol import Protocol
-from pytest_pstbench.core.paths import sniff_format
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _PNG_IEND = b"\x00\x00\x00\x00IEND\xaeB`\x82"
@@ -38,18 +38,7 @@ _MODE_WORDS = {
     "YCbCr": "YCbCr",
 }
 _FIX = "fix: save it as an 8-bit RGB PNG (no alpha, no palette)"
-# Decompression-bomb guard: the size in an image's header is checked before any pixel is decoded.
-MAX_PIXELS = 64_000_000  # the largest image the kit decodes (a protocol may lower it with io.max_pixels)
 RESIZE_MAX_FACTOR = 4  # with --allow-resize, an output may be at most this many times the reference's size per side
-
-
-def check_header_size(where: str, width: int, height: int, *, max_pixels: int = MAX_PIXELS) -> None:
-    """Refuse an image whose header announces more than `max_pixels` pixels (before decoding it)."""
-    if width * height > max_pixels:
-        raise UserError(
-            f"{where}: header says {width}x{height} pixels ({width * height / 1e6:.0f} MP), more than the kit decodes "
-            f"({max_pixels / 1e6:.0f} MP); refused before decoding (decompression-bomb guard); fix: use a smaller image"
-        )
 
 
 def size_mismatch(path, size: tuple[int, int], ref_size: tuple[int, int], protocol: Protocol) -> UserError:
@@ -110,6 +99,23 @@ def _is_srgb(profile_bytes: bytes) -> tuple[bool, str]:
         return False, desc
     diff = np.abs(np.asarray(out, dtype=np.int16) - np.asarray(probe, dtype=np.int16)).max()
     return bool(diff <= SRGB_TOLERANCE), desc
+
+
+def _in_protocol_mode(img, protocol: Protocol, where: str, notes: dict, actual: str, *, eight_bit: bool, fix: str):
+    """The decoded image in the protocol's mode (io.mode, 8 bits): as it is when it has that mode, converted
+    (and noted in `notes`) when it is `eight_bit` and io.allowed_conversions lists its mode, else a UserError
+    naming what it is (`actual`)."""
+    mode = img.mode
+    allowed, wanted = protocol.io.allowed_conversions, protocol.io.mode
+    if eight_bit and mode == wanted:
+        return img
+    if eight_bit and mode in allowed:
+        notes["converted"] = {"from": actual, "to": f"8-bit {wanted}", "rule": allowed[mode]}
+        return img.convert(wanted)
+    raise UserError(
+        f"{where}: is {actual}, but protocol {protocol.id} requires 8-bit {wanted} "
+        f"(io.mode; no conversion of this mode is allowed); {fix}"
+    )
 
 
 def _oriented_srgb_array(img, rules, where: str, notes: dict, *, icc_fix: str, fix: str) -> np.ndarray:
@@ -209,19 +215,9 @@ def load_image(path: Path, protocol: Protocol, role: str = "output", *, expected
             f"{where}: truncated or corrupt PNG (no IEND chunk at the end); fix: write the file again completely"
         )
     notes: dict = {}
-    mode = img.mode
-    actual = f"{depth}-bit {_PNG_COLOUR_TYPES.get(ctype, f'colour type {ctype}')} (Pillow mode {mode})"
-    allowed, wanted = rules.allowed_conversions, rules.mode
-    if depth != 8 or mode != wanted:
-        # Only 8-bit modes can be allowed: a conversion from 16 bits would have to choose a scaling.
-        if depth == 8 and mode in allowed:
-            img = img.convert(wanted)
-            notes["converted"] = {"from": actual, "to": f"8-bit {wanted}", "rule": allowed[mode]}
-        else:
-            raise UserError(
-                f"{where}: is {actual}, but protocol {protocol.id} requires 8-bit {wanted} "
-                f"(io.mode; no conversion of this mode is allowed); {_FIX}"
-            )
+    actual = f"{depth}-bit {_PNG_COLOUR_TYPES.get(ctype, f'colour type {ctype}')} (Pillow mode {img.mode})"
+    # Only 8-bit modes can be allowed: a conversion from 16 bits would have to choose a scaling.
+    img = _in_protocol_mode(img, protocol, where, notes, actual, eight_bit=depth == 8, fix=_FIX)
     arr = _oriented_srgb_array(img, rules, where, notes, icc_fix="fix: save the file in sRGB", fix=_FIX)
     return LoadedImage(np.ascontiguousarray(arr), notes, hashlib.sha256(raw).hexdigest())
 
@@ -331,17 +327,7 @@ def load_dataset_image(path: Path, protocol: Protocol, role: str) -> LoadedImage
     except (OSError, SyntaxError, ValueError) as exc:
         raise UserError(f"{where}: truncated or corrupt {fmt} ({exc}); fix: replace it with a complete copy (remote track: `pstbench data fetch` fetches it again)") from None
     notes: dict = {}
-    mode = img.mode
-    actual = f"{fmt} in Pillow mode {mode} ({_MODE_WORDS.get(mode, mode)})"
-    allowed, wanted = rules.allowed_conversions, rules.mode
-    if mode != wanted:
-        if mode in allowed and mode in _EIGHT_BIT_MODES:
-            img = img.convert(wanted)
-            notes["converted"] = {"from": actual, "to": f"8-bit {wanted}", "rule": allowed[mode]}
-        else:
-            raise UserError(
-                f"{where}: is {actual}, but protocol {protocol.id} requires 8-bit {wanted} "
-                f"(io.mode; no conversion of this mode is allowed); {_DATASET_FIX}"
-            )
+    actual = f"{fmt} in Pillow mode {img.mode} ({_MODE_WORDS.get(img.mode, img.mode)})"
+    img = _in_protocol_mode(img, protocol, where, notes, actual, eight_bit=img.mode in _EIGHT_BIT_MODES, fix=_DATASET_FIX)
     arr = _oriented_srgb_array(img, rules, where, notes, icc_fix=f"{_DATASET_FIX} in sRGB", fix=_DATASET_FIX)
     return LoadedImage(np.ascontiguousarray(arr), notes, hashlib.sha256(raw).hexdigest())

@@ -107,7 +107,7 @@ class _Computer:
     so at most one pair's features are held."""
 
     def __init__(self, device: str):
-        from pytest_pstbench.metrics.scorer import MetricComputer
+        from pytest_pstbench.paired.engine import MetricComputer
 
         self.engine = MetricComputer(device)
         self._pair_features: dict[tuple, list] = {}  # (feature key, (role, size)) -> features of reference/style

@@ -150,7 +150,7 @@ class RunSession:
     @property
     def scorer(self):
         if self._scorer is None:
-            from pytest_pstbench.metrics import PairScorer
+            from pytest_pstbench.paired.engine import PairScorer
 
             self._scorer = PairScorer(self.protocol, self.device)
         return self._scorer
@@ -500,7 +500,7 @@ def environment(device: str, lpips_nets: list[str] | tuple[str, ...] = ("alex",)
     env = {**base_environment(PACKAGES), "device": device, "torch_threads": threads}
     if lpips_nets:
         # The backbone weights of each LPIPS net the protocol uses (alexnet for the pstbench protocol).
-        from pytest_pstbench.metrics.lpips_weights import BACKBONE_OF_NET, cached_info
+        from pytest_pstbench.data.weights import BACKBONE_OF_NET, cached_info
 
         infos = {}
         for net in lpips_nets:

