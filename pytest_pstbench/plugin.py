@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_pstbench.cli.options import option_value  # standard library only: the plugin stays cheap to import
+from pytest_pstbench.options import option_value  # standard library only: the plugin stays cheap to import
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    from pytest_pstbench.cli.options import add_to_pytest  # the one option table (standard library only)
+    from pytest_pstbench.options import add_to_pytest  # the one option table (standard library only)
 
     add_to_pytest(parser, parser.getgroup("pstbench", "pstbench: photorealistic style transfer benchmark"))
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_pstbench.cli.options import option_value
+from pytest_pstbench.options import option_value
 from pytest_pstbench import pytest_verdict as verdict
 from pytest_pstbench.core.errors import UserError
 

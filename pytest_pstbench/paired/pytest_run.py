@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_pstbench.cli.options import option_value
+from pytest_pstbench.options import option_value
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.pytest_run import (
     ItemFailure,
