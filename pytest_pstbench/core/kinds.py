@@ -18,8 +18,8 @@ from pytest_pstbench.core.errors import UserError
 _KINDS = {"paired": "pytest_pstbench.paired.compare:PAIRED_RUNS", "selection": "pytest_pstbench.selection.compare:SELECTION_RUNS"}
 _FILES = {"paired": "metrics.csv", "selection": "per_task.csv"}  # the per-item file that tells a kind apart
 # kind name -> "module:attribute" of its pytest run (a `pytest_pstbench.pytest_run.TrackRun`)
-_PYTEST_RUNS = {"paired": "pytest_pstbench.paired.pytest_run:PairedRun",
-                "selection": "pytest_pstbench.selection.pytest_run:SelectionRun"}
+_PYTEST_RUNS = {"paired": "pytest_pstbench.plugin.paired:PairedRun",
+                "selection": "pytest_pstbench.plugin.selection:SelectionRun"}
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 Modules: `protocol` (validation), `tasks` (Task model, manifests, the vab-demo track),
 `permutations`, `answers` (export, parsing), `judges` (scoring functions), `metrics`,
-`consensus`, `session` (run files), `client` (model API), `compare` (McNemar), `pytest_run` (its
-`TrackRun`); the command line is `pytest_pstbench.cli.vab` (`pstbench vab ...`).
+`consensus`, `session` (run files), `client` (model API), `compare` (McNemar); the command line is
+`pytest_pstbench.cli.vab` (`pstbench vab ...`), the pytest face `pytest_pstbench.plugin.selection`.
 `kind` is standard-library only, for the pytest plugin's cheap track check.
 """

@@ -1,7 +1,7 @@
 """The one pytest integration of a track run, written once for every track kind.
 
 `TrackRun` is registered by `pytest_pstbench.plugin` as plugin `pstbench-run` when a track is given;
-each kind subclasses it (`paired.pytest_run.PairedRun`, `selection.pytest_run.SelectionRun`, named in
+each kind subclasses it (`plugin.paired.PairedRun`, `plugin.selection.SelectionRun`, named in
 `core.kinds`) and supplies only what differs: how it is built from the options, its items, how a
 result travels, how the gate is evaluated and how its tables are written. Collection of the track's
 items, gathering results (in-process or from pytest-xdist workers, whose reports carry each result
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from pytest_pstbench.options import option_value
-from pytest_pstbench import pytest_verdict as verdict
+from pytest_pstbench.plugin import verdict
 from pytest_pstbench.core.errors import UserError
 
 
@@ -314,7 +314,7 @@ class TrackRun:
     def gate_basis(self) -> str:
         return verdict.gate_basis(self)
 
-    # -- Markdown summary (--pstbench-summary FILE, $GITHUB_STEP_SUMMARY): pytest_verdict --------------
+    # -- Markdown summary (--pstbench-summary FILE, $GITHUB_STEP_SUMMARY): plugin.verdict ---------------
     def results_markdown(self) -> str:
         """The run's results table(s) as Markdown."""
         raise NotImplementedError

@@ -1,6 +1,6 @@
 """What a pytest track run reports beyond its tables: why a gate was not evaluated, what a passed gate
 rests on, the Markdown summary for CI pages (--pstbench-summary FILE, $GITHUB_STEP_SUMMARY), the JUnit
-properties of the gate, and --pstbench-update-baseline. Functions of the run (`pytest_run.TrackRun`),
+properties of the gate, and --pstbench-update-baseline. Functions of the run (`plugin.frame.TrackRun`),
 which calls them; standard library and pytest only.
 """
 from __future__ import annotations

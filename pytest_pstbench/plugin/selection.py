@@ -1,6 +1,6 @@
 """The pytest side of a selection run (`--pstbench-track vab-demo` or a selection manifest).
 
-A `pytest_pstbench.pytest_run.TrackRun` (registered by `pytest_pstbench.plugin` as plugin
+A `pytest_pstbench.plugin.frame.TrackRun` (registered by `pytest_pstbench.plugin` as plugin
 `pstbench-run` when the track is a selection track). One test item per task; the judge is, in this order of precedence:
 
 * `--pstbench-answers FILE` (JSON Lines answers; parsed once at start-up, file errors are usage errors),
@@ -32,7 +32,7 @@ import pytest
 
 from pytest_pstbench.options import option_value
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.pytest_run import (
+from pytest_pstbench.plugin.frame import (
     ItemFailure,
     TrackRun,
     baseline_paths,

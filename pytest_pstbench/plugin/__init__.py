@@ -1,9 +1,16 @@
-"""pytest plugin: options, fixtures, marker and thin hooks.
+"""pytest plugin (the pytest11 entry point `pytest_pstbench.plugin`): options, fixtures, marker and
+thin hooks.
+
+The pytest face is this package: here the options (from the one table, `pytest_pstbench.options`),
+fixtures and hooks; `frame` the track-run frame (`TrackRun`: collection, results from xdist workers,
+finishing, the gate, the terminal summary), `verdict` what a finished session reports beyond its
+tables (the `Verdict` dataclass: the gate's basis, the Markdown summary, JUnit properties), and one
+module per track kind subclassing `TrackRun`: `paired` (`PairedRun`) and `selection` (`SelectionRun`),
+found through `pytest_pstbench.core.kinds`.
 
 Imports only pytest and the standard library at module level (it is loaded in every pytest run
 of an environment where pytest-pstbench is installed). Everything heavy is imported when a
-pstbench option, fixture or marker is used: the track kind's run (`pytest_pstbench.pytest_run.TrackRun`,
-subclassed by each kind, found through `pytest_pstbench.core.kinds`).
+pstbench option, fixture or marker is used: the track kind's run.
 """
 from __future__ import annotations
 
