@@ -1,11 +1,18 @@
 """What a pytest track run reports beyond its tables: why a gate was not evaluated, what a passed gate
 rests on, the Markdown summary for CI pages (--pstbench-summary FILE, $GITHUB_STEP_SUMMARY), the JUnit
-properties of the gate, and --pstbench-update-baseline. Functions of the run (`plugin.frame.TrackRun`),
-which calls them; standard library and pytest only.
+properties of the gate, and --pstbench-update-baseline.
+
+The frame (`plugin.frame.TrackRun`) builds the two dataclasses here from its state: `Collection` (how
+much of the track this session ran) and `Verdict` (the finished session's outcome, gate and the kind's
+Markdown tables); their methods read nothing else. Imports pytest, the standard library and
+core's errors (core.gate, core.kinds and core.runs where they are used).
 """
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,137 +25,157 @@ def fail(session) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-def update_baseline(run, session) -> None:
-    """--pstbench-update-baseline: the finished, complete run's files replace the baseline folder whole
-    (under its lock, `core.runs.write_run_files`: a kill leaves the old baseline or the new one), and
-    the session fails so that the update is seen."""
-    from pytest_pstbench.core.gate import GateResult
-    from pytest_pstbench.core.kinds import get, run_kind
-    from pytest_pstbench.core.runs import write_run_files
+@dataclass(frozen=True)
+class Collection:
+    """How much of the track this session ran: what explains a run of which not every item was scored."""
 
-    target = run.gate_options["baselines"][0]
-    run_dir = run.outcome.run_dir
-    if not run.outcome.complete:
-        run.gate = GateResult(reasons=[
-            f"baseline {target} not updated: the run is incomplete ({run.outcome.run.get('n_scored')} of "
-            f"{run.n_items} {run.noun}s scored); fix: score every {run.noun}, then update"])
-        fail(session)
-        return
-    files = {name: (run_dir / name).read_text(encoding="utf-8") for name in get(run_kind(run_dir)).run_files}
-    try:
-        write_run_files(target, files, run.outcome.run)
-    except UserError as exc:
-        run.gate = GateResult(reasons=[f"baseline {target} not updated: {exc}"])
-        fail(session)
-        return
-    run.updated = (f"baseline {target} updated from this run ({run_dir}, {run.outcome.run.get('n_scored')} "
-                   f"{run.noun}s); the session fails so that a baseline is never updated silently: review and "
-                   "commit it, then run without --pstbench-update-baseline")
-    fail(session)
+    track_id: str
+    noun: str  # "pair" / "task"
+    total: int  # the track's items
+    collect_only: bool  # --collect-only
+    ready: bool  # the kind collected its items (an outputs folder or a judge was given); True under --collect-only
+    not_ready_reason: str  # why it did not (the kind's words)
+    under_xdist: bool  # this is xdist's controller: the workers collect and deselect
+    n_collected: int  # this run's items collected here, and how many of them were deselected
+    n_deselected: int
 
+    def why_not_run(self) -> str:
+        """Why items of this run did not run: collect-only, deselected, not collected."""
+        total, noun = self.total, self.noun
+        if self.collect_only:
+            return f"--collect-only ran none of the track's {total} {noun}s"
+        if not self.ready:
+            return self.not_ready_reason
+        if self.under_xdist:
+            return (f"the xdist workers ran none of the track's {total} {noun}s (deselected with -k, -m, --deselect, "
+                    "--lf or a plugin, or stopped early)")
+        if self.n_deselected:
+            return (f"{self.n_deselected} of the track's {total} {noun}s were deselected "
+                    "(-k, -m, --deselect, --lf, --sw or a plugin)")
+        if self.n_collected < total:
+            return f"{self.n_collected} of the track's {total} {noun}s were collected"
+        return f"none of the track's {total} {noun}s ran (stopped early, e.g. -x or --maxfail)"
 
-def why_not_run(run) -> str:
-    """Why items of this run did not run: collect-only, deselected, not collected."""
-    total = run.n_items
-    if run.config.option.collectonly:
-        return f"--collect-only ran none of the track's {total} {run.noun}s"
-    if not run.ready_to_collect(run.config):
-        return run.not_ready_reason()
-    if run.config.pluginmanager.has_plugin("dsession"):  # xdist's controller: the workers collect and deselect
-        return (f"the xdist workers ran none of the track's {total} {run.noun}s (deselected with -k, -m, --deselect, "
-                "--lf or a plugin, or stopped early)")
-    if run.n_deselected:
-        return (f"{run.n_deselected} of the track's {total} {run.noun}s were deselected "
-                "(-k, -m, --deselect, --lf, --sw or a plugin)")
-    if run.n_collected < total:
-        return f"{run.n_collected} of the track's {total} {run.noun}s were collected"
-    return f"none of the track's {total} {run.noun}s ran (stopped early, e.g. -x or --maxfail)"
+    def nothing_scored_reason(self) -> str:
+        """The gate's reason when a gated session scored nothing."""
+        return (f"no {self.noun} of track {self.track_id} was scored in this session ({self.why_not_run()}), so the "
+                f"gate was not evaluated; fix: run every {self.noun} of the track, or run without "
+                "--pstbench-baseline/--pstbench-min/--pstbench-max (and their ini keys)")
 
 
-def nothing_scored_reason(run) -> str:
-    return (f"no {run.noun} of track {run.track.id} was scored in this session ({why_not_run(run)}), so the "
-            f"gate was not evaluated; fix: run every {run.noun} of the track, or run without "
-            "--pstbench-baseline/--pstbench-min/--pstbench-max (and their ini keys)")
+@dataclass(frozen=True)
+class Verdict:
+    """The finished session as its reports show it: the error, or the run files, the gate and the baseline
+    update. The kind's Markdown tables and JUnit rows are filled in only where they are shown."""
 
+    track_id: str
+    noun: str  # "pair" / "task"
+    error: str | None = None  # the session's error (no run files written)
+    run_dir: Path | None = None  # the run's folder; None when nothing was scored
+    n_scored: int | None = None  # run.json's n_scored, and its n_<noun>s
+    n_total: int | None = None
+    complete: bool = False
+    gate: Any = None  # core.gate.GateResult; None without a baseline or a bound
+    n_bounds: int = 0  # --pstbench-min / --pstbench-max bounds checked
+    updated: str | None = None  # --pstbench-update-baseline: what was written
+    results_markdown: str = ""  # the kind's results table(s) as Markdown (when there are run files)
+    comparison_markdown: str = ""  # the gate's comparison table as Markdown (when there is one)
+    junit_rows: tuple[tuple[str, str, str], ...] = ()  # (baseline, key, value) per comparison row
 
-def gate_basis(run) -> str:
-    """What a passed gate's verdict rests on: how many items, against which baselines and bounds."""
-    n = run.outcome.run.get("n_scored")
-    parts = []
-    comparison = run.gate.comparison
-    if comparison is not None:
-        names = list(dict.fromkeys(r.baseline for r in comparison.rows))
-        parts.append(f"{len(comparison.rows)} tests against baseline run{'s' if len(names) > 1 else ''} "
-                     f"{', '.join(names)}, none significantly worse")
-    opts = run.gate_options
-    n_bounds = len(opts.get("mins") or {}) + len(opts.get("maxs") or {})
-    if n_bounds:
-        parts.append(f"{n_bounds} bound{'s' if n_bounds > 1 else ''} met")
-    parts.extend(run.gate.basis)
-    return f"all {n} {run.noun}s of track {run.track.id} scored; " + "; ".join(parts)
+    def gate_basis(self) -> str:
+        """What a passed gate's verdict rests on: how many items, against which baselines and bounds."""
+        parts = []
+        comparison = self.gate.comparison
+        if comparison is not None:
+            names = list(dict.fromkeys(r.baseline for r in comparison.rows))
+            parts.append(f"{len(comparison.rows)} tests against baseline run{'s' if len(names) > 1 else ''} "
+                         f"{', '.join(names)}, none significantly worse")
+        if self.n_bounds:
+            parts.append(f"{self.n_bounds} bound{'s' if self.n_bounds > 1 else ''} met")
+        parts.extend(self.gate.basis)
+        return f"all {self.n_scored} {self.noun}s of track {self.track_id} scored; " + "; ".join(parts)
 
-
-def markdown_summary(run) -> str:
-    """The results and the gate's verdict, for a CI job's summary page."""
-    lines = [f"## pstbench: track `{run.track.id}`", ""]
-    if run.error:
-        lines += [f"**Error:** {run.error}", ""]
-    elif run.outcome is None:
-        lines += [f"No {run.noun} was scored; no run files were written.", ""]
-    else:
-        record = run.outcome.run
-        lines += [run.results_markdown(), "", f"Run files: `{run.outcome.run_dir}` ({record.get('n_scored')} of "
-                  f"{record.get(f'n_{run.noun}s')} {run.noun}s scored{'' if run.outcome.complete else '; incomplete'})", ""]
-    if run.updated:
-        lines += [f"**Baseline updated:** {run.updated}", ""]
-    if run.gate is not None:
-        if run.gate.failed:
-            lines += ["**Gate: FAILED**", ""] + [f"- {reason}" for reason in run.gate.reasons] + [""]
+    def markdown(self) -> str:
+        """The results and the gate's verdict, for a CI job's summary page."""
+        lines = [f"## pstbench: track `{self.track_id}`", ""]
+        if self.error:
+            lines += [f"**Error:** {self.error}", ""]
+        elif self.run_dir is None:
+            lines += [f"No {self.noun} was scored; no run files were written.", ""]
         else:
-            lines += [f"**Gate: passed** ({gate_basis(run)})", ""]
-        lines += [f"- {note}" for note in run.gate.notes] + ([""] if run.gate.notes else [])
-        if run.gate.comparison is not None:
-            lines += [run.comparison_markdown(), ""]
-    return "\n".join(lines)
+            lines += [self.results_markdown, "", f"Run files: `{self.run_dir}` ({self.n_scored} of "
+                      f"{self.n_total} {self.noun}s scored{'' if self.complete else '; incomplete'})", ""]
+        if self.updated:
+            lines += [f"**Baseline updated:** {self.updated}", ""]
+        if self.gate is not None:
+            if self.gate.failed:
+                lines += ["**Gate: FAILED**", ""] + [f"- {reason}" for reason in self.gate.reasons] + [""]
+            else:
+                lines += [f"**Gate: passed** ({self.gate_basis()})", ""]
+            lines += [f"- {note}" for note in self.gate.notes] + ([""] if self.gate.notes else [])
+            if self.gate.comparison is not None:
+                lines += [self.comparison_markdown, ""]
+        return "\n".join(lines)
+
+    def junit_properties(self) -> list[tuple[str, str]]:
+        """The gate's outcome as JUnit XML test-suite properties: `pstbench_gate`, one
+        `pstbench_gate_reason_N` per reason and `pstbench_verdict[BASELINE][KEY]` per test."""
+        out = [("pstbench_gate", "failed" if self.gate.failed else "passed")]
+        out += [(f"pstbench_gate_reason_{i + 1}", reason) for i, reason in enumerate(self.gate.reasons)]
+        out += [(f"pstbench_verdict[{baseline}][{key}]", value) for baseline, key, value in self.junit_rows]
+        return out
 
 
-def write_markdown_summary(run, session, target) -> None:
-    """--pstbench-summary FILE (`target`, or None) is written whole (a failure fails the session);
-    $GITHUB_STEP_SUMMARY is appended to, as GitHub Actions expects (a failure there is reported, not fatal)."""
+def junit_xml(config):
+    """pytest's JUnit XML writer of this session (--junitxml), or None."""
+    try:
+        from _pytest.junitxml import xml_key
+    except ImportError:  # pragma: no cover - junitxml internals moved
+        return None
+    return config.stash.get(xml_key, None)
+
+
+def write_markdown(text: str, target: Path | None) -> tuple[str | None, bool]:
+    """--pstbench-summary FILE (`target`, or None) is written whole; $GITHUB_STEP_SUMMARY is appended to, as
+    GitHub Actions expects. -> (the last write's error, or None; whether it fails the session: a failure
+    to write FILE does, one to append to $GITHUB_STEP_SUMMARY is reported only)."""
     from pytest_pstbench.core.runs import write_atomic
 
-    github = os.environ.get("GITHUB_STEP_SUMMARY")
-    if target is None and not github:
-        return
-    text = markdown_summary(run)
+    error, fatal = None, False
     if target is not None:
         try:
             write_atomic(target, text)
         except OSError as exc:
-            run.summary_error = f"--pstbench-summary {target}: cannot write the summary ({exc}); fix: give a writable path"
-            fail(session)
+            error, fatal = f"--pstbench-summary {target}: cannot write the summary ({exc}); fix: give a writable path", True
+    github = os.environ.get("GITHUB_STEP_SUMMARY")
     if github:
         try:
             with open(github, "a", encoding="utf-8") as fh:
                 fh.write(text + "\n")
         except OSError as exc:
-            run.summary_error = f"GITHUB_STEP_SUMMARY={github}: cannot append the summary ({exc})"
+            error = f"GITHUB_STEP_SUMMARY={github}: cannot append the summary ({exc})"
+    return error, fatal
 
 
-def add_junit_gate_properties(run) -> None:
-    """The gate's outcome as JUnit XML test-suite properties (when --junitxml is used): `pstbench_gate`,
-    one `pstbench_gate_reason_N` per reason and `pstbench_verdict[BASELINE][KEY]` per test."""
+def update_baseline(target: Path, outcome, n_items: int, noun: str):
+    """--pstbench-update-baseline: the finished run's files (`outcome`) replace the baseline folder `target`
+    whole (under its lock, `core.runs.write_run_files`: a kill leaves the old baseline or the new one), when
+    the run is complete. -> (a failed core.gate.GateResult saying why it was not updated, or None; the line
+    saying it was, or None). The caller fails the session either way, so that the update is seen."""
+    from pytest_pstbench.core.gate import GateResult
+    from pytest_pstbench.core.kinds import get, run_kind
+    from pytest_pstbench.core.runs import write_run_files
+
+    run_dir = outcome.run_dir
+    if not outcome.complete:
+        return GateResult(reasons=[
+            f"baseline {target} not updated: the run is incomplete ({outcome.run.get('n_scored')} of "
+            f"{n_items} {noun}s scored); fix: score every {noun}, then update"]), None
+    files = {name: (run_dir / name).read_text(encoding="utf-8") for name in get(run_kind(run_dir)).run_files}
     try:
-        from _pytest.junitxml import xml_key
-    except ImportError:  # pragma: no cover - junitxml internals moved
-        return
-    xml = run.config.stash.get(xml_key, None)
-    if xml is None or run.gate is None:
-        return
-    xml.add_global_property("pstbench_gate", "failed" if run.gate.failed else "passed")
-    for i, reason in enumerate(run.gate.reasons):
-        xml.add_global_property(f"pstbench_gate_reason_{i + 1}", reason)
-    if run.gate.comparison is not None:
-        for r in run.gate.comparison.rows:
-            key, value = run.junit_verdict(r)
-            xml.add_global_property(f"pstbench_verdict[{r.baseline}][{key}]", value)
+        write_run_files(target, files, outcome.run)
+    except UserError as exc:
+        return GateResult(reasons=[f"baseline {target} not updated: {exc}"]), None
+    return None, (f"baseline {target} updated from this run ({run_dir}, {outcome.run.get('n_scored')} "
+                  f"{noun}s); the session fails so that a baseline is never updated silently: review and "
+                  "commit it, then run without --pstbench-update-baseline")
