@@ -113,3 +113,11 @@ def test_a_spec_that_is_not_a_kindspec_is_refused(tmp_path, monkeypatch, fresh_r
     kinds.registered.cache_clear()
     with pytest.raises(UserError, match=r"entry point bad = badkind:KIND \(group pytest_pstbench.kinds\) is not the KindSpec"):
         kinds.names()
+
+
+def test_the_plugin_says_unknown_kind_in_one_line(pytester):
+    pytester.makefile(".yaml", track="id: t\nkind: selction\n")
+    r = pytester.runpytest("--pstbench-track", "track.yaml")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    r.stderr.fnmatch_lines(["*pstbench: *track.yaml: unknown kind selction; available: paired, selection; fix: *"])
+    assert "Traceback" not in r.stdout.str() + r.stderr.str()

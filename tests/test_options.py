@@ -1,10 +1,10 @@
-"""One option table (pytest_pstbench/cli/options.py) serves both front doors, help written once."""
+"""One option table (pytest_pstbench/options.py) serves both front doors, help written once."""
 from __future__ import annotations
 
 import argparse
 
 from pytest_pstbench.cli import build_parser
-from pytest_pstbench.cli.options import PLUGIN, SCORING
+from pytest_pstbench.options import PLUGIN, SCORING
 
 
 def _subparser(name: str) -> argparse.ArgumentParser:

@@ -1,6 +1,6 @@
 """`pstbench` command: demo, score, compare, weights fetch here; the other command groups register
 themselves (data, vab, baseline, sensitivity, report, table). Drives the same engine as the pytest
-plugin; the options both take come from `cli/options.py`, the one option table."""
+plugin; the options both take come from `pytest_pstbench/options.py`, the one option table."""
 from __future__ import annotations
 
 import argparse
@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.cli.options import add_to_argparse, add_workers_option
+from pytest_pstbench.options import add_to_argparse, add_workers_option
 from pytest_pstbench.cli.progress import progress as _progress
 
 

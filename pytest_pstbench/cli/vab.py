@@ -113,6 +113,7 @@ def _shift_table(summary_a: dict, summary_b: dict, id_a: str, id_b: str, params)
 def cmd_score(args) -> int:
     from pytest_pstbench.selection.answers import read_answers
     from pytest_pstbench.report.selection_tables import answers_line
+    from pytest_pstbench.selection.run_judge import answers_judge, function_judge
     from pytest_pstbench.selection.session import SelectionSession, score_all
 
     if bool(args.answers) == bool(args.judge):
@@ -124,22 +125,12 @@ def cmd_score(args) -> int:
 
         raise UserError("--also-protocol / --t0-answers: need an answers file; fix: give --answers FILE (not --judge)")
     protocol, params, track = _load(args.track, args.protocol)
-    answer_set = judge = None
-    if args.answers:
-        answer_set = read_answers(Path(args.answers), track, params)
-        provenance = answer_set.provenance()
-        name = args.name or Path(args.answers).stem
-        label = Path(args.answers).name
-    else:
-        from pytest_pstbench.selection.judges import load_judge
-
-        judge = load_judge(args.judge, base=Path.cwd(), default_num_trials=int(params.judge["num_trials"]))
-        provenance = judge.provenance
-        name = args.name or judge.provenance.get("function", "judge")
-        label = args.judge
+    chosen = (answers_judge(Path(args.answers), track, params) if args.answers
+              else function_judge(args.judge, Path.cwd(), params))
+    answer_set, provenance, name = chosen.answer_set, chosen.provenance, args.name or chosen.default_name
     session = SelectionSession(track, protocol, name=name, results_dir=args.results, judge=provenance, command=args.command_line)
-    outcome = score_all(session, answer_set=answer_set, judge=judge, progress=_progress if args.verbose else None)
-    _print_outcome(outcome, track, label, params, extras=args.extras)
+    outcome = score_all(session, answer_set=answer_set, judge=chosen.judge, progress=_progress if args.verbose else None)
+    _print_outcome(outcome, track, chosen.label, params, extras=args.extras)
     if args.t0_answers:
         set0 = read_answers(Path(args.t0_answers), track, params)
         session0 = SelectionSession(track, protocol, name=f"{name}@t0", results_dir=args.results, judge=set0.provenance(),
@@ -178,27 +169,26 @@ def cmd_score(args) -> int:
 
 def cmd_run(args) -> int:
     """Ask a model (OpenAI-compatible chat completions), append its answers, then score them."""
-    import re
-
-    from pytest_pstbench.selection.answers import ERROR, read_answers
+    from pytest_pstbench.selection.answers import ERROR
     from pytest_pstbench.selection.client import redact_command, run_model, settings_from_args, terminal_progress
+    from pytest_pstbench.selection.run_judge import answers_judge, model_run_name
     from pytest_pstbench.selection.session import SelectionSession, score_all
 
     args.command_line = redact_command(getattr(args, "command_line", None))  # --header values never reach run.json
     protocol, params, track = _load(args.track, args.protocol)
     settings = settings_from_args(args, params)
-    name = args.name or re.sub(r"[^A-Za-z0-9._+-]", "_", args.model.rsplit("/", 1)[-1]) or "model"
+    name = args.name or model_run_name(args.model)
     answers_path = Path(args.answers) if args.answers else Path(args.results) / track.id / f"{name}.answers.jsonl"
     counts = run_model(track, protocol, settings, answers_path, progress=terminal_progress if not args.quiet else None)
     print(f"model {settings.model} at {settings.api_base}: asked {counts['asked']} requests ({counts['skipped']} already answered), "
           f"{counts['calls']} API calls; {counts['ok']} parsed, {counts['unparseable']} unparseable, {counts['error']} API errors; "
           f"answers: {answers_path}")
-    answer_set = read_answers(answers_path, track, params)
-    judge = {**answer_set.provenance(), "model_api": settings.provenance(), "attempts": params.attempts}
-    session = SelectionSession(track, protocol, name=name, results_dir=args.results, judge=judge, command=args.command_line)
-    outcome = score_all(session, answer_set=answer_set)
-    _print_outcome(outcome, track, settings.model, params, extras=args.extras)
-    errors = sum(1 for e in answer_set.entries.values() if e[1] == ERROR)
+    chosen = answers_judge(answers_path, track, params, model=settings.model, model_api=settings.provenance())
+    session = SelectionSession(track, protocol, name=name, results_dir=args.results, judge=chosen.provenance,
+                               command=args.command_line)
+    outcome = score_all(session, answer_set=chosen.answer_set)
+    _print_outcome(outcome, track, chosen.label, params, extras=args.extras)
+    errors = sum(1 for e in chosen.answer_set.entries.values() if e[1] == ERROR)
     if errors:
         print(f"pstbench: {errors} requests ended in API errors; run the same command again to ask them again", file=sys.stderr)
         return 1

@@ -12,6 +12,6 @@ KIND = KindSpec(
     n_key="n_pairs",
     validate_protocol="pytest_pstbench.paired.protocol:validate",
     runs="pytest_pstbench.paired.compare:PAIRED_RUNS",
-    pytest_run="pytest_pstbench.paired.pytest_run:PairedRun",
+    pytest_run="pytest_pstbench.plugin.paired:PairedRun",
     default=True,  # a track, protocol or run folder that names no kind is paired (the PST tracks)
 )

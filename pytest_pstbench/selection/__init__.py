@@ -2,7 +2,9 @@
 
 Modules: `protocol` (validation), `tasks` (Task model, manifests, the vab-demo track),
 `permutations`, `answers` (export, parsing), `judges` (scoring functions), `metrics`,
-`consensus`, `session` (run files), `client` (model API), `compare` (McNemar), `pytest_run` (its
-`TrackRun`); the command line is `pytest_pstbench.cli.vab` (`pstbench vab ...`).
+`consensus`, `session` (run files), `client` (model API), `run_judge` (a run's judge as both front
+doors choose it: answers file, model's answers or scoring function -> run.json's judge, run name,
+label), `compare` (McNemar); the command line is `pytest_pstbench.cli.vab` (`pstbench vab ...`), the
+pytest face `pytest_pstbench.plugin.selection`.
 `kind` is standard-library only, for the pytest plugin's cheap track check.
 """

@@ -18,7 +18,7 @@ KIND = KindSpec(
     n_key="n_tasks",
     validate_protocol="pytest_pstbench.selection.protocol:validate_selection_protocol",
     runs="pytest_pstbench.selection.compare:SELECTION_RUNS",
-    pytest_run="pytest_pstbench.selection.pytest_run:SelectionRun",
+    pytest_run="pytest_pstbench.plugin.selection:SelectionRun",
     builtin_tracks=BUILTIN_SELECTION_TRACKS,
 )
 

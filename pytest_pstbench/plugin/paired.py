@@ -1,7 +1,7 @@
 """The pytest side of a paired run: one item per pair, scored by the `RunSession`.
 
 The frame (collection, gathering results from xdist workers, finishing, the gate, the terminal
-summary) is `pytest_pstbench.pytest_run.TrackRun`; this module supplies the paired kind's parts.
+summary) is `pytest_pstbench.plugin.frame.TrackRun`; this module supplies the paired kind's parts.
 
 Decode ahead: while a pair's item computes its metrics, a loader thread already hashes, looks up and
 decodes the files of the next item pytest will run in this process (`nextitem` of
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_pstbench.cli.options import option_value
+from pytest_pstbench.options import option_value
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.pytest_run import (
+from pytest_pstbench.plugin.frame import (
     ItemFailure,
     TrackRun,
     baseline_paths,

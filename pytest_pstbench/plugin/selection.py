@@ -1,6 +1,6 @@
 """The pytest side of a selection run (`--pstbench-track vab-demo` or a selection manifest).
 
-A `pytest_pstbench.pytest_run.TrackRun` (registered by `pytest_pstbench.plugin` as plugin
+A `pytest_pstbench.plugin.frame.TrackRun` (registered by `pytest_pstbench.plugin` as plugin
 `pstbench-run` when the track is a selection track). One test item per task; the judge is, in this order of precedence:
 
 * `--pstbench-answers FILE` (JSON Lines answers; parsed once at start-up, file errors are usage errors),
@@ -30,9 +30,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_pstbench.cli.options import option_value
+from pytest_pstbench.options import option_value
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.pytest_run import (
+from pytest_pstbench.plugin.frame import (
     ItemFailure,
     TrackRun,
     baseline_paths,
@@ -112,17 +112,12 @@ class TaskItem(pytest.Function):
         return self.path, None, f"pstbench {self.run.track.id}::{self.task.id}"
 
 
-def _model_name(model: str) -> str:
-    import re
-
-    return re.sub(r"[^A-Za-z0-9._+-]", "_", model.rsplit("/", 1)[-1]) or "model"
-
-
 def _run_model(config, track, protocol, params, model: str, answers_path):
     """--pstbench-model: ask the model (the controller only; xdist workers read the finished file)."""
     from types import SimpleNamespace
 
     from pytest_pstbench.selection.client import run_model, settings_from_args
+    from pytest_pstbench.selection.run_judge import model_run_name
 
     api_base = option_value(config, "api-base")
     if not api_base:
@@ -131,7 +126,7 @@ def _run_model(config, track, protocol, params, model: str, answers_path):
                            timeout=600.0, api_key_env=str(option_value(config, "api-key-env") or "API_KEY"))
     settings = settings_from_args(args, params)
     if answers_path is None:
-        name = str(option_value(config, "name") or _model_name(model))
+        name = str(option_value(config, "name") or model_run_name(model))
         answers_path = (path_value(config, "results") or Path("results")) / track.id / f"{name}.answers.jsonl"
     if not is_worker(config):
         run_model(track, protocol, settings, answers_path)
@@ -160,6 +155,7 @@ class SelectionRun(TrackRun):
         from pytest_pstbench.core.protocol import load_protocol
         from pytest_pstbench.core.runs import refuse_baseline_is_run_dir
         from pytest_pstbench.selection.protocol import DEFAULT_SELECTION_PROTOCOL, SelectionParams
+        from pytest_pstbench.selection.run_judge import RunJudge, answers_judge, function_judge
         from pytest_pstbench.selection.session import SelectionSession
         from pytest_pstbench.selection.tasks import resolve_selection_track
 
@@ -182,38 +178,27 @@ class SelectionRun(TrackRun):
                 if judge_spec:
                     raise UserError("--pstbench-model and --pstbench-judge: give one judge, not both")
                 model_api, answers_path = _run_model(config, track, protocol, params, str(model), answers_path)
-            answer_set = judge = None
-            label = None
-            if answers_path is not None:
-                from pytest_pstbench.selection.answers import read_answers
-
-                answer_set = read_answers(answers_path, track, params)
-                provenance, default_name, label = answer_set.provenance(), answers_path.stem, answers_path.name
-                if model_api is not None:
-                    provenance = {**provenance, "model_api": model_api, "attempts": params.attempts}
-                    default_name, label = _model_name(str(model)), str(model)
+            if answers_path is not None:  # with --pstbench-model: the model's answers, named after the model
+                chosen = answers_judge(answers_path, track, params, model=str(model) if model else None, model_api=model_api)
             elif judge_spec:
-                from pytest_pstbench.selection.judges import load_judge
-
                 base = config.invocation_params.dir if from_cli(config, "judge") else ini_base(config)
-                judge = load_judge(str(judge_spec), base=Path(base), default_num_trials=int(params.judge["num_trials"]))
-                provenance, default_name, label = judge.provenance, judge.provenance.get("function", "judge"), str(judge_spec)
-            else:
-                provenance, default_name, label = {"kind": "fixture", "fixture": FIXTURE_NAME}, "pytest", f"fixture {FIXTURE_NAME}"
+                chosen = function_judge(str(judge_spec), Path(base), params)
+            else:  # the pstbench_judge fixture, if the rootdir's conftest.py defines one
+                chosen = RunJudge(None, None, {"kind": "fixture", "fixture": FIXTURE_NAME}, "pytest", f"fixture {FIXTURE_NAME}")
             session = SelectionSession(
                 track,
                 protocol,
-                name=str(option_value(config, "name") or default_name),
+                name=str(option_value(config, "name") or chosen.default_name),
                 results_dir=path_value(config, "results") or Path("results"),
-                judge=provenance,
+                judge=chosen.provenance,
                 command="pytest " + shlex.join(config.invocation_params.args),
             )
             gate_options = _gate_options(config, protocol)
             refuse_baseline_is_run_dir(gate_options["baselines"], session.run_dir)
         except UserError as exc:
             raise pytest.UsageError(f"pstbench: {exc}") from None
-        return cls(config, track, protocol, params, session, answer_set=answer_set, judge=judge, judge_label=label,
-                   gate_options=gate_options)
+        return cls(config, track, protocol, params, session, answer_set=chosen.answer_set, judge=chosen.judge,
+                   judge_label=chosen.label, gate_options=gate_options)
 
     # -- items -------------------------------------------------------------------------------------
     def ready_to_collect(self, config) -> bool:

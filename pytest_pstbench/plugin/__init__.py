@@ -1,19 +1,26 @@
-"""pytest plugin: options, fixtures, marker and thin hooks.
+"""pytest plugin (the pytest11 entry point `pytest_pstbench.plugin`): options, fixtures, marker and
+thin hooks.
+
+The pytest face is this package: here the options (from the one table, `pytest_pstbench.options`),
+fixtures and hooks; `frame` the track-run frame (`TrackRun`: collection, results from xdist workers,
+finishing, the gate, the terminal summary), `verdict` what a finished session reports beyond its
+tables (the `Verdict` dataclass: the gate's basis, the Markdown summary, JUnit properties), and one
+module per track kind subclassing `TrackRun`: `paired` (`PairedRun`) and `selection` (`SelectionRun`),
+found through `pytest_pstbench.core.kinds`.
 
 Imports only pytest and the standard library at module level (it is loaded in every pytest run
 of an environment where pytest-pstbench is installed). Everything heavy is imported when a
-pstbench option, fixture or marker is used: the track kind's run (`pytest_pstbench.pytest_run.TrackRun`,
-subclassed by each kind, found through `pytest_pstbench.core.kinds`).
+pstbench option, fixture or marker is used: the track kind's run.
 """
 from __future__ import annotations
 
 import pytest
 
-from pytest_pstbench.cli.options import option_value  # standard library only: the plugin stays cheap to import
+from pytest_pstbench.options import option_value  # standard library only: the plugin stays cheap to import
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    from pytest_pstbench.cli.options import add_to_pytest  # the one option table (standard library only)
+    from pytest_pstbench.options import add_to_pytest  # the one option table (standard library only)
 
     add_to_pytest(parser, parser.getgroup("pstbench", "pstbench: photorealistic style transfer benchmark"))
 
@@ -24,10 +31,14 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     if option_value(config, "track"):
         _passive_openmp_under_xdist(config)
+        from pytest_pstbench.core.errors import UserError
         from pytest_pstbench.core.kinds import pytest_run_class, track_kind
 
         base = config.inipath.parent if config.inipath else config.rootpath
-        kind = track_kind(str(option_value(config, "track")), base)  # vab-demo, vab, `kind: selection` manifests
+        try:  # the kind that claims the track (built-in names, a manifest's `kind:` line), through the registry
+            kind = track_kind(str(option_value(config, "track")), base)
+        except UserError as exc:  # an unknown kind in the manifest: one line, no traceback
+            raise pytest.UsageError(f"pstbench: {exc}") from None
         config.pluginmanager.register(pytest_run_class(kind).from_config(config), "pstbench-run")
 
 

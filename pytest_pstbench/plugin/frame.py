@@ -1,12 +1,13 @@
 """The one pytest integration of a track run, written once for every track kind.
 
 `TrackRun` is registered by `pytest_pstbench.plugin` as plugin `pstbench-run` when a track is given;
-each kind subclasses it (`paired.pytest_run.PairedRun`, `selection.pytest_run.SelectionRun`, named in
+each kind subclasses it (`plugin.paired.PairedRun`, `plugin.selection.SelectionRun`, found through
 `core.kinds`) and supplies only what differs: how it is built from the options, its items, how a
 result travels, how the gate is evaluated and how its tables are written. Collection of the track's
 items, gathering results (in-process or from pytest-xdist workers, whose reports carry each result
-in `user_properties`), finishing the run, the gate, JUnit properties and the terminal summary's
-frame are here.
+in `user_properties`), finishing the run, the gate and the terminal summary's frame are here; what
+the session reports beyond its tables (the gate's basis, the Markdown summary, JUnit properties, the
+baseline update) is `plugin.verdict`, from the `Verdict` and `Collection` this frame builds.
 
 Loaded only when a pstbench option or fixture is used (it imports pytest and the standard library;
 the kinds import numpy and friends).
@@ -14,12 +15,13 @@ the kinds import numpy and friends).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
-from pytest_pstbench.cli.options import option_value
-from pytest_pstbench import pytest_verdict as verdict
+from pytest_pstbench.options import option_value
+from pytest_pstbench.plugin.verdict import Collection, Verdict, fail, junit_xml, update_baseline, write_markdown
 from pytest_pstbench.core.errors import UserError
 
 
@@ -134,6 +136,7 @@ class TrackRun:
         self.error: str | None = None
         self.update_baseline = bool(config.getoption("pstbench_update_baseline", default=None))
         self.updated: str | None = None  # --pstbench-update-baseline: what was written (the session then fails)
+        self.summary_error: str | None = None  # --pstbench-summary FILE / $GITHUB_STEP_SUMMARY could not be written
         self.n_collected = 0  # this run's items collected, and how many of them were deselected
         self.n_deselected = 0
         self.duplicates: list[str] = []  # "<id> (by <nodeid> and <nodeid>)": items with more than one result
@@ -241,45 +244,33 @@ class TrackRun:
                 + f"; a run holds one result per {self.noun}, so no run files were written; fix: score each "
                 f"{self.noun} once (either --pstbench-outputs or the pstbench_score fixture, once per test)"
             )
-            self._fail(session)
+            fail(session)
             return
         if not self.session.results:
             if self.gated() or self.update_baseline:
                 from pytest_pstbench.core.gate import GateResult
 
-                self.gate = GateResult(reasons=[self._nothing_scored_reason()])
+                self.gate = GateResult(reasons=[self.collection().nothing_scored_reason()])
                 self._add_junit_gate_properties()
-                self._fail(session)
+                fail(session)
             return
         self.before_finish()
         try:
             self.outcome = self.session.finish()
         except UserError as exc:  # e.g. a partial session over a complete run: nothing written, the session fails
             self.error = str(exc)
-            self._fail(session)
+            fail(session)
             return
-        if self.update_baseline:
-            self._update_baseline(session)
+        if self.update_baseline:  # the finished run replaces the baseline (when complete); the session fails either way
+            self.gate, self.updated = update_baseline(self.gate_options["baselines"][0], self.outcome, self.n_items, self.noun)
+            fail(session)
             return
         if not self.gated():
             return
         self.gate = self._run_gate()
         self._add_junit_gate_properties()
         if self.gate.failed:
-            self._fail(session)
-
-    def _update_baseline(self, session) -> None:
-        verdict.update_baseline(self, session)
-
-    @staticmethod
-    def _fail(session) -> None:
-        verdict.fail(session)
-
-    def _why_not_run(self) -> str:
-        return verdict.why_not_run(self)
-
-    def _nothing_scored_reason(self) -> str:
-        return verdict.nothing_scored_reason(self)
+            fail(session)
 
     @property
     def n_items(self) -> int:
@@ -303,7 +294,7 @@ class TrackRun:
             run = self.outcome.run
             scored, total = run.get("n_scored"), run.get(f"n_{self.noun}s")
             xdist = self.config.pluginmanager.has_plugin("dsession")
-            why = f"; {self._why_not_run()}" if not xdist and (self.n_deselected or self.n_collected < self.n_items) else ""
+            why = f"; {self.collection().why_not_run()}" if not xdist and (self.n_deselected or self.n_collected < self.n_items) else ""
             return GateResult(reasons=[f"the run is incomplete ({scored} of {total} {self.noun}s scored{why}), "
                                        "so the gate could not be evaluated"])
         try:
@@ -311,10 +302,32 @@ class TrackRun:
         except UserError as exc:
             return GateResult(reasons=[f"baseline refused: {exc}"])
 
-    def gate_basis(self) -> str:
-        return verdict.gate_basis(self)
+    # -- what the session reports beyond its tables: plugin.verdict ---------------------------------
+    def collection(self) -> Collection:
+        """How much of the track this session ran."""
+        config = self.config
+        return Collection(
+            track_id=self.track.id, noun=self.noun, total=self.n_items, collect_only=bool(config.option.collectonly),
+            ready=bool(config.option.collectonly) or self.ready_to_collect(config),  # not asked under --collect-only
+            not_ready_reason=self.not_ready_reason(), under_xdist=config.pluginmanager.has_plugin("dsession"),
+            n_collected=self.n_collected, n_deselected=self.n_deselected)
 
-    # -- Markdown summary (--pstbench-summary FILE, $GITHUB_STEP_SUMMARY): pytest_verdict --------------
+    def verdict(self, *, markdown: bool = False, junit: bool = False) -> Verdict:
+        """The session's verdict; with `markdown` the kind's Markdown tables it shows, with `junit` the
+        comparison's rows as JUnit properties (each made only where it is shown)."""
+        record = self.outcome.run if self.outcome is not None else {}
+        comparison = self.gate.comparison if self.gate is not None else None
+        opts = self.gate_options
+        return Verdict(
+            track_id=self.track.id, noun=self.noun, error=self.error,
+            run_dir=self.outcome.run_dir if self.outcome is not None else None,
+            n_scored=record.get("n_scored"), n_total=record.get(f"n_{self.noun}s"),
+            complete=self.outcome is not None and self.outcome.complete, gate=self.gate,
+            n_bounds=len(opts.get("mins") or {}) + len(opts.get("maxs") or {}), updated=self.updated,
+            results_markdown=self.results_markdown() if markdown and not self.error and self.outcome is not None else "",
+            comparison_markdown=self.comparison_markdown() if markdown and comparison is not None else "",
+            junit_rows=tuple((r.baseline, *self.junit_verdict(r)) for r in comparison.rows) if junit and comparison is not None else ())
+
     def results_markdown(self) -> str:
         """The run's results table(s) as Markdown."""
         raise NotImplementedError
@@ -324,12 +337,20 @@ class TrackRun:
         raise NotImplementedError
 
     def _write_markdown_summary(self, session) -> None:
-        verdict.write_markdown_summary(self, session, path_value(self.config, "summary"))
-
-    summary_error: str | None = None
+        """--pstbench-summary FILE and $GITHUB_STEP_SUMMARY (`plugin.verdict.write_markdown`)."""
+        target = path_value(self.config, "summary")
+        if target is None and not os.environ.get("GITHUB_STEP_SUMMARY"):
+            return
+        self.summary_error, fatal = write_markdown(self.verdict(markdown=True).markdown(), target)
+        if fatal:
+            fail(session)
 
     def _add_junit_gate_properties(self) -> None:
-        verdict.add_junit_gate_properties(self)
+        """The gate's outcome as JUnit XML test-suite properties (when --junitxml is used)."""
+        xml = junit_xml(self.config)
+        if xml is not None and self.gate is not None:
+            for name, value in self.verdict(junit=True).junit_properties():
+                xml.add_global_property(name, value)
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
         if is_worker(config) or exitstatus == pytest.ExitCode.USAGE_ERROR:  # pytest prints the one-line error
@@ -366,7 +387,7 @@ class TrackRun:
                 for reason in self.gate.reasons:
                     tr.write_line(f"pstbench gate FAILED: {reason}", red=True)
             else:
-                tr.write_line(f"pstbench gate passed: {self.gate_basis()}", green=True)
+                tr.write_line(f"pstbench gate passed: {self.verdict().gate_basis()}", green=True)
         if not self.outcome.complete:
             run = self.outcome.run
             n_fail = len(run["failures"])

@@ -1,7 +1,9 @@
 """The one option table: every option that both front doors take, and the plugin's own, with its help
 written once. The pytest plugin turns an entry NAME into `--pstbench-NAME` (and the ini key
 `pstbench_NAME`, dashes as underscores); `pstbench score`, `demo` and the other commands turn it into
-`--NAME`. Standard library only: the plugin imports this module in every pytest run.
+`--NAME`. Imported by the two front doors, `pytest_pstbench.plugin` and `pytest_pstbench.cli`, and by
+nothing below them (the kinds, core, data and metrics take values, not options). Standard library only:
+the plugin imports this module in every pytest run.
 """
 from __future__ import annotations
 

@@ -1,0 +1,181 @@
+"""What a pytest track run reports beyond its tables: why a gate was not evaluated, what a passed gate
+rests on, the Markdown summary for CI pages (--pstbench-summary FILE, $GITHUB_STEP_SUMMARY), the JUnit
+properties of the gate, and --pstbench-update-baseline.
+
+The frame (`plugin.frame.TrackRun`) builds the two dataclasses here from its state: `Collection` (how
+much of the track this session ran) and `Verdict` (the finished session's outcome, gate and the kind's
+Markdown tables); their methods read nothing else. Imports pytest, the standard library and
+core's errors (core.gate, core.kinds and core.runs where they are used).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_pstbench.core.errors import UserError
+
+
+def fail(session) -> None:
+    """The session fails (an interrupted or usage-error session keeps its own non-zero status)."""
+    if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@dataclass(frozen=True)
+class Collection:
+    """How much of the track this session ran: what explains a run of which not every item was scored."""
+
+    track_id: str
+    noun: str  # "pair" / "task"
+    total: int  # the track's items
+    collect_only: bool  # --collect-only
+    ready: bool  # the kind collected its items (an outputs folder or a judge was given); True under --collect-only
+    not_ready_reason: str  # why it did not (the kind's words)
+    under_xdist: bool  # this is xdist's controller: the workers collect and deselect
+    n_collected: int  # this run's items collected here, and how many of them were deselected
+    n_deselected: int
+
+    def why_not_run(self) -> str:
+        """Why items of this run did not run: collect-only, deselected, not collected."""
+        total, noun = self.total, self.noun
+        if self.collect_only:
+            return f"--collect-only ran none of the track's {total} {noun}s"
+        if not self.ready:
+            return self.not_ready_reason
+        if self.under_xdist:
+            return (f"the xdist workers ran none of the track's {total} {noun}s (deselected with -k, -m, --deselect, "
+                    "--lf or a plugin, or stopped early)")
+        if self.n_deselected:
+            return (f"{self.n_deselected} of the track's {total} {noun}s were deselected "
+                    "(-k, -m, --deselect, --lf, --sw or a plugin)")
+        if self.n_collected < total:
+            return f"{self.n_collected} of the track's {total} {noun}s were collected"
+        return f"none of the track's {total} {noun}s ran (stopped early, e.g. -x or --maxfail)"
+
+    def nothing_scored_reason(self) -> str:
+        """The gate's reason when a gated session scored nothing."""
+        return (f"no {self.noun} of track {self.track_id} was scored in this session ({self.why_not_run()}), so the "
+                f"gate was not evaluated; fix: run every {self.noun} of the track, or run without "
+                "--pstbench-baseline/--pstbench-min/--pstbench-max (and their ini keys)")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The finished session as its reports show it: the error, or the run files, the gate and the baseline
+    update. The kind's Markdown tables and JUnit rows are filled in only where they are shown."""
+
+    track_id: str
+    noun: str  # "pair" / "task"
+    error: str | None = None  # the session's error (no run files written)
+    run_dir: Path | None = None  # the run's folder; None when nothing was scored
+    n_scored: int | None = None  # run.json's n_scored, and its n_<noun>s
+    n_total: int | None = None
+    complete: bool = False
+    gate: Any = None  # core.gate.GateResult; None without a baseline or a bound
+    n_bounds: int = 0  # --pstbench-min / --pstbench-max bounds checked
+    updated: str | None = None  # --pstbench-update-baseline: what was written
+    results_markdown: str = ""  # the kind's results table(s) as Markdown (when there are run files)
+    comparison_markdown: str = ""  # the gate's comparison table as Markdown (when there is one)
+    junit_rows: tuple[tuple[str, str, str], ...] = ()  # (baseline, key, value) per comparison row
+
+    def gate_basis(self) -> str:
+        """What a passed gate's verdict rests on: how many items, against which baselines and bounds."""
+        parts = []
+        comparison = self.gate.comparison
+        if comparison is not None:
+            names = list(dict.fromkeys(r.baseline for r in comparison.rows))
+            parts.append(f"{len(comparison.rows)} tests against baseline run{'s' if len(names) > 1 else ''} "
+                         f"{', '.join(names)}, none significantly worse")
+        if self.n_bounds:
+            parts.append(f"{self.n_bounds} bound{'s' if self.n_bounds > 1 else ''} met")
+        parts.extend(self.gate.basis)
+        return f"all {self.n_scored} {self.noun}s of track {self.track_id} scored; " + "; ".join(parts)
+
+    def markdown(self) -> str:
+        """The results and the gate's verdict, for a CI job's summary page."""
+        lines = [f"## pstbench: track `{self.track_id}`", ""]
+        if self.error:
+            lines += [f"**Error:** {self.error}", ""]
+        elif self.run_dir is None:
+            lines += [f"No {self.noun} was scored; no run files were written.", ""]
+        else:
+            lines += [self.results_markdown, "", f"Run files: `{self.run_dir}` ({self.n_scored} of "
+                      f"{self.n_total} {self.noun}s scored{'' if self.complete else '; incomplete'})", ""]
+        if self.updated:
+            lines += [f"**Baseline updated:** {self.updated}", ""]
+        if self.gate is not None:
+            if self.gate.failed:
+                lines += ["**Gate: FAILED**", ""] + [f"- {reason}" for reason in self.gate.reasons] + [""]
+            else:
+                lines += [f"**Gate: passed** ({self.gate_basis()})", ""]
+            lines += [f"- {note}" for note in self.gate.notes] + ([""] if self.gate.notes else [])
+            if self.gate.comparison is not None:
+                lines += [self.comparison_markdown, ""]
+        return "\n".join(lines)
+
+    def junit_properties(self) -> list[tuple[str, str]]:
+        """The gate's outcome as JUnit XML test-suite properties: `pstbench_gate`, one
+        `pstbench_gate_reason_N` per reason and `pstbench_verdict[BASELINE][KEY]` per test."""
+        out = [("pstbench_gate", "failed" if self.gate.failed else "passed")]
+        out += [(f"pstbench_gate_reason_{i + 1}", reason) for i, reason in enumerate(self.gate.reasons)]
+        out += [(f"pstbench_verdict[{baseline}][{key}]", value) for baseline, key, value in self.junit_rows]
+        return out
+
+
+def junit_xml(config):
+    """pytest's JUnit XML writer of this session (--junitxml), or None."""
+    try:
+        from _pytest.junitxml import xml_key
+    except ImportError:  # pragma: no cover - junitxml internals moved
+        return None
+    return config.stash.get(xml_key, None)
+
+
+def write_markdown(text: str, target: Path | None) -> tuple[str | None, bool]:
+    """--pstbench-summary FILE (`target`, or None) is written whole; $GITHUB_STEP_SUMMARY is appended to, as
+    GitHub Actions expects. -> (the last write's error, or None; whether it fails the session: a failure
+    to write FILE does, one to append to $GITHUB_STEP_SUMMARY is reported only)."""
+    from pytest_pstbench.core.runs import write_atomic
+
+    error, fatal = None, False
+    if target is not None:
+        try:
+            write_atomic(target, text)
+        except OSError as exc:
+            error, fatal = f"--pstbench-summary {target}: cannot write the summary ({exc}); fix: give a writable path", True
+    github = os.environ.get("GITHUB_STEP_SUMMARY")
+    if github:
+        try:
+            with open(github, "a", encoding="utf-8") as fh:
+                fh.write(text + "\n")
+        except OSError as exc:
+            error = f"GITHUB_STEP_SUMMARY={github}: cannot append the summary ({exc})"
+    return error, fatal
+
+
+def update_baseline(target: Path, outcome, n_items: int, noun: str):
+    """--pstbench-update-baseline: the finished run's files (`outcome`) replace the baseline folder `target`
+    whole (under its lock, `core.runs.write_run_files`: a kill leaves the old baseline or the new one), when
+    the run is complete. -> (a failed core.gate.GateResult saying why it was not updated, or None; the line
+    saying it was, or None). The caller fails the session either way, so that the update is seen."""
+    from pytest_pstbench.core.gate import GateResult
+    from pytest_pstbench.core.kinds import get, run_kind
+    from pytest_pstbench.core.runs import write_run_files
+
+    run_dir = outcome.run_dir
+    if not outcome.complete:
+        return GateResult(reasons=[
+            f"baseline {target} not updated: the run is incomplete ({outcome.run.get('n_scored')} of "
+            f"{n_items} {noun}s scored); fix: score every {noun}, then update"]), None
+    files = {name: (run_dir / name).read_text(encoding="utf-8") for name in get(run_kind(run_dir)).run_files}
+    try:
+        write_run_files(target, files, outcome.run)
+    except UserError as exc:
+        return GateResult(reasons=[f"baseline {target} not updated: {exc}"]), None
+    return None, (f"baseline {target} updated from this run ({run_dir}, {outcome.run.get('n_scored')} "
+                  f"{noun}s); the session fails so that a baseline is never updated silently: review and "
+                  "commit it, then run without --pstbench-update-baseline")
