@@ -90,21 +90,10 @@ def score(
         use_cache=use_cache,
         command="pytest_pstbench.score(...)",
     ))
-    session = scoring.session
-    session.method_info.update(dict(method_info or {}))  # merged over method.yaml, as --method-info
-    if not in_memory:
-        from pytest_pstbench.paired.planner import score_run
+    scoring.session.method_info.update(dict(method_info or {}))  # merged over method.yaml, as --method-info
+    from pytest_pstbench.paired.planner import score_run
 
-        return score_run(session, scoring.outputs, workers=workers)
-    for pair in scoring.track.pairs:
-        if callable(outputs):
-            output = outputs(pair)
-        elif pair.id in outputs:
-            output = outputs[pair.id]
-        else:
-            continue  # recorded as not scored (run.json `pairs_not_scored`, complete: false)
-        session.add(session.score_pair(pair, output))
-    return session.finish()
+    return score_run(scoring.session, outputs if in_memory else scoring.outputs, workers=workers)
 
 
 def compare(candidate: str | Path, baseline: str | Path, *, metrics: list[str] | None = None,
