@@ -107,16 +107,15 @@ def compare(candidate: str | Path, baseline: str | Path, *, metrics: list[str] |
 
     kind = kind_of_runs([baseline, candidate])
     if margins and kind.name == "selection":
-        raise UserError("compare(margins=...): margins are implemented for paired runs (Wilcoxon), "
-                        "not for selection runs (McNemar); fix: drop margins")
+        from pytest_pstbench.selection.compare import refuse_margins
+
+        refuse_margins("compare(margins=...)", "margins")
     if margins:
-        from pytest_pstbench.core.gate import parse_margins
+        from pytest_pstbench.core.gate import margins_to_apply
         from pytest_pstbench.paired.compare import load_runs, protocol_for
 
-        items = [f"{m}={d}" for m, d in dict(margins).items()]
         proto = protocol_for(load_runs([baseline, candidate]))
-        checked = parse_margins(items, proto, option="compare(margins=...)", tested=metrics)
-        margins = {m: d for m, d in checked.items() if d > 0}
+        margins = margins_to_apply(dict(margins), proto, option="compare(margins=...)", tested=metrics)
     return kind.compare_paths([baseline, candidate], metrics=metrics, margins=margins or None)
 
 
