@@ -11,9 +11,11 @@ pytest_pstbench` imports neither numpy nor torch; they load on the first call th
     pst.metric("ssim")(output, reference)                          # one metric under the protocol
 
 Modelled after lm-eval's `simple_evaluate` (one call: inputs in, the run's results out) and pyiqa's
-`create_metric` (a metric object built from a name, called on images). The CLI (`pstbench score`) and
-the pytest plugin build their runs with the same helpers (`paired.request.open_scoring`,
-`paired.planner.score_run`), so the numbers and run files are the same, byte for byte.
+`create_metric` (a metric object built from a name, called on images). A thin facade: `score` builds
+its run as the CLI (`pstbench score`) and the pytest plugin do (`paired.request.open_scoring`) and
+scores folders and in-memory arrays alike with the planner (`paired.planner.score_run`); `compare`'s
+margins take the one margin path (`core.gate.margins_to_apply`). The numbers and run files are the
+same, byte for byte.
 
 Bad input raises `pytest_pstbench.UserError` with the one-line message the CLI prints.
 Standard library only at module level.
