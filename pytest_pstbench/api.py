@@ -11,9 +11,11 @@ pytest_pstbench` imports neither numpy nor torch; they load on the first call th
     pst.metric("ssim")(output, reference)                          # one metric under the protocol
 
 Modelled after lm-eval's `simple_evaluate` (one call: inputs in, the run's results out) and pyiqa's
-`create_metric` (a metric object built from a name, called on images). The CLI (`pstbench score`) and
-the pytest plugin build their runs with the same helpers (`paired.request.open_scoring`,
-`paired.planner.score_run`), so the numbers and run files are the same, byte for byte.
+`create_metric` (a metric object built from a name, called on images). A thin facade: `score` builds
+its run as the CLI (`pstbench score`) and the pytest plugin do (`paired.request.open_scoring`) and
+scores folders and in-memory arrays alike with the planner (`paired.planner.score_run`); `compare`'s
+margins take the one margin path (`core.gate.margins_to_apply`). The numbers and run files are the
+same, byte for byte.
 
 Bad input raises `pytest_pstbench.UserError` with the one-line message the CLI prints.
 Standard library only at module level.
@@ -90,21 +92,10 @@ def score(
         use_cache=use_cache,
         command="pytest_pstbench.score(...)",
     ))
-    session = scoring.session
-    session.method_info.update(dict(method_info or {}))  # merged over method.yaml, as --method-info
-    if not in_memory:
-        from pytest_pstbench.paired.planner import score_run
+    scoring.session.method_info.update(dict(method_info or {}))  # merged over method.yaml, as --method-info
+    from pytest_pstbench.paired.planner import score_run
 
-        return score_run(session, scoring.outputs, workers=workers)
-    for pair in scoring.track.pairs:
-        if callable(outputs):
-            output = outputs(pair)
-        elif pair.id in outputs:
-            output = outputs[pair.id]
-        else:
-            continue  # recorded as not scored (run.json `pairs_not_scored`, complete: false)
-        session.add(session.score_pair(pair, output))
-    return session.finish()
+    return score_run(scoring.session, outputs if in_memory else scoring.outputs, workers=workers)
 
 
 def compare(candidate: str | Path, baseline: str | Path, *, metrics: list[str] | None = None,
@@ -118,16 +109,15 @@ def compare(candidate: str | Path, baseline: str | Path, *, metrics: list[str] |
 
     kind = kind_of_runs([baseline, candidate])
     if margins and kind.name == "selection":
-        raise UserError("compare(margins=...): margins are implemented for paired runs (Wilcoxon), "
-                        "not for selection runs (McNemar); fix: drop margins")
+        from pytest_pstbench.selection.compare import refuse_margins
+
+        refuse_margins("compare(margins=...)", "margins")
     if margins:
-        from pytest_pstbench.core.gate import parse_margins
+        from pytest_pstbench.core.gate import margins_to_apply
         from pytest_pstbench.paired.compare import load_runs, protocol_for
 
-        items = [f"{m}={d}" for m, d in dict(margins).items()]
         proto = protocol_for(load_runs([baseline, candidate]))
-        checked = parse_margins(items, proto, option="compare(margins=...)", tested=metrics)
-        margins = {m: d for m, d in checked.items() if d > 0}
+        margins = margins_to_apply(dict(margins), proto, option="compare(margins=...)", tested=metrics)
     return kind.compare_paths([baseline, candidate], metrics=metrics, margins=margins or None)
 
 

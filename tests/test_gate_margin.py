@@ -22,7 +22,7 @@ from test_compare import scores_from, write_run
 from pytest_pstbench.cli import main as cli_main
 from pytest_pstbench.paired.compare import BETTER, WITHIN_MARGIN, WORSE_BEYOND_MARGIN, compare_runs
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.core.gate import parse_margins
+from pytest_pstbench.core.gate import margins_to_apply, parse_margins
 from pytest_pstbench.core.protocol import load_protocol
 from pytest_pstbench.paired.runs import load_run
 from pytest_pstbench.core.stats import holm
@@ -169,12 +169,30 @@ def test_margin_refused_for_selection_runs(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "--margin top1=0.1: margins are implemented for paired runs (Wilcoxon), not for selection runs" in err
     assert err.count("\n") == 1
+    import pytest_pstbench as pst  # the API refuses with the same message, its own option named
+
+    with pytest.raises(UserError) as exc:
+        pst.compare(tmp_path / "b", tmp_path / "a", margins={"top1": 0.1})
+    assert str(exc.value) == ("compare(margins=...): margins are implemented for paired runs (Wilcoxon), not for "
+                              "selection runs (McNemar); fix: drop margins")
 
 
 def test_parse_margins_duplicates():
     assert parse_margins(["psnr=0.1", "psnr=0.1"], PROTOCOL) == {"psnr": 0.1}
     with pytest.raises(UserError, match="two margins for psnr"):
         parse_margins(["psnr=0.1", "psnr=0.2"], PROTOCOL)
+
+
+def test_one_margin_path_for_the_cli_the_plugin_and_the_api():
+    """`margins_to_apply`: METRIC=DELTA items (CLI, plugin) or a {metric: delta} mapping (API), checked by
+    `parse_margins`, margin 0 dropped (the test without a margin)."""
+    assert margins_to_apply(["psnr=0.1", "lpips=0"], PROTOCOL) == {"psnr": 0.1}
+    assert margins_to_apply({"psnr": 0.1, "lpips": 0.0}, PROTOCOL) == {"psnr": 0.1}
+    assert margins_to_apply(None, PROTOCOL) == {}
+    with pytest.raises(UserError, match=r"^compare\(margins=\.\.\.\) 'psnr=-1': a margin must be a finite number >= 0"):
+        margins_to_apply({"psnr": -1}, PROTOCOL, option="compare(margins=...)")
+    with pytest.raises(UserError, match=r"^--margin 'psnr=1': psnr is not among the tested metrics \(ssim\)"):
+        margins_to_apply(["psnr=1"], PROTOCOL, option="--margin", tested=["ssim"])
 
 
 # ---- the pytest gate on a local track with outputs shifted by a known amount --------------------------

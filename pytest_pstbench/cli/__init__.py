@@ -158,18 +158,19 @@ def cmd_compare(args) -> int:
 
     if runs_kind(args.runs) == "selection":  # exact McNemar tests between judges
         if args.margin:
-            raise UserError(f"--margin {args.margin[0]}: margins are implemented for paired runs (Wilcoxon), not for "
-                            "selection runs (McNemar); fix: drop --margin")
+            from pytest_pstbench.selection.compare import refuse_margins
+
+            refuse_margins(f"--margin {args.margin[0]}", "--margin")
         return cmd_compare_selection(args)
     runs = load_runs(args.runs)
     protocol = protocol_for(runs, args.protocol) if args.protocol else None
     margins = None
     if args.margin:
-        from pytest_pstbench.core.gate import parse_margins
+        from pytest_pstbench.core.gate import margins_to_apply
 
         if protocol is None:
             protocol = protocol_for(runs)
-        margins = {m: d for m, d in parse_margins(args.margin, protocol, option="--margin", tested=args.metrics).items() if d > 0}
+        margins = margins_to_apply(args.margin, protocol, option="--margin", tested=args.metrics)
     comp = compare_runs(runs, protocol=protocol, against_first=args.against_first, metrics=args.metrics, margins=margins)
     if protocol is None:
         protocol = protocol_for(runs)

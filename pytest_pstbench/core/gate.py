@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,6 +73,17 @@ def parse_margins(items: list[str] | None, protocol, *, option: str = "--pstbenc
             raise UserError(f"{option}: two margins for {name} ({out[name]:g} and {number:g}); fix: give one")
         out[name] = number
     return out
+
+
+def margins_to_apply(items, protocol, *, option: str = "--pstbench-gate-margin",
+                     tested: list[str] | None = None) -> dict[str, float]:
+    """The margins a comparison applies (`compare_two`'s `margins`): `parse_margins` of `items` (METRIC=DELTA
+    strings, or a mapping {metric: delta} from Python), keeping those > 0 (margin 0 is the test without a
+    margin). The one margin path of `pstbench compare --margin`, `--pstbench-gate-margin` and the API's
+    `compare(margins=...)`."""
+    if isinstance(items, Mapping):
+        items = [f"{m}={d}" for m, d in items.items()]
+    return {m: d for m, d in parse_margins(items, protocol, option=option, tested=tested).items() if d > 0}
 
 
 def parse_metrics(spec: str | None, protocol) -> list[str] | None:

@@ -1,7 +1,8 @@
 """The scoring loop of paired runs: one or several runs (one per method) over one track, pair by pair.
 
-`score_runs` is what `pstbench score` (one or several `--outputs` folders), `pstbench demo` and the
-Identity row use. It is a pipeline, not a loop:
+`score_runs` is what `pstbench score` (one or several `--outputs` folders), `pstbench demo`, the
+Identity row and the Python API's `score` (folders, and arrays handed in from Python) use. It is a
+pipeline, not a loop:
 
 * **decode ahead**: worker threads (`workers`, default the machine's CPU count) hash, look up the score
   cache and decode the next pairs' files (`RunSession.load`: Pillow releases the GIL while decoding)
@@ -72,19 +73,37 @@ class _DatasetImages:
         return self._value
 
 
-def _load_pair(pair, sessions: list[RunSession], outputs: list[dict]) -> list:
-    """Every run's load step for one pair; runs under the same protocol file share the dataset images."""
+_NOT_GIVEN = object()  # a pair an in-memory run's outputs leave out: recorded as not scored
+
+
+def _output_of(outputs, pair):
+    """A run's output for `pair`: from a function (called here, on the main thread, in track order) or a
+    mapping (pair id -> path or array; `_NOT_GIVEN` for a pair it leaves out)."""
+    if callable(outputs):
+        return outputs(pair)
+    return outputs[pair.id] if pair.id in outputs else _NOT_GIVEN
+
+
+def _load_pair(pair, sessions: list[RunSession], given: list) -> list:
+    """Every run's load step for one pair (None for a run not given this pair); runs under the same
+    protocol file share the dataset images."""
     images: dict[str, _DatasetImages] = {}
     steps = []
-    for session, outs in zip(sessions, outputs):
+    for session, output in zip(sessions, given):
+        if output is _NOT_GIVEN:
+            steps.append(None)
+            continue
         shared = images.setdefault(session.protocol.sha256, _DatasetImages(session, pair))
-        steps.append(session.load(pair, outs[pair.id], shared))
+        steps.append(session.load(pair, output, shared))
     return steps
 
 
-def score_runs(sessions: list[RunSession], outputs: list[dict], progress=None, workers: int | None = None) -> list[RunOutcome]:
-    """Score every pair of the track for each run (`outputs[i]`: pair id -> path for `sessions[i]`), then
-    aggregate and write each run. All sessions score the same track."""
+def score_runs(sessions: list[RunSession], outputs: list, progress=None, workers: int | None = None) -> list[RunOutcome]:
+    """Score every pair of the track for each run, then aggregate and write each run. All sessions score
+    the same track. `outputs[i]` are run i's outputs: a mapping pair id -> output path (an outputs folder's,
+    `tracks.resolve_outputs`) or in-memory uint8 HxWx3 array (the Python API; a pair left out is recorded as
+    not scored), or a function called with each `Pair` that returns one (called on this thread, in track
+    order, a few pairs ahead of the one being computed)."""
     if not sessions:
         return []
     track = sessions[0].track
@@ -92,7 +111,8 @@ def score_runs(sessions: list[RunSession], outputs: list[dict], progress=None, w
         raise ValueError("score_runs: every session must score the same track")
     workers = check_workers(workers)
     for session, outs in zip(sessions, outputs):
-        session.outputs = outs
+        if not callable(outs):
+            session.outputs = outs
     pairs = list(track.pairs)
     n = len(pairs)
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pstbench-load") as pool:
@@ -100,11 +120,15 @@ def score_runs(sessions: list[RunSession], outputs: list[dict], progress=None, w
         for i, pair in enumerate(pairs):
             for j in range(i, min(n, i + workers + 1)):  # keep `workers` pairs loading ahead of this one
                 if j not in ahead:
-                    ahead[j] = pool.submit(_load_pair, pairs[j], sessions, outputs)
+                    given = [_output_of(outs, pairs[j]) for outs in outputs]
+                    ahead[j] = pool.submit(_load_pair, pairs[j], sessions, given)
             steps = ahead.pop(i).result()
             shared: dict[tuple, dict] = {}  # per protocol and device: the reference-side work of this pair
             statuses = []
             for session, step in zip(sessions, steps):
+                if step is None:
+                    statuses.append("not given")
+                    continue
                 if not isinstance(step, PairResult):
                     step = session.compute(step, shared.setdefault((session.protocol.sha256, session.device), {}))
                 session.add(step)
@@ -122,8 +146,9 @@ def score_runs(sessions: list[RunSession], outputs: list[dict], progress=None, w
     return outcomes
 
 
-def score_run(session: RunSession, outputs: dict[str, Path], progress=None, workers: int | None = None) -> RunOutcome:
-    """Score every pair of the track from `outputs` (pair id -> path), then aggregate and write."""
+def score_run(session: RunSession, outputs, progress=None, workers: int | None = None) -> RunOutcome:
+    """Score every pair of the track from `outputs` (pair id -> path or array, or a function of the
+    `Pair`: see `score_runs`), then aggregate and write."""
     return score_runs([session], [outputs], progress=progress, workers=workers)[0]
 
 

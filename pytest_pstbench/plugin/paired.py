@@ -46,10 +46,10 @@ def gate_options(config: pytest.Config, protocol) -> dict:
 
 def gate_margins(config: pytest.Config, protocol, metrics) -> dict[str, float]:
     """`--pstbench-gate-margin METRIC=DELTA` (else ini `pstbench_gate_margin`) of a paired run; 0 means no margin."""
-    from pytest_pstbench.core.gate import parse_margins
+    from pytest_pstbench.core.gate import margins_to_apply
 
     items = config.getoption("pstbench_gate_margin", default=None) or config.getini("pstbench_gate_margin")
-    return {m: d for m, d in parse_margins(items, protocol, tested=metrics).items() if d > 0}
+    return margins_to_apply(items, protocol, tested=metrics)
 
 
 class PairItem(pytest.Item):

@@ -266,11 +266,17 @@ def _worse_reason(r, comp) -> str:
     )
 
 
+def refuse_margins(what: str, fix: str = "the margin") -> None:
+    """Margins are a paired-run test (a shifted Wilcoxon); every front door refuses them on selection runs
+    with this message (`what`: the option as given, `fix`: what to drop)."""
+    raise UserError(f"{what}: margins are implemented for paired runs (Wilcoxon), not for selection runs (McNemar); "
+                    f"fix: drop {fix}")
+
+
 def _no_margins(margins, option: str = "--margin") -> None:
     if margins:
         name = next(iter(margins))
-        raise UserError(f"{option} {name}={margins[name]:g}: margins are implemented for paired runs (Wilcoxon), not "
-                        "for selection runs (McNemar); fix: drop the margin")
+        refuse_margins(f"{option} {name}={margins[name]:g}")
 
 
 def _compare_two(baseline, candidate, protocol, metrics=None, margins=None):
