@@ -75,8 +75,7 @@ def test_a_third_kind_is_a_package_and_one_entry_point(tmp_path, monkeypatch, fr
             if "toys" not in data:
                 raise UserError(f"{path}: a toy protocol needs toys")
 
-        KIND = KindSpec(name="toy", item_file="per_toy.csv", run_files=("per_toy.csv", "summary.json", "run.json"),
-                        unit="toys", n_key="n_toys", validate_protocol="toykind:validate", runs="toykind:RUNS",
+        KIND = KindSpec(name="toy", item_file="per_toy.csv", unit="toys", n_key="n_toys", validate_protocol="toykind:validate", runs="toykind:RUNS",
                         pytest_run="toykind:TOY_RUN", builtin_tracks=("toybox",))
         RUNS = TOY_RUN = object()
     '''), encoding="utf-8")

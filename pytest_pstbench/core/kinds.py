@@ -30,7 +30,6 @@ class KindSpec:
 
     name: str
     item_file: str  # the per-item file of its run folders (its content tells runs apart)
-    run_files: tuple[str, ...]  # the files every complete run folder of the kind holds
     unit: str  # what a run's items are ("pairs", "tasks")
     n_key: str  # run.json's count of the track's items ("n_pairs", "n_tasks")
     validate_protocol: str  # "module:function" (path, parsed YAML) -> None, UserError when a rule is broken
@@ -38,6 +37,11 @@ class KindSpec:
     pytest_run: str  # "module:object": the pytest plugin's run frame for a track of this kind
     builtin_tracks: tuple[str, ...] = ()  # track ids that are of this kind without a manifest
     default: bool = False  # the kind of a track, protocol or run folder that names no kind
+
+    @property
+    def run_files(self) -> tuple[str, ...]:
+        """The files every complete run folder of the kind holds: its per-item file, summary.json, run.json."""
+        return (self.item_file, "summary.json", "run.json")
 
     def load(self, attr: str):
         """The object a lazy ``"module:object"`` field names, imported now."""

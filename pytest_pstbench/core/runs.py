@@ -15,6 +15,7 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator
+from typing import ClassVar
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -446,6 +447,32 @@ def read_run_folder(run_dir: Path, files: tuple[str, ...], what: str) -> tuple[d
     except (ValueError, UnicodeDecodeError) as exc:
         raise UserError(f"{run_dir}: run file is not valid JSON ({exc}); fix: score the run again") from None
     return summary, parse_run_record(run_dir / "run.json", run)
+
+
+class ItemResult:
+    """Base of a kind's per-item result (a pair's, a task's): a dataclass that travels as JSON from pytest-xdist
+    workers to the controller. A kind's result names its id field and the field holding its values (None
+    when the item failed), and has an `error` field."""
+
+    ID_FIELD: ClassVar[str]
+    VALUE_FIELD: ClassVar[str]
+
+    @property
+    def item_id(self) -> str:
+        return getattr(self, self.ID_FIELD)
+
+    @property
+    def ok(self) -> bool:
+        return getattr(self, "error") is None and getattr(self, self.VALUE_FIELD) is not None
+
+    def to_json(self) -> dict:
+        from dataclasses import asdict
+
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict):
+        return cls(**data)
 
 
 @dataclass

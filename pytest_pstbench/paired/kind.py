@@ -7,7 +7,6 @@ from pytest_pstbench.core.kinds import KindSpec
 KIND = KindSpec(
     name="paired",
     item_file="metrics.csv",
-    run_files=("metrics.csv", "summary.json", "run.json"),
     unit="pairs",
     n_key="n_pairs",
     validate_protocol="pytest_pstbench.paired.protocol:validate",

@@ -11,39 +11,28 @@ import hashlib
 import math
 import sys
 import threading
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.paths import file_sha256
-from pytest_pstbench.core.runs import RUN_FORMAT
+from pytest_pstbench.core.runs import RUN_FORMAT, ItemResult
 from pytest_pstbench.core.protocol import Protocol
 from pytest_pstbench.paired.tracks import Pair, Track
 
 
 @dataclass
-class PairResult:
+class PairResult(ItemResult):
+    ID_FIELD: ClassVar[str] = "pair_id"
+    VALUE_FIELD: ClassVar[str] = "metrics"
+
     pair_id: str
     metrics: dict | None = None  # metric name -> float; None when the pair failed
     error: str | None = None
     notes: dict = field(default_factory=dict)
     output: str | None = None
     output_sha256: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and self.metrics is not None
-
-    @property
-    def item_id(self) -> str:
-        return self.pair_id
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict) -> "PairResult":
-        return cls(**data)
 
 
 @dataclass

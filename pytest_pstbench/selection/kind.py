@@ -13,7 +13,6 @@ BUILTIN_SELECTION_TRACKS = ("vab", "vab-demo")
 KIND = KindSpec(
     name="selection",
     item_file="per_task.csv",
-    run_files=("per_task.csv", "summary.json", "run.json"),
     unit="tasks",
     n_key="n_tasks",
     validate_protocol="pytest_pstbench.selection.protocol:validate_selection_protocol",

@@ -20,12 +20,13 @@ import csv
 import datetime as _dt
 import io
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from pytest_pstbench.core.environment import environment, git_provenance
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.core.runs import RUN_FORMAT
+from pytest_pstbench.core.runs import RUN_FORMAT, ItemResult
 from pytest_pstbench.selection.answers import ERROR, MISSING, OK, UNPARSEABLE
 from pytest_pstbench.selection.protocol import SelectionParams
 
@@ -33,26 +34,14 @@ RUN_FILES = ("per_task.csv", "summary.json", "run.json")
 
 
 @dataclass
-class TaskResult:
+class TaskResult(ItemResult):
+    ID_FIELD: ClassVar[str] = "task_id"
+    VALUE_FIELD: ClassVar[str] = "answers"
+
     task_id: str
     answers: dict | None = None  # prompt type -> per trial {best, worst, status, detail}
     scores: list | None = None  # scoring-function judges: mean score per candidate (dataset order)
     error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and self.answers is not None
-
-    @property
-    def item_id(self) -> str:
-        return self.task_id
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict) -> "TaskResult":
-        return cls(**data)
 
 
 @dataclass
