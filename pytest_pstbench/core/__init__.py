@@ -1,3 +1,4 @@
-"""Kind-independent machinery: the protocol (typed, validated at load), run files (transactional store,
-format version), statistics, the score cache, the gate and the run-kind interface (`kinds`), errors and
-paths. Nothing here knows whether a track is paired or selection."""
+"""Kind-independent machinery: the kind registry (`kinds`: kinds register through entry points), the
+protocol (typed, validated at load by its kind's rules), the run store (transactional, one reader),
+comparisons and the gate's baseline rules, the local track-manifest reader, image guards, statistics,
+the score cache, errors and paths. Nothing here names a kind (tests/test_layout.py checks)."""
