@@ -139,6 +139,7 @@ class TrackRun:
         self.summary_error: str | None = None  # --pstbench-summary FILE / $GITHUB_STEP_SUMMARY could not be written
         self.n_collected = 0  # this run's items collected, and how many of them were deselected
         self.n_deselected = 0
+        self.lost_to_crash: list[str] = []  # item ids whose xdist worker crashed while running them
         self.duplicates: list[str] = []  # "<id> (by <nodeid> and <nodeid>)": items with more than one result
         self._result_from: dict[str, str] = {}  # item id -> the node id whose report carried its result
         self._seen: set[tuple[str, int]] = set()  # (node id, index among its results) already gathered
@@ -205,6 +206,11 @@ class TrackRun:
         without run files (which of the two would be kept depended on the order, serial or xdist)."""
         if is_worker(self.config):
             return
+        prefix = collector_name(self.track.id) + "::"
+        if report.failed and report.nodeid.startswith(prefix) and "crashed while running" in getattr(report, "longreprtext", ""):
+            lost = report.nodeid[len(prefix):]  # xdist's report for an item whose worker died (killed, out of memory)
+            if lost not in self.lost_to_crash:
+                self.lost_to_crash.append(lost)
         # An item's user_properties travel in each of its reports (setup, call, teardown), growing as results
         # are recorded: the i-th result of a node is new only the first time it is seen.
         results = [value for key, value in getattr(report, "user_properties", ()) if key == self.result_key]
@@ -294,7 +300,8 @@ class TrackRun:
             run = self.outcome.run
             scored, total = run.get("n_scored"), run.get(f"n_{self.noun}s")
             xdist = self.config.pluginmanager.has_plugin("dsession")
-            why = f"; {self.collection().why_not_run()}" if not xdist and (self.n_deselected or self.n_collected < self.n_items) else ""
+            why = (f"; {self.collection().why_not_run()}" if self.lost_to_crash or (
+                not xdist and (self.n_deselected or self.n_collected < self.n_items)) else "")
             return GateResult(reasons=[f"the run is incomplete ({scored} of {total} {self.noun}s scored{why}), "
                                        "so the gate could not be evaluated"])
         try:
@@ -310,7 +317,7 @@ class TrackRun:
             track_id=self.track.id, noun=self.noun, total=self.n_items, collect_only=bool(config.option.collectonly),
             ready=bool(config.option.collectonly) or self.ready_to_collect(config),  # not asked under --collect-only
             not_ready_reason=self.not_ready_reason(), under_xdist=config.pluginmanager.has_plugin("dsession"),
-            n_collected=self.n_collected, n_deselected=self.n_deselected)
+            n_collected=self.n_collected, n_deselected=self.n_deselected, lost_to_crash=tuple(self.lost_to_crash))
 
     def verdict(self, *, markdown: bool = False, junit: bool = False) -> Verdict:
         """The session's verdict; with `markdown` the kind's Markdown tables it shows, with `junit` the

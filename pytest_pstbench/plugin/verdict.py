@@ -38,10 +38,15 @@ class Collection:
     under_xdist: bool  # this is xdist's controller: the workers collect and deselect
     n_collected: int  # this run's items collected here, and how many of them were deselected
     n_deselected: int
+    lost_to_crash: tuple[str, ...] = ()  # items whose xdist worker crashed while running them
 
     def why_not_run(self) -> str:
-        """Why items of this run did not run: collect-only, deselected, not collected."""
+        """Why items of this run did not run: collect-only, lost to a crashed worker, deselected, not collected."""
         total, noun = self.total, self.noun
+        if self.lost_to_crash:
+            n, ids = len(self.lost_to_crash), ", ".join(self.lost_to_crash[:5])
+            return (f"{n} of the track's {total} {noun}s {'was' if n == 1 else 'were'} lost to a crashed xdist worker "
+                    f"({ids}{', ...' if n > 5 else ''}: killed, or out of memory)")
         if self.collect_only:
             return f"--collect-only ran none of the track's {total} {noun}s"
         if not self.ready:

@@ -1,0 +1,37 @@
+"""Issue #32 item 26: a pair lost to a crashed pytest-xdist worker is named as lost, not as deselected."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import make_outputs, make_track, protocol_without_lpips
+
+KILLER = '''
+import os
+
+LOST = {lost!r}
+
+
+def pytest_runtest_call(item):
+    if item.nodeid.rpartition("::")[2] in LOST:
+        os._exit(3)  # the worker dies as if killed
+'''
+
+
+@pytest.mark.parametrize("lost, n_pairs, expected", [
+    (("p02",), 4, "the run is incomplete (3 of 4 pairs scored; 1 of the track's 4 pairs was lost to a crashed xdist "
+                  "worker (p02: killed, or out of memory)), so the gate could not be evaluated"),
+    (("p01", "p02"), 2, "no pair of track small was scored in this session (2 of the track's 2 pairs were lost to a "
+                        "crashed xdist worker ("),
+])
+def test_a_pair_lost_to_a_crashed_worker_is_named(pytester, lost, n_pairs, expected):
+    manifest = make_track(pytester.path / "track", n=n_pairs)
+    outputs = make_outputs(manifest, pytester.path / "out")
+    proto = protocol_without_lpips(pytester.path / "proto.yaml")
+    pytester.makeconftest(KILLER.format(lost=set(lost)))
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--pstbench-track={manifest}",
+                                      f"--pstbench-protocol={proto}", f"--pstbench-outputs={outputs}",
+                                      "--pstbench-min=psnr=1", "-n", "2", "--max-worker-restart=4")
+    out = r.stdout.str() + r.stderr.str()
+    assert r.ret != 0
+    assert expected in out
+    assert "deselected" not in out
