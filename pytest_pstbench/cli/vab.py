@@ -179,11 +179,13 @@ def cmd_run(args) -> int:
     settings = settings_from_args(args, params)
     name = args.name or model_run_name(args.model)
     answers_path = Path(args.answers) if args.answers else Path(args.results) / track.id / f"{name}.answers.jsonl"
-    counts = run_model(track, protocol, settings, answers_path, progress=terminal_progress if not args.quiet else None)
+    asked = run_model(track, protocol, settings, answers_path, progress=terminal_progress if not args.quiet else None)
+    counts = asked.counts
     print(f"model {settings.model} at {settings.api_base}: asked {counts['asked']} requests ({counts['skipped']} already answered), "
           f"{counts['calls']} API calls; {counts['ok']} parsed, {counts['unparseable']} unparseable, {counts['error']} API errors; "
           f"answers: {answers_path}")
-    chosen = answers_judge(answers_path, track, params, model=settings.model, model_api=settings.provenance())
+    chosen = answers_judge(answers_path, track, params, model=settings.model, model_api=settings.provenance(),
+                           answer_set=asked.answer_set)
     session = SelectionSession(track, protocol, name=name, results_dir=args.results, judge=chosen.provenance,
                                command=args.command_line)
     outcome = score_all(session, answer_set=chosen.answer_set)
@@ -214,7 +216,7 @@ def cmd_consensus(args) -> int:
     if args.verify_mc is not None and args.verify_mc < 1:
         raise UserError(f"--verify-mc {args.verify_mc}: give a positive number of Monte Carlo draws (e.g. 100000)")
     votes_path = Path(args.votes)
-    tasks = read_votes(votes_path)
+    tasks = read_votes(votes_path, k_range=(params.k_min, params.k_max), protocol_id=protocol.id)
     rows = thresholds_for(tasks, params.consensus, alpha=args.alpha, path=votes_path,
                           progress=lambda msg: print(msg, file=sys.stderr, flush=True))
     decisions = []

@@ -14,7 +14,8 @@ An answers file is JSON Lines, one object per (task, trial, prompt type) and att
 `response` is parsed with the protocol's patterns (vab: the official parser, the first
 `BEST: X` / `WORST: Y`, tag in upper case; vab-lenient: the last match, any case, bold and brackets
 tolerated); parsed labels (`best`, `worst`) are used as given. `error` marks an API error (an error
-trial). `attempt` (default 1): several lines for one request are allowed when their attempts differ,
+trial). Lines are written and read through `answerfile` (one encoding; a lone surrogate in a string is
+read as U+FFFD). `attempt` (default 1): several lines for one request are allowed when their attempts differ,
 and the highest attempt counts. How missing, error and unparseable answers enter the metrics is the
 protocol's `answers.records`; all are counted in run.json. Problems with the file itself (not JSON,
 unknown task, duplicate answer) are user errors.
@@ -32,6 +33,7 @@ from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.runs import staging_dir
+from pytest_pstbench.selection.answerfile import clean_line
 from pytest_pstbench.selection.permutations import orders_for
 from pytest_pstbench.selection.protocol import PROMPT_TYPES
 
@@ -41,18 +43,6 @@ REQUESTS = "requests.jsonl"
 OK, MISSING, UNPARSEABLE, ERROR = "ok", "missing", "unparseable", "error"
 _ORIENTATION = 0x0112  # the EXIF Orientation tag
 REASONING = "reasoning"  # an answers line's field: the endpoint returned the reasoning apart (content kept as it is)
-# Characters str.splitlines() breaks lines at that json.dumps(ensure_ascii=False) leaves raw: escaped
-# when an answers line is written, so one line stays one line for any reader.
-_LINE_BREAKS = {c: f"\\u{ord(c):04x}" for c in "\x1c\x1d\x1e\x85\u2028\u2029"}
-
-
-def jsonl_line(obj: dict) -> bytes:
-    """One answers-file line (UTF-8, newline-terminated): JSON with every line-breaking character escaped."""
-    text = json.dumps(obj, ensure_ascii=False)
-    if any(c in text for c in _LINE_BREAKS):
-        text = "".join(_LINE_BREAKS.get(c, c) for c in text)
-    return (text + "\n").encode("utf-8")
-
 
 def content_seen(text: str, params, separated: bool = False) -> tuple[str, bool]:
     """The text the protocol's parser reads, and whether a reasoning block was removed: the official
@@ -305,6 +295,7 @@ def read_answers(path: Path, track, params) -> AnswerSet:
             raise bad(f"not valid JSON ({exc.msg}); fix: write one JSON object per line") from None
         if not isinstance(obj, dict):
             raise bad("not a JSON object; fix: write one object per line with task_id, trial, prompt_type and response (or best/worst)")
+        obj = clean_line(obj)  # a lone surrogate (an escaped half character) cannot reach a run file or the terminal
         missing = [key for key in ("task_id", "trial", "prompt_type") if key not in obj]
         if missing:
             raise bad(f"lacks {', '.join(missing)}; fix: give task_id, trial, prompt_type and response (or best/worst) on every line")

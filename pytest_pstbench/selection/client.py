@@ -13,14 +13,15 @@ The last response is kept (an unparseable one as it is; a request whose last att
 is written as an `error` line with the start of the error body). Requests run on `concurrency` threads.
 Each finished request is appended to the answers file as one line (task_id, trial, prompt_type, attempt,
 response or error, model; `reasoning` when the endpoint returned the reasoning apart), every
-line-breaking character escaped; a later run with the same file asks only what is not there yet or
-ended in an API error (resume), numbering a re-asked request's attempts on from its last line. Each
+line-breaking character and lone surrogate escaped (`answerfile`); a later run with the same file asks only
+what is not there yet or ended in an API error (resume), numbering a re-asked request's attempts on from
+its last line. One run writes a file at a time (its lock: a second run waits, then asks only what is left). Each
 call is bounded: `--timeout` for the whole call (a watchdog closes the socket), MAX_RESPONSE_BYTES of
 body, redirects followed only to the same origin. The API key is read from an environment variable
 and sent as a Bearer token only to --api-base's origin; it is never written to any file, nor are the
 values of `--header`. Only the standard library is used (no `openai` package needed).
 
-Size: about 450 lines: the bounded HTTP call (timeout, body limit, redirects, error bodies) and the
+Size: about 470 lines: the bounded HTTP call (timeout, body limit, redirects, error bodies) and the
 official retry rules it runs under are one unit, tested together against local servers.
 """
 from __future__ import annotations
@@ -38,9 +39,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.selection.answers import (ERROR, OK, REASONING, encode_image, jsonl_line, message_content,
-                                               parse_response, read_answers)
+from pytest_pstbench.selection.answerfile import answers_writer
+from pytest_pstbench.selection.answers import (ERROR, OK, REASONING, AnswerSet, encode_image, message_content, parse_response,
+                                               read_answers)
 from pytest_pstbench.selection.permutations import orders_for
+from pytest_pstbench.selection.protocol import SelectionParams
 
 _sleep = time.sleep  # tests replace this to skip the official delays
 
@@ -235,24 +238,39 @@ def _requests(track, params):
                 yield task, t, order, ptype
 
 
-def _done_keys(path: Path, track, params) -> tuple[set, dict]:
-    """Requests already answered in `path` (latest attempt not an API error: not asked again), and the
-    latest attempt number of those that ended in an API error (asked again, numbering on from there)."""
-    if not path.is_file() or path.stat().st_size == 0:
+def _done_keys(answer_set: AnswerSet | None) -> tuple[set, dict]:
+    """Requests already answered (latest attempt not an API error: not asked again), and the latest attempt
+    number of those that ended in an API error (asked again, numbering on from there)."""
+    if answer_set is None:
         return set(), {}
-    data = path.read_bytes()
-    if not data.endswith(b"\n"):  # a line cut short by an interrupted run: drop it, it is asked again
-        path.write_bytes(data[: data.rfind(b"\n") + 1])
-    answer_set = read_answers(path, track, params)
     done = {key for key, entry in answer_set.entries.items() if entry[1] != ERROR}
     failed = {key: entry[4] for key, entry in answer_set.entries.items() if entry[1] == ERROR}
     return done, failed
 
 
-def run_model(track, protocol, settings: RunSettings, answers_path: Path, progress=None) -> dict:
-    """Ask every request not yet answered in `answers_path`; append each answer. Returns counts."""
-    from pytest_pstbench.selection.protocol import SelectionParams
+@dataclass(frozen=True)
+class ModelRun:
+    counts: dict  # asked, skipped, ok, unparseable, error, calls
+    answer_set: AnswerSet  # the answers file as it stands after the run, read under its lock
 
+
+def run_model(track, protocol, settings: RunSettings, answers_path: Path, progress=None) -> ModelRun:
+    """Ask every request not yet answered in `answers_path`; append each answer. One writer at a time
+    (`answerfile.answers_writer`: a second run on the same file waits for the first, then asks only what
+    is still unanswered). Returns the counts and the answers as they stand, read under the lock."""
+    answers_path = Path(answers_path)
+    try:
+        answers_path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"{answers_path.parent}: cannot create the answers file's folder ({exc}); "
+                        "fix: give --answers a writable path") from None
+    with answers_writer(answers_path) as writer:
+        counts = _ask_missing(track, protocol, settings, answers_path, writer, progress)
+        return ModelRun(counts, read_answers(answers_path, track, SelectionParams.of(protocol)))
+
+
+def _ask_missing(track, protocol, settings: RunSettings, answers_path: Path, writer, progress) -> dict:
+    """Under the answers file's lock: ask what it does not answer yet, append each answer; the counts."""
     params = SelectionParams.of(protocol)
     key = os.environ.get(settings.key_env) or None
     url = settings.api_base.rstrip("/") + "/chat/completions"
@@ -261,9 +279,8 @@ def run_model(track, protocol, settings: RunSettings, answers_path: Path, progre
         headers["Authorization"] = f"Bearer {key}"
     headers.update(dict(settings.headers))
     max_bytes = settings.max_response_bytes or MAX_RESPONSE_BYTES
-    answers_path = Path(answers_path)
-    answers_path.parent.mkdir(parents=True, exist_ok=True)
-    done, failed = _done_keys(answers_path, track, params)
+    existing = read_answers(answers_path, track, params) if answers_path.stat().st_size else None
+    done, failed = _done_keys(existing)
     todo = [r for r in _requests(track, params) if (r[0].id, r[1], r[3]) not in done]
     att = params.attempts
     http_rules = params.http_retries
@@ -339,7 +356,7 @@ def run_model(track, protocol, settings: RunSettings, answers_path: Path, progre
     n = len(todo)
     finished = 0
     say = progress or (lambda _d, _n: None)
-    with open(answers_path, "ab") as fh, ThreadPoolExecutor(max_workers=max(1, settings.concurrency)) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, settings.concurrency)) as pool:
         futures = [pool.submit(ask, *r) for r in todo]
         for fut in as_completed(futures):
             if fut.cancelled():  # not started before the run was stopped: nothing was asked
@@ -347,8 +364,7 @@ def run_model(track, protocol, settings: RunSettings, answers_path: Path, progre
             result = fut.result()
             with lock:
                 if result is not None:
-                    fh.write(jsonl_line(result))
-                    fh.flush()
+                    writer.append(result)
                     if "error" in result:
                         counts["error"] += 1
                     else:

@@ -336,8 +336,11 @@ class TaskVotes:
 REQUIRED_COLUMNS = ("task_id", "k", "judge", "best", "worst")
 
 
-def read_votes(path: Path) -> list[TaskVotes]:
-    """Read a votes CSV (columns task_id, k, judge, best, worst; worst empty when k = 2)."""
+def read_votes(path: Path, *, k_range: tuple[int, int], protocol_id: str) -> list[TaskVotes]:
+    """Read a votes CSV (columns task_id, k, judge, best, worst; worst empty when k = 2). Each task's k must
+    lie in `k_range`, the candidate-set sizes protocol `protocol_id` covers (candidates.min/max): the exact
+    null probability's work grows with k (its sum nests one level per candidate), the filter is for tasks
+    the protocol can score."""
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: votes file not found; fix: give a CSV with columns {', '.join(REQUIRED_COLUMNS)}")
@@ -365,8 +368,9 @@ def read_votes(path: Path) -> list[TaskVotes]:
             k = int((row["k"] or "").strip())
         except ValueError:
             raise bad(f"k {row['k']!r} is not an integer; fix: give the task's number of candidates (2 or more)") from None
-        if k < 2:
-            raise bad(f"k = {k}; fix: a task has at least 2 candidates")
+        if not k_range[0] <= k <= k_range[1]:
+            raise bad(f"task {tid} has k = {k} but protocol {protocol_id} covers k = {k_range[0]}-{k_range[1]} "
+                      "(candidates.min/max); fix: give the task's number of candidates, or a protocol that covers it")
         judge = (row["judge"] or "").strip()
         best = (row["best"] or "").strip()
         worst = (row["worst"] or "").strip()

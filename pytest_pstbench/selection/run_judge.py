@@ -27,11 +27,14 @@ def model_run_name(model: str) -> str:
     return re.sub(r"[^A-Za-z0-9._+-]", "_", model.rsplit("/", 1)[-1]) or "model"
 
 
-def answers_judge(path: Path, track, params, *, model: str | None = None, model_api: dict | None = None) -> RunJudge:
+def answers_judge(path: Path, track, params, *, model: str | None = None, model_api: dict | None = None,
+                  answer_set: AnswerSet | None = None) -> RunJudge:
     """An answers file as the judge: named after the file (its stem, its name). A model's answers
     (`model`, asked at the endpoint whose settings are `model_api`) are named after the model, and
-    run.json's judge adds the endpoint's settings and the protocol's attempt limits."""
-    answer_set = read_answers(path, track, params)
+    run.json's judge adds the endpoint's settings and the protocol's attempt limits. `answer_set`: the
+    file already read (by its writer, under its lock); otherwise it is read here."""
+    if answer_set is None:
+        answer_set = read_answers(path, track, params)
     if model is None:
         return RunJudge(answer_set, None, answer_set.provenance(), path.stem, path.name)
     provenance = {**answer_set.provenance(), "model_api": model_api, "attempts": params.attempts}
