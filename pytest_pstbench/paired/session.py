@@ -556,7 +556,7 @@ def refuse_identity_claim(name: str, method_info: dict, outputs_dir: Path | None
     if names_identity(name):
         raise UserError(
             f"--name {name}: reserved for the Identity run (the track's content unchanged, which `pstbench score` "
-            "scores once per track and reuses as the table's Identity row); fix: give this run another --name, "
+            "scores beside every method as the table's Identity row); fix: give this run another --name, "
             "or pass --outputs identity to score Identity"
         )
 
