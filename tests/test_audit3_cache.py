@@ -118,6 +118,25 @@ def test_a_cached_score_does_not_survive_a_change_of_the_lpips_weights(tmp_path,
     assert new == fresh != old  # the new weights' values, not the cached ones of the old weights
 
 
+def test_an_entry_is_stored_under_the_weights_it_was_computed_with(tmp_path, cache, monkeypatch):
+    """No weights cached when the key is made (they are fetched on first use): the entry goes under the digest of
+    the weights the values were computed with, and the next run (which reads that digest) hits it."""
+    from pytest_pstbench.metrics.scorer import PairScorer
+    from pytest_pstbench.paired import engine
+
+    manifest = make_track(tmp_path / "track", n=2)
+    outputs = make_outputs(manifest, tmp_path / "out")
+    real_digests, real_score = engine.weights_digests, PairScorer.score
+    calls = []
+    monkeypatch.setattr(PairScorer, "score", lambda self, *a, **k: calls.append(1) or real_score(self, *a, **k))
+    monkeypatch.setattr(engine, "weights_digests", lambda protocol: {b: None for b in real_digests(protocol)})
+    args = ["score", "--track", str(manifest), "--outputs", str(outputs), "--results", str(tmp_path / "r")]
+    assert cli_main(args) == 0 and len(calls) == 4  # the method's 2 pairs and Identity's 2
+    monkeypatch.setattr(engine, "weights_digests", real_digests)
+    calls.clear()
+    assert cli_main(args) == 0 and calls == []
+
+
 def test_the_key_holds_the_weights_and_the_rules_a_file_was_read_under(tmp_path):
     from pytest_pstbench.core.cache import ScoreCache
 
