@@ -1,7 +1,7 @@
 """One scoring run: score pairs, collect per-pair results (also from xdist workers), aggregate,
 write the run files. The CLI and the pytest plugin both drive this class.
 
-Size: about 550 lines: the paired scoring session (score, merge xdist workers, aggregate, write) is
+Size: about 575 lines: the paired scoring session (score, merge xdist workers, aggregate, write) is
 split into planner and session by the one-engine redesign (paired/), not by this layout step.
 """
 from __future__ import annotations
