@@ -59,16 +59,17 @@ def test_score_writes_run_files_in_the_documented_formats(env, tmp_path, capsys)
     assert run["command"].startswith("pstbench score --track")
 
 
-def test_same_inputs_byte_identical_and_identity_reused(env, tmp_path, capsys):
+def test_same_inputs_byte_identical_and_identity_rescored(env, tmp_path, capsys):
     manifest, outputs = env
     args = ["score", "--track", str(manifest), "--outputs", str(outputs), "--no-cache"]
+    runs = [(run, f) for run in ("method", "identity") for f in ("metrics.csv", "summary.json")]
     assert main(args) == 0
-    first = {f: (tmp_path / "results/small/method" / f).read_bytes() for f in ("metrics.csv", "summary.json")}
+    first = {(run, f): (tmp_path / "results/small" / run / f).read_bytes() for run, f in runs}
     assert "scoring Identity" in capsys.readouterr().err
     assert main(args) == 0
-    assert "scoring Identity" not in capsys.readouterr().err  # reused
-    for f, data in first.items():
-        assert (tmp_path / "results/small/method" / f).read_bytes() == data
+    assert "scoring Identity" in capsys.readouterr().err  # under --no-cache as every run: not reused from a run folder
+    for (run, f), data in first.items():
+        assert (tmp_path / "results/small" / run / f).read_bytes() == data
 
 
 def test_failed_pairs_exit_1_and_incomplete_run(env, tmp_path, capsys):

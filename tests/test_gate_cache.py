@@ -134,7 +134,7 @@ def test_cache_miss_on_changed_output_and_corrupt_entry(tmp_path, monkeypatch):
     for e in entries:  # corrupt every entry: all must be recomputed, none trusted
         e.write_text("{not json")
     assert _score(tmp_path, manifest, outputs, proto, "r") == 0
-    assert len(calls) == 4  # the 4 outputs; Identity is reused from results/small/identity
+    assert len(calls) == 8  # the 4 outputs and Identity's 4 (the Identity row goes through the cache too)
     calls.clear()
     assert _score(tmp_path, manifest, outputs, proto, "r") == 0
     assert calls == []  # rewritten entries hit again
@@ -142,8 +142,8 @@ def test_cache_miss_on_changed_output_and_corrupt_entry(tmp_path, monkeypatch):
 
 def test_cache_key_depends_on_what_determines_scores(tmp_path):
     c = ScoreCache(tmp_path)
-    base = dict(output_sha256="a" * 64, dataset_id="d", revision="r", pair_id="p", protocol_sha256="b" * 64,
-                allow_resize=False, device="cpu", reference_sha256="1" * 64, style_sha256="2" * 64)
+    base = dict(output_sha256="a" * 64, read_as="output", weights={}, dataset_id="d", revision="r", pair_id="p",
+                protocol_sha256="b" * 64, allow_resize=False, device="cpu", reference_sha256="1" * 64, style_sha256="2" * 64)
     k = c.key(**base)
     for field, other in [("output_sha256", "c" * 64), ("revision", "r2"), ("pair_id", "q"),
                          ("reference_sha256", "3" * 64), ("style_sha256", "4" * 64),
@@ -157,8 +157,8 @@ def test_cache_key_names_the_metric_engine(tmp_path, monkeypatch):
     from pytest_pstbench.core import cache
 
     c = ScoreCache(tmp_path)
-    base = dict(output_sha256="a" * 64, dataset_id="d", revision="r", pair_id="p", protocol_sha256="b" * 64,
-                allow_resize=False, device="cpu", reference_sha256="1" * 64, style_sha256="2" * 64)
+    base = dict(output_sha256="a" * 64, read_as="output", weights={}, dataset_id="d", revision="r", pair_id="p",
+                protocol_sha256="b" * 64, allow_resize=False, device="cpu", reference_sha256="1" * 64, style_sha256="2" * 64)
     k = c.key(**base)
     monkeypatch.setattr(cache, "ENGINE", cache.ENGINE - 1)
     assert c.key(**base) != k

@@ -221,7 +221,7 @@ def test_case03_user_run_named_identity_is_refused(tmp_path, capsys):
     assert _score(tmp_path, manifest, outputs, proto, name="identity") == 2
     assert capsys.readouterr().err.strip() == (
         "pstbench: error: --name identity: reserved for the Identity run (the track's content unchanged, which "
-        "`pstbench score` scores once per track and reuses as the table's Identity row); fix: give this run another "
+        "`pstbench score` scores beside every method as the table's Identity row); fix: give this run another "
         "--name, or pass --outputs identity to score Identity"
     )
     assert not (tmp_path / "results").exists()
@@ -341,7 +341,9 @@ def test_case07_verify_cache_catches_a_forged_entry_with_a_valid_digest(tmp_path
     capsys.readouterr()
     assert _score(tmp_path, manifest, outputs, proto, "--verify-cache", "2") == 1
     err = capsys.readouterr().err
-    assert err.count("differs from a fresh computation (psnr: cached 99.0, recomputed ") == 2
+    # the run's two failures, and the Identity row's first (it verifies under the same rules: 2 of its pairs)
+    assert err.count("differs from a fresh computation (psnr: cached 99.0, recomputed ") == 3
+    assert "the Identity row is incomplete: 2 of 4 pairs scored" in err
     assert "fix: delete the score cache" in err and "trusted" in err
     run = json.loads((tmp_path / "results" / "small" / "run" / "run.json").read_text())
     assert run["complete"] is False and len(run["failures"]) == 2

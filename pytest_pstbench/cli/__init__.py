@@ -44,9 +44,8 @@ def _report_outcome(outcome) -> int:
 
 def cmd_score(args) -> int:
     from pytest_pstbench.paired.identity import is_identity_spec
-    from pytest_pstbench.paired.planner import (cached_identity_summary, check_workers, identity_row, identity_row_of,
-                                                identity_session, score_runs)
-    from pytest_pstbench.paired.request import ScoreRequest, open_scorings
+    from pytest_pstbench.paired.planner import check_workers, identity_row, score_runs
+    from pytest_pstbench.paired.request import ScoreRequest, identity_request, open_scorings
     from pytest_pstbench.selection.kind import is_selection_track
 
     if is_selection_track(args.track):  # vab, vab-demo, `kind: selection` manifests
@@ -61,34 +60,29 @@ def cmd_score(args) -> int:
         raise UserError(f"--name {args.name}: names one run, but {len(specs)} --outputs folders were given (each run is "
                         "named after its folder); fix: drop --name, or score one folder per call")
     workers = check_workers(args.workers)
-    scorings = open_scorings([ScoreRequest(
+    reqs = [ScoreRequest(
         track=args.track, outputs=spec, name=args.name, results=Path(args.results), protocol=args.protocol,
         allow_resize=args.allow_resize, device=args.device, method_info=tuple(args.method_info or ()),
         use_cache=not args.no_cache, verify_cache=args.verify_cache, allow_outside_links=args.allow_outside_links,
         command=args.command_line,
-    ) for spec in specs], progress=_progress)
+    ) for spec in specs]
+    # The Identity row: a run like the others (same cache rules), scored in the same pass (sharing each pair's
+    # reference work); cached pairs cost a hash and a small read.
+    with_identity = not any(is_identity_spec(str(spec)) for spec in specs)
+    if with_identity:
+        reqs.append(identity_request(reqs[0]))
+    scorings = open_scorings(reqs, progress=_progress)
     protocol, track = scorings[0].protocol, scorings[0].track
-    sessions = [s.session for s in scorings]
-    outputs = [s.outputs for s in scorings]
-    names = [s.name for s in sessions]
-    # The Identity row: scored in the same pass (sharing each pair's reference work) when it is needed.
-    need_identity = not any(is_identity_spec(str(spec)) for spec in specs) and \
-        cached_identity_summary(track, protocol, Path(args.results)) is None
-    if need_identity:
-        _progress(f"scoring Identity on track {track.id} (once; reused afterwards)")
-        session, outs = identity_session(track, protocol, results_dir=Path(args.results), device=args.device)
-        sessions, outputs = [*sessions, session], [*outputs, outs]
-    outcomes = score_runs(sessions, outputs, progress=_progress, workers=workers)
+    if with_identity:
+        _progress(f"scoring Identity on track {track.id} (the table's reference row)")
+    outcomes = score_runs([s.session for s in scorings], [s.outputs for s in scorings], progress=_progress,
+                          workers=workers)
     rows = []
     problem = None
-    if need_identity:  # scored in this pass (complete or not): not scored again
-        label, summary, problem = identity_row_of(outcomes[-1].summary, track, Path(args.results))
+    if with_identity:
+        label, summary, problem = identity_row(outcomes.pop(), track)
         rows.append((label, summary))
-    elif "identity" not in names:  # a complete Identity run of this protocol and revision is reused
-        label, summary, problem = identity_row(track, protocol, results_dir=args.results, device=args.device,
-                                               progress=_progress, workers=workers)
-        rows.append((label, summary))
-    outcomes = outcomes[: len(scorings)]
+    names = [s.session.name for s in scorings]
     rows.extend((name, outcome.summary) for name, outcome in zip(names, outcomes))
     _print_table(protocol, track, rows)
     code = max(_report_outcome(outcome) for outcome in outcomes)
@@ -103,6 +97,7 @@ def cmd_demo(args) -> int:
     from pytest_pstbench.data.weights import resolve_alexnet_features
     from pytest_pstbench.core.protocol import load_protocol
     from pytest_pstbench.paired.planner import check_workers, identity_row, score_run
+    from pytest_pstbench.paired.request import ScoreRequest, open_on
     from pytest_pstbench.paired.session import RunSession, load_method_yaml
     from pytest_pstbench.paired.tracks import resolve_outputs, resolve_track
 
@@ -115,8 +110,12 @@ def cmd_demo(args) -> int:
     if "lpips" in protocol.metric_names:
         resolve_alexnet_features(progress=_progress)
     results = Path(args.results)
-    label, summary, problem = identity_row(track, protocol, results_dir=results, device=args.device, progress=_progress,
-                                           workers=workers)
+    identity = open_on(ScoreRequest(track=track.id, outputs="identity", name=None, results=results, protocol=args.protocol,
+                                    device=args.device, use_cache=not args.no_cache, verify_cache=args.verify_cache,
+                                    command=args.command_line), protocol, track)
+    _progress(f"scoring Identity on track {track.id} (the table's reference row)")
+    label, summary, problem = identity_row(score_run(identity.session, identity.outputs, progress=_progress,
+                                                     workers=workers), track)
     rows = [(label, summary)]
     code = 0
     if problem:

@@ -1,10 +1,13 @@
 """Per-pair score cache: re-scoring unchanged outputs costs a hash and a small JSON read.
 
 An entry is keyed by everything that determines a pair's scores: the sha256 of every file read (the
-output, the reference and the style image; not a declared label), the track's dataset id and
-revision, the pair id, the protocol file's sha256, whether resizing was allowed, the scoring device,
-the metric engine's number (`ENGINE`) and the versions of the metric implementations (this package, numpy, scikit-image, pillow, torch,
-torchvision, lpips). Each entry carries a digest of its key and content: an entry whose digest does
+output, the reference and the style image; not a declared label), the I/O rules the output was read
+under (`read_as`: the protocol's output rules, or the dataset image rules of the Identity run's content
+images, so the same bytes refused as an output are never accepted through an entry the Identity run
+wrote), the digest of the pretrained weights the metrics use (`weights`: LPIPS's backbone), the track's
+dataset id and revision, the pair id, the protocol file's sha256, whether resizing was allowed, the
+scoring device, the metric engine's number (`ENGINE`), the cache format (`FORMAT`) and the versions of
+the metric implementations (this package, numpy, scikit-image, pillow, torch, torchvision, lpips). Each entry carries a digest of its key and content: an entry whose digest does
 not match (edited, truncated, from another format) is a miss and is recomputed. Only finite values
 are stored. Entries are written atomically (temporary file + rename), so concurrent xdist workers
 never see a half-written one, and no temporary file is left behind.
@@ -26,7 +29,9 @@ from pathlib import Path
 
 from pytest_pstbench.core.paths import cache_dir
 
-FORMAT = 2
+# The key's format: 3 adds `read_as` and `weights` (an entry of format 2 may hold another weights' values,
+# or a value of bytes read under the dataset's rules, so none of them is hit again).
+FORMAT = 3
 # The metric code's own version: bumped whenever a change to how the kit computes a metric can move a
 # value, even in the last digits (3: the SSIM/CIEDE2000/H-Corr kernels of metrics/kernels.py; 4: sums in an
 # order independent of torch's thread count, `kernels_color.sum64`; 5: SSIM's horizontal band of 24
@@ -167,13 +172,17 @@ class ScoreCache:
     def __init__(self, root: Path | None = None):
         self.root = Path(root) if root is not None else cache_dir() / "scores"
 
-    def key(self, *, output_sha256: str, dataset_id: str, revision: str, pair_id: str, protocol_sha256: str,
-            allow_resize: bool, device: str, reference_sha256: str | None = None, style_sha256: str | None = None,
-            threads: int | None = None) -> str:
+    def key(self, *, output_sha256: str, read_as: str, weights: dict, dataset_id: str, revision: str, pair_id: str,
+            protocol_sha256: str, allow_resize: bool, device: str, reference_sha256: str | None = None,
+            style_sha256: str | None = None, threads: int | None = None) -> str:
+        """The entry's key. `read_as`: the I/O rules the output file was read under ("output" or "dataset");
+        `weights`: name -> digest of the pretrained weights the metrics were given ({} when none)."""
         material = {
             "format": FORMAT,
             "engine": ENGINE,
             "output": output_sha256,
+            "read_as": str(read_as),
+            "weights": {str(k): v for k, v in weights.items()},
             "reference": reference_sha256,
             "style": style_sha256,
             "dataset": dataset_id,

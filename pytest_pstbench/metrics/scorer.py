@@ -50,6 +50,10 @@ class MetricComputer:
                                     else kind.make(params, self.device))
         return self._callables[key]
 
+    def built(self) -> list:
+        """The metric callables built so far (e.g. an LPIPS model, whose `weights_info` names the weights it was given)."""
+        return list(self._callables.values())
+
     def value(self, params: dict, output: np.ndarray, other: np.ndarray, *, quantity: str = VALUE,
               stores: tuple | None = None) -> float:
         """The entry's per-pair `quantity` between `output` and `other` (the image its `against` names).

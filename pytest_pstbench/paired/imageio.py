@@ -331,3 +331,25 @@ def load_dataset_image(path: Path, protocol: Protocol, role: str) -> LoadedImage
     img = _in_protocol_mode(img, protocol, where, notes, actual, eight_bit=img.mode in _EIGHT_BIT_MODES, fix=_DATASET_FIX)
     arr = _oriented_srgb_array(img, rules, where, notes, icc_fix=f"{_DATASET_FIX} in sRGB", fix=_DATASET_FIX)
     return LoadedImage(np.ascontiguousarray(arr), notes, hashlib.sha256(raw).hexdigest())
+
+
+# ---- a method's output: which rules read it --------------------------------------------------------
+OUTPUT_RULES, DATASET_RULES = "output", "dataset"
+
+
+def output_rules(path: Path, content: Path) -> str:
+    """The I/O rules a method's output file is read under: the dataset image rules (`load_dataset_image`)
+    when it is the pair's content image itself (the Identity method's "output"), else the protocol's
+    output rules (`load_image`: io.format and the rest). Part of a score cache key (`read_as`): bytes a
+    run read under one set of rules never stand in for the same bytes read under the other."""
+    return DATASET_RULES if Path(path).resolve() == Path(content).resolve() else OUTPUT_RULES
+
+
+def load_output(path: Path, rules: str, protocol: Protocol, *, role: str, expected_size: tuple[int, int],
+                allow_resize: bool) -> LoadedImage:
+    """Read a method's output under `rules` (`output_rules`): the dataset image rules, or the output rules
+    with the size checked against `expected_size` (the reference's) before any pixel is decoded."""
+    if rules == DATASET_RULES:
+        return load_dataset_image(path, protocol, role=role)
+    return load_image(path, protocol, role=role, expected_size=expected_size, allow_resize=allow_resize)
+

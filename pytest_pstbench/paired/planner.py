@@ -1,7 +1,7 @@
 """The scoring loop of paired runs: one or several runs (one per method) over one track, pair by pair.
 
-`score_runs` is what `pstbench score` (one or several `--outputs` folders), `pstbench demo`, the
-Identity row and the Python API's `score` (folders, and arrays handed in from Python) use. It is a
+`score_runs` is what `pstbench score` (one or several `--outputs` folders, and the Identity row in the same
+pass), `pstbench demo` and the Python API's `score` (folders, and arrays handed in from Python) use. It is a
 pipeline, not a loop:
 
 * **decode ahead**: worker threads (`workers`, default the machine's CPU count) hash, look up the score
@@ -25,14 +25,13 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 
 from pytest_pstbench.core.aggregation import statistic_of
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.metrics.registry import computing_params
 from pytest_pstbench.metrics.scorer import MSE, VALUE
 from pytest_pstbench.paired.resolution import evaluation_resolution, res_key
-from pytest_pstbench.paired.session import IDENTITY_NAME, PairResult, RunOutcome, RunSession, verify_line
+from pytest_pstbench.paired.session import PairResult, RunOutcome, RunSession, verify_line
 
 
 def default_workers() -> int:
@@ -179,77 +178,17 @@ def plan_units(variants) -> dict[tuple[str, str], Unit]:
 
 
 # ---- the Identity row ----------------------------------------------------------------------------
-def cached_identity_summary(track, protocol, results_dir: Path) -> dict | None:
-    """The Identity run's summary if `results/<track>/identity/` holds a complete run made under the
-    same protocol file and dataset revision, else None."""
-    from pytest_pstbench.paired.runs import load_run
-
-    run_dir = Path(results_dir) / track.id / IDENTITY_NAME
-    if not (run_dir / "run.json").is_file():
-        return None
-    try:
-        prev = load_run(run_dir)
-        if (
-            prev.complete
-            and prev.run["protocol"]["sha256"] == protocol.sha256
-            and prev.run["dataset"]["revision"] == track.revision
-            and prev.run.get("method", {}).get("method") == IDENTITY_NAME
-        ):
-            return prev.summary
-    except (UserError, KeyError, TypeError, AttributeError):
-        pass
-    return None
-
-
-def identity_session(track, protocol, *, results_dir: Path, device: str = "cpu") -> tuple[RunSession, dict]:
-    """A session scoring the Identity method (the track's content images as outputs) and its outputs."""
-    session = RunSession(
-        track,
-        protocol,
-        name=IDENTITY_NAME,
-        results_dir=results_dir,
-        device=device,
-        method_info={"method": IDENTITY_NAME, "description": "the content image, unchanged"},
-        identity=True,
-    )
-    return session, {p.id: p.content for p in track.pairs}
-
-
-def identity_summary(track, protocol, *, results_dir: Path, device: str = "cpu", progress=None, workers: int | None = None) -> dict:
-    """Summary of the Identity method (content unchanged) on `track`, scored once and reused.
-
-    Reused from `results/<track>/identity/` when that run is complete and was made under the same
-    protocol file and dataset revision; otherwise scored now (the content images are the outputs).
-    """
-    cached = cached_identity_summary(track, protocol, results_dir)
-    if cached is not None:
-        return cached
-    if progress:
-        progress(f"scoring Identity on track {track.id} (once; reused afterwards)")
-    session, outputs = identity_session(track, protocol, results_dir=results_dir, device=device)
-    return score_run(session, outputs, progress=progress, workers=workers).summary
-
-
-def identity_row(track, protocol, *, results_dir: Path, device: str = "cpu", progress=None, workers: int | None = None):
-    """(label, summary, problem) for the table's Identity row. An Identity run that is not complete is
-    labelled `Identity (N of M pairs; incomplete)` and `problem` says why (the command then exits 1)."""
-    summary = identity_summary(track, protocol, results_dir=results_dir, device=device, progress=progress, workers=workers)
-    return identity_row_of(summary, track, results_dir)
-
-
-def identity_row_of(summary: dict, track, results_dir: Path):
-    """`identity_row` for an Identity summary at hand (e.g. scored in the same pass as the methods)."""
+# Scored like every other run (`request.identity_request`, through the score cache), in the same pass as the
+# methods; the row is labelled here.
+def identity_row(outcome: RunOutcome, track):
+    """(label, summary, problem) for the table's Identity row, from the Identity run's outcome. An Identity
+    run that is not complete is labelled `Identity (N of M pairs; incomplete)` and `problem` says why (the
+    command then exits 1)."""
+    summary = outcome.summary
     if summary.get("complete"):
         return "Identity", summary, None
     n, total = summary.get("n", 0), len(track.pairs)
-    failures = []
-    try:
-        import json
-
-        run = json.loads((Path(results_dir) / track.id / IDENTITY_NAME / "run.json").read_text(encoding="utf-8"))
-        failures = run.get("failures") or []
-    except (OSError, ValueError):
-        pass
+    failures = outcome.run.get("failures") or []
     first = f" ({failures[0]['pair']}: {failures[0]['message']}" + (f"; and {len(failures) - 1} more)" if len(failures) > 1 else ")") if failures else ""
     problem = (f"the Identity row is incomplete: {n} of {total} pairs scored{first}; "
                "fix: repair the track's content images (Identity scores them unchanged)")

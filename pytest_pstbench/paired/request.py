@@ -5,7 +5,7 @@ front doors build their runs here, so they apply the same defaults and rules.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 
@@ -55,7 +55,7 @@ def open_scorings(reqs: list[ScoreRequest], progress=None) -> list[Scoring]:
             "allows no resizing; fix: add one to the protocol (e.g. allow_resize_filter: bicubic), or drop --allow-resize"
         )
     track = resolve_track(reqs[0].track, progress=progress)
-    scorings = [_open(req, protocol, track) for req in reqs]
+    scorings = [open_on(req, protocol, track) for req in reqs]
     seen: dict[str, str] = {}
     for req, s in zip(reqs, scorings):
         if s.session.name in seen:
@@ -63,6 +63,14 @@ def open_scorings(reqs: list[ScoreRequest], progress=None) -> list[Scoring]:
                             f"(a run is named after method.yaml's `method`, else its folder); fix: score them one call each with --name")
         seen[s.session.name] = str(req.outputs)
     return scorings
+
+
+def identity_request(req: ScoreRequest) -> ScoreRequest:
+    """The request of the table's Identity row beside `req`'s run: the track's content images as the outputs
+    (`--outputs identity`), under `req`'s results folder, protocol, device and cache rules (--no-cache,
+    --verify-cache). The Identity row is scored like every other run, through the score cache (keyed by the
+    content of every file read), never reused from a run folder (whose dataset revision may be a label)."""
+    return replace(req, outputs="identity", name=None, method_info=(), allow_resize=False, allow_outside_links=False)
 
 
 RESERVED_DEFAULT_NAMES = ("outputs", "identity")  # never taken from a folder name or method.yaml
@@ -98,7 +106,8 @@ def default_run_name(outputs_dir: Path, method_info: dict, option: str = "--name
     )
 
 
-def _open(req: ScoreRequest, protocol, track) -> Scoring:
+def open_on(req: ScoreRequest, protocol, track) -> Scoring:
+    """`open_scoring` with the protocol and track already loaded (the track `req` names)."""
     from pytest_pstbench.paired.identity import identity_outputs, is_identity_spec
     from pytest_pstbench.paired.session import (
         RunSession,

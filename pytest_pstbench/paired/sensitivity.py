@@ -141,7 +141,7 @@ def score_variants(
     allow_resize: bool = False, progress=None
 ) -> SensitivityResult:
     """Every (variant, metric, method, pair) value, computing each distinct unit once per (method, pair)."""
-    from pytest_pstbench.paired.imageio import fit_to_reference, load_dataset_image, load_image
+    from pytest_pstbench.paired.imageio import fit_to_reference, load_dataset_image, load_output, output_rules
 
     t_start = time.perf_counter()
     plan = plan_units(variants)
@@ -175,12 +175,9 @@ def score_variants(
             computer.new_method()
             t0 = time.perf_counter()
             out_path = Path(meth.outputs[pair.id])
-            if out_path.resolve() == Path(pair.content).resolve():
-                # the Identity method's "output" is the dataset's content image (dataset image rules)
-                loaded = load_dataset_image(out_path, base, role=f"output of {meth.name}")
-            else:
-                loaded = load_image(out_path, base, role=f"output of {meth.name}",  # size checked before decoding
-                                    expected_size=(reference.shape[1], reference.shape[0]), allow_resize=allow_resize)
+            # the Identity method's "output" is the dataset's content image (dataset image rules)
+            loaded = load_output(out_path, output_rules(out_path, pair.content), base, role=f"output of {meth.name}",
+                                 expected_size=(reference.shape[1], reference.shape[0]), allow_resize=allow_resize)
             fitted = fit_to_reference(loaded, reference.shape, out_path, base, allow_resize=allow_resize)
             if "resized" in fitted.notes:
                 resized_outputs.append({"method": meth.name, "pair": pair.id, **fitted.notes["resized"]})

@@ -1,7 +1,7 @@
 """One scoring run: score pairs, collect per-pair results (also from xdist workers), aggregate,
 write the run files. The CLI and the pytest plugin both drive this class.
 
-Size: about 550 lines: the paired scoring session (score, merge xdist workers, aggregate, write) is
+Size: about 575 lines: the paired scoring session (score, merge xdist workers, aggregate, write) is
 split into planner and session by the one-engine redesign (paired/), not by this layout step.
 """
 from __future__ import annotations
@@ -45,6 +45,7 @@ class PendingPair:
     style: object
     label: Path  # how the output is named in messages
     key: str | None  # its score cache key (None: not cached)
+    material: dict | None  # what the key was made of (`ScoreCache.key`'s arguments)
     hit: dict | None  # the cache entry being verified (--verify-cache)
     outside: dict | None  # --allow-outside-links note
 
@@ -167,10 +168,10 @@ class RunSession:
         Returns the finished PairResult for a cache hit or a user error, else a `PendingPair` for
         `compute`. Safe to run in a worker thread (it reads files and the cache; it writes nothing).
         """
-        from pytest_pstbench.paired.imageio import LoadedImage, fit_to_reference, load_dataset_image, load_image
+        from pytest_pstbench.paired.imageio import LoadedImage, fit_to_reference, load_output, output_rules
 
         result = PairResult(pair.id)
-        key = hit = outside = keyed = None
+        key = hit = outside = material = None
         try:
             if isinstance(output, (str, Path)):
                 out_path = Path(output)
@@ -185,8 +186,9 @@ class RunSession:
                     outside = check_inside_outputs(out_path, self.outputs_dir, allow=self.allow_outside_links)
                 result.output = str(out_path)
                 result.output_sha256 = file_sha256(out_path)
+                rules = output_rules(out_path, pair.content)  # the content image itself: the dataset's rules (Identity)
                 if self.cache is not None:
-                    key, keyed = self._cache_key(pair, result.output_sha256, with_digests=True)
+                    key, material = self._cache_key(pair, result.output_sha256, rules)
                     hit = self.cache.get(key, self.protocol.metric_names)
                     if hit is not None:
                         if not self._should_verify(pair.id):
@@ -196,16 +198,12 @@ class RunSession:
                             return result
             reference, style = dataset_images()
             if isinstance(output, (str, Path)):
-                if out_path.resolve() == Path(pair.content).resolve():
-                    # the Identity method's "output" is the dataset's content image (dataset image rules)
-                    loaded = load_dataset_image(out_path, self.protocol, role="output")
-                else:
-                    ref_h, ref_w = reference.array.shape[:2]
-                    loaded = load_image(out_path, self.protocol, role="output", expected_size=(ref_w, ref_h),
-                                        allow_resize=self.allow_resize)
+                ref_h, ref_w = reference.array.shape[:2]
+                loaded = load_output(out_path, rules, self.protocol, role="output", expected_size=(ref_w, ref_h),
+                                     allow_resize=self.allow_resize)
                 label = out_path
                 if key is not None and (loaded.sha256, reference.sha256, style.sha256) != (
-                        result.output_sha256, keyed["reference"], keyed["style"]):
+                        result.output_sha256, material["reference_sha256"], material["style_sha256"]):
                     key = hit = None  # a file changed while it was being scored: the key no longer names these bytes
                 result.output_sha256 = loaded.sha256
             else:
@@ -217,7 +215,7 @@ class RunSession:
             result.notes = loaded.notes
         except UserError as exc:
             return self._failed(result, exc, outside)
-        return PendingPair(result, loaded.array, reference.array, style.array, label, key, hit, outside)
+        return PendingPair(result, loaded.array, reference.array, style.array, label, key, material, hit, outside)
 
     def compute(self, pending: "PendingPair", shared: dict | None = None) -> PairResult:
         """The metric half of scoring a pair: every protocol metric on the loaded images at the protocol's
@@ -238,6 +236,10 @@ class RunSession:
                     )
             result.metrics = metrics
             if key is not None:
+                used = self.scorer.weights_used()
+                if used != pending.material["weights"]:  # the weights the values were computed with (e.g. none
+                    # were cached when the key was made, or the cache changed since this process built its models)
+                    key, hit = self.cache.key(**{**pending.material, "weights": used}), None
                 if hit is not None:  # --verify-cache: the fresh values must equal the entry's
                     self._check_entry(key, result.pair_id, hit, result)
                     result.notes = {**result.notes, "cache_verified": True}
@@ -270,8 +272,11 @@ class RunSession:
             shared[key] = (resize_image(reference, spec), resize_image(style, spec))
         return (resize_image(output, spec), *shared[key])
 
-    def _cache_key(self, pair: Pair, output_sha256: str, with_digests: bool = False):
+    def _cache_key(self, pair: Pair, output_sha256: str, read_as: str) -> tuple[str, dict]:
+        """The score cache key of `pair`'s output with digest `output_sha256`, read under the I/O rules `read_as`
+        (`imageio.output_rules`), and what it is made of: every file's digest and the weights' (`ScoreCache.key`)."""
         from pytest_pstbench.core.cache import dataset_file_sha256
+        from pytest_pstbench.paired.engine import weights_digests
 
         digests = {}
         for role in ("reference", "style"):
@@ -283,8 +288,10 @@ class RunSession:
                     f"{path} ({role} of {pair.id}): cannot be read ({exc.strerror or exc}); fix: restore the track's files "
                     "(for a remote track: pstbench data verify / fetch)"
                 ) from None
-        key = self.cache.key(
+        material = dict(
             output_sha256=output_sha256,
+            read_as=read_as,
+            weights=weights_digests(self.protocol),
             reference_sha256=digests["reference"],
             style_sha256=digests["style"],
             dataset_id=self.track.dataset_id,
@@ -295,7 +302,7 @@ class RunSession:
             device=self.device,
             threads=self._threads(),
         )
-        return (key, digests) if with_digests else key
+        return self.cache.key(**material), material
 
     def _threads(self) -> int | None:
         if not hasattr(self, "_threads_value"):
@@ -324,7 +331,10 @@ class RunSession:
                     out = self.outputs.get(pid)
                     if isinstance(out, (str, Path)) and Path(out).is_file():
                         try:
-                            key = self._cache_key(self.track.pair(pid), dataset_file_sha256(out))
+                            from pytest_pstbench.paired.imageio import output_rules
+
+                            pair = self.track.pair(pid)
+                            key, _ = self._cache_key(pair, dataset_file_sha256(out), output_rules(out, pair.content))
                         except (UserError, OSError):  # that pair fails when it is scored
                             continue
                         if self.cache.get(key, self.protocol.metric_names) is not None:
@@ -546,7 +556,7 @@ def refuse_identity_claim(name: str, method_info: dict, outputs_dir: Path | None
     if names_identity(name):
         raise UserError(
             f"--name {name}: reserved for the Identity run (the track's content unchanged, which `pstbench score` "
-            "scores once per track and reuses as the table's Identity row); fix: give this run another --name, "
+            "scores beside every method as the table's Identity row); fix: give this run another --name, "
             "or pass --outputs identity to score Identity"
         )
 

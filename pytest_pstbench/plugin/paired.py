@@ -206,16 +206,10 @@ class PairedRun(TrackRun):
 
     # -- terminal summary ----------------------------------------------------------------------------
     def _table_rows(self) -> list[tuple[str, dict]]:
-        from pytest_pstbench.paired.planner import cached_identity_summary
-        from pytest_pstbench.paired.session import IDENTITY_NAME
-
-        rows = []
-        if self.session.name != IDENTITY_NAME:
-            identity = cached_identity_summary(self.track, self.protocol, self.session.results_dir)
-            if identity is not None:
-                rows.append(("Identity", identity))
-        rows.append((self.session.name, self.outcome.summary))
-        return rows
+        # The run's own row. The Identity row is `pstbench score`'s, scored there beside the method under the same
+        # cache rules; an earlier Identity run folder is not shown here (its dataset revision may be a label that
+        # did not change with the track's files).
+        return [(self.session.name, self.outcome.summary)]
 
     def write_results(self, tr) -> None:
         from pytest_pstbench.report.tables import header_line, run_table
