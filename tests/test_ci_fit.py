@@ -68,7 +68,7 @@ def test_summary_of_a_passed_gate_and_an_unwritable_summary(pytester, setup, mon
                                       f"--pstbench-baseline={s.baseline}", "--pstbench-summary=taken/summary.md")
     assert r.ret == FAILED
     r.stdout.fnmatch_lines(["pstbench: error: --pstbench-summary taken/summary.md: cannot write the summary (*); "
-                            "fix: give a writable path"])
+                            "fix: give a writable path; the previous file (if any) is unchanged"])
 
 
 def test_compare_fail_on_worse(pytester, setup, capsys):
