@@ -203,3 +203,32 @@ def test_several_files_replace_the_sealing_file_last(tmp_path, monkeypatch):
     outputs.write_files(tmp_path, {"a.csv": "new a\n", "b.md": "new b\n", "seal.json": "new seal\n"})
     assert {p.name: p.read_text() for p in tmp_path.iterdir()} == {"a.csv": "new a\n", "b.md": "new b\n", "seal.json": "new seal\n"}
 
+
+# ---- item 21: labels are shown literally in the report's figures -----------------------------------------
+def test_report_on_a_run_named_like_math_text(setup, tmp_path, capsys):
+    """`v$^{$` was parsed by matplotlib as math text (ValueError traceback); the label is shown as written."""
+    pytest.importorskip("matplotlib")
+    results = tmp_path / "results"
+    name = "v$^{$"
+    assert main(["score", "--track", str(setup["manifest"]), "--outputs", str(setup["outs"]["alpha"]), "--name", name,
+                 "--results", str(results), "--protocol", str(setup["proto"]), "--no-cache"]) == 0
+    out = tmp_path / "report"
+    sens = tmp_path / "sens"
+    assert main(["sensitivity", "--track", str(setup["manifest"]), f"{name}={setup['outs']['alpha']}", f"b={setup['outs']['beta']}",
+                 "--variants", "aggregation-median", "--out", str(sens), "--protocol", str(setup["proto"])]) == 0
+    assert main(["report", str(results / "small" / name), setup["runs"][1], "--out", str(out),
+                 "--track", str(setup["manifest"]), "--sensitivity", str(sens)]) == 0
+    assert name in (out / "index.html").read_text(encoding="utf-8").replace("&#x27;", "'")
+    from pytest_pstbench.report import figures
+
+    texts = []
+    real = figures._save
+
+    def spy(fig, path):
+        texts.extend(t.get_text() for t in fig.findobj(lambda a: hasattr(a, "get_text") and hasattr(a, "get_parse_math")))
+        real(fig, path)
+    import unittest.mock as mock
+    with mock.patch.object(figures, "_save", spy):
+        assert main(["report", str(results / "small" / name), setup["runs"][1], "--out", str(tmp_path / "r2"),
+                     "--track", str(setup["manifest"]), "--sensitivity", str(sens)]) == 0
+    assert name in texts
