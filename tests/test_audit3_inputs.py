@@ -83,3 +83,72 @@ def test_lpips_smallest_side_per_net_matches_the_lpips_backbones(net, constructo
         model(torch.zeros(1, 3, n, n + 7))
         with pytest.raises(RuntimeError):
             model(torch.zeros(1, 3, n - 1, n + 7))
+
+
+# ---- item 15: a malformed EXIF Orientation tag ----------------------------------------------------------------
+def _exif_orientation(typ: int, count: int, value4: bytes) -> bytes:
+    """A little-endian TIFF block with one IFD entry: Orientation (0x0112) of the given TIFF type."""
+    import struct
+
+    return (b"II*\x00" + struct.pack("<I", 8) + struct.pack("<H", 1) + struct.pack("<HHI", 0x0112, typ, count) + value4
+            + struct.pack("<I", 0))
+
+
+BAD_ORIENTATIONS = {
+    "text": (_exif_orientation(2, 4, b"abc\x00"), "'abc'"),
+    "text digit": (_exif_orientation(2, 2, b"6\x00\x00\x00"), "'6'"),  # was recorded as orientation 6, never applied
+    "out of range": (_exif_orientation(3, 1, b"\x2a\x00\x00\x00"), "42"),
+    "negative": (_exif_orientation(8, 1, b"\xfd\xff\x00\x00"), "-3"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_ORIENTATIONS))
+def test_malformed_exif_orientation_is_that_files_one_line_error(tmp_path, monkeypatch, capsys, case):
+    import json
+
+    from PIL import Image
+
+    from conftest import make_outputs, make_track, protocol_without_lpips
+
+    monkeypatch.chdir(tmp_path)
+    manifest = make_track(tmp_path / "track", n=3)
+    outputs = make_outputs(manifest, tmp_path / "outputs")
+    proto = protocol_without_lpips(tmp_path / "proto.yaml")
+    exif, shown = BAD_ORIENTATIONS[case]
+    bad = outputs / "p02.png"
+    Image.open(bad).convert("RGB").save(bad, exif=exif)
+    assert main(["score", "--track", str(manifest), "--outputs", str(outputs), "--no-cache", "--protocol", str(proto), "--name", "m"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if str(bad) in line]
+    assert len(lines) == 1 and f"EXIF Orientation tag is {shown}" in lines[0] and "fix:" in lines[0], err
+    run = json.loads((tmp_path / "results/small/m/run.json").read_text())
+    assert run["complete"] is False and run["n_scored"] == 2
+
+
+def test_valid_exif_orientations_are_applied(tmp_path):
+    """Orientation 6 (rotate 90 CW) in a short tag is applied and noted, as before."""
+    import numpy as np
+    from PIL import Image
+
+    from pytest_pstbench.core.protocol import load_protocol
+    from pytest_pstbench.paired.imageio import load_dataset_image
+
+    arr = np.arange(4 * 6 * 3, dtype=np.uint8).reshape(4, 6, 3)
+    path = tmp_path / "x.png"
+    Image.fromarray(arr).save(path, exif=_exif_orientation(3, 1, b"\x06\x00\x00\x00"))
+    got = load_dataset_image(path, load_protocol(), role="content")
+    assert got.notes["exif_orientation"] == 6 and np.array_equal(got.array, np.rot90(arr, k=-1))
+
+
+def test_a_judges_candidate_with_a_malformed_orientation_is_that_files_failure(tmp_path):
+    """The selection kind's candidate reader applies the same check (core.images.exif_orientation)."""
+    import numpy as np
+    from PIL import Image
+
+    from pytest_pstbench.selection.judges import JudgeFailure, load_rgb
+
+    path = tmp_path / "c.png"
+    Image.fromarray(np.zeros((4, 6, 3), np.uint8)).save(path, exif=BAD_ORIENTATIONS["text digit"][0])
+    with pytest.raises(JudgeFailure, match=r"c.png \(candidate\): EXIF Orientation tag is '6'"):
+        load_rgb(path)
