@@ -50,21 +50,37 @@ def no_temporaries(folder: Path) -> None:
     assert not [p.name for p in folder.iterdir() if p.name.startswith(".")], list(folder.iterdir())
 
 
+def _score(manifest: Path, outputs: Path, name: str, results: Path, proto: Path) -> str:
+    argv = ["score", "--track", str(manifest), "--outputs", str(outputs), "--name", name, "--results", str(results),
+            "--protocol", str(proto), "--no-cache"]
+    assert main(argv) == 0
+    return str(results / "small" / name)
+
+
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
+    """Two scored runs of a 4-pair track (outputs 30% and 70% of the way to the reference) and a votes file."""
     root = tmp_path_factory.mktemp("writes")
     manifest = make_track(root / "track", n=4)
     proto = protocol_without_lpips(root / "proto.yaml")
-    results = root / "results"
-    outs = {}
-    for name, strength in (("alpha", 0.3), ("beta", 0.7)):
-        outs[name] = make_outputs(manifest, root / "outs" / name, strength=strength)
-        assert main(["score", "--track", str(manifest), "--outputs", str(outs[name]), "--name", name,
-                     "--results", str(results), "--protocol", str(proto), "--no-cache"]) == 0
+    outs = {name: make_outputs(manifest, root / "outs" / name, strength=s) for name, s in (("alpha", 0.3), ("beta", 0.7))}
+    runs = [_score(manifest, folder, name, root / "results", proto) for name, folder in outs.items()]
     votes = root / "votes.csv"
     votes.write_text("task_id,k,judge,best,worst\n" + "".join(f"t,2,j{i},{'a' if i < 8 else 'b'},\n" for i in range(10)))
-    return {"root": root, "manifest": manifest, "proto": proto, "results": results, "outs": outs, "votes": votes,
-            "runs": [str(results / "small" / n) for n in ("alpha", "beta")]}
+    return {"root": root, "manifest": manifest, "proto": proto, "outs": outs, "votes": votes, "runs": runs}
+
+
+def full_disk_keeps(capsys, argv: list[str], folder: Path, named: str, *, keep_beside: Path | None = None) -> None:
+    """`argv` writes `folder`; run again on a full disk: exit 2, one line naming `named`, `folder` as it was,
+    and no temporary file beside it (in `keep_beside`, default `folder`)."""
+    assert main(argv) == 0
+    old = snapshot(folder)
+    capsys.readouterr()
+    with disk_full(64):
+        assert main(argv) == 2
+    one_error_line(capsys, named)
+    assert snapshot(folder) == old
+    no_temporaries(keep_beside or folder)
 
 
 # ---- an output path that is a folder ------------------------------------------------------------------
@@ -106,57 +122,29 @@ def test_sensitivity_on_a_full_disk_keeps_the_previous_analysis(setup, tmp_path,
     out = tmp_path / "sens"
     argv = ["sensitivity", "--track", str(setup["manifest"]), f"a={setup['outs']['alpha']}", f"b={setup['outs']['beta']}",
             "--variants", "aggregation-median", "--out", str(out), "--protocol", str(setup["proto"])]
-    assert main(argv) == 0
-    old = snapshot(out)
-    assert "analysis.json" in old
-    capsys.readouterr()
-    with disk_full(64):
-        assert main(argv) == 2
-    one_error_line(capsys, str(out))
-    assert snapshot(out) == old
-    no_temporaries(out)
+    full_disk_keeps(capsys, argv, out, str(out))
+    assert {"analysis.json", "analysis.md", "scores.csv"} <= set(snapshot(out))
 
 
 def test_report_on_a_full_disk_keeps_the_previous_report(setup, tmp_path, capsys):
     pytest.importorskip("matplotlib")
     out = tmp_path / "report"
     argv = ["report", *setup["runs"], "--out", str(out), "--track", str(setup["manifest"])]
-    assert main(argv) == 0
-    old = snapshot(out)
-    capsys.readouterr()
-    with disk_full(64):
-        assert main(argv) == 2
-    one_error_line(capsys, str(out))
-    assert snapshot(out) == old
-    no_temporaries(tmp_path)
+    full_disk_keeps(capsys, argv, out, str(out), keep_beside=tmp_path)
 
 
 def test_baseline_on_a_full_disk_keeps_the_previous_outputs(setup, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    argv = ["baseline", "identity", "--track", str(setup["manifest"]), "--out", "out"]
-    assert main(argv) == 0
-    old = snapshot(tmp_path / "out")
-    assert "method.yaml" in old
-    capsys.readouterr()
-    with disk_full(64):
-        assert main([*argv, "--overwrite"]) == 2
-    one_error_line(capsys, "out")
-    assert snapshot(tmp_path / "out") == old
-    no_temporaries(tmp_path)
+    argv = ["baseline", "identity", "--track", str(setup["manifest"]), "--out", "out", "--overwrite"]
+    full_disk_keeps(capsys, argv, tmp_path / "out", "out: cannot write the baseline outputs", keep_beside=tmp_path)
+    assert "method.yaml" in snapshot(tmp_path / "out")
 
 
 def test_score_on_a_full_disk_keeps_the_previous_run(setup, tmp_path, capsys):
     results = tmp_path / "results"
     argv = ["score", "--track", str(setup["manifest"]), "--outputs", str(setup["outs"]["alpha"]), "--name", "alpha",
             "--results", str(results), "--protocol", str(setup["proto"]), "--no-cache"]
-    assert main(argv) == 0
-    old = snapshot(results / "small" / "alpha")
-    capsys.readouterr()
-    with disk_full(64):
-        assert main(argv) == 2
-    one_error_line(capsys, str(results / "small" / "alpha"))
-    assert snapshot(results / "small" / "alpha") == old
-    no_temporaries(results / "small")
+    full_disk_keeps(capsys, argv, results / "small" / "alpha", str(results / "small" / "alpha"), keep_beside=results / "small")
 
 
 # ---- the writer itself ------------------------------------------------------------------------------------
