@@ -68,7 +68,7 @@ def test_summary_of_a_passed_gate_and_an_unwritable_summary(pytester, setup, mon
                                       f"--pstbench-baseline={s.baseline}", "--pstbench-summary=taken/summary.md")
     assert r.ret == FAILED
     r.stdout.fnmatch_lines(["pstbench: error: --pstbench-summary taken/summary.md: cannot write the summary (*); "
-                            "fix: give a writable path"])
+                            "fix: give a writable path; the previous file (if any) is unchanged"])
 
 
 def test_compare_fail_on_worse(pytester, setup, capsys):
@@ -135,14 +135,14 @@ def test_update_baseline_killed_mid_write_keeps_the_old_one(pytester, setup):
         import os
         import pytest_pstbench.core.runs as runs
 
-        real = runs._write_file
+        real = runs.write_new
 
         def killed(path, text):
             if ".baseline.build-" in str(path) and path.name == "summary.json":
                 os._exit(9)  # a kill: no cleanup, no finally
             real(path, text)
 
-        runs._write_file = killed
+        runs.write_new = killed
     """)
     r = pytester.runpytest_subprocess(*s.base, f"--pstbench-outputs={worse}", "--pstbench-name=cand",
                                       f"--pstbench-baseline={s.baseline}", "--pstbench-update-baseline")

@@ -205,7 +205,7 @@ def cmd_consensus(args) -> int:
 
     from pytest_pstbench.core.errors import UserError
     from pytest_pstbench.core.protocol import load_protocol
-    from pytest_pstbench.core.runs import write_atomic
+    from pytest_pstbench.core.outputs import write_atomic
     from pytest_pstbench.selection.consensus import decide, monte_carlo_pass_probability, read_votes, thresholds_for
     from pytest_pstbench.selection.protocol import DEFAULT_SELECTION_PROTOCOL, SelectionParams
 
@@ -263,7 +263,7 @@ def cmd_consensus(args) -> int:
         if d is not None and d.accepted:
             w.writerow([t.task_id, t.k, t.n, rows[(t.k, t.n)].m, d.best, d.best_votes, d.worst or "", d.worst_votes if t.k >= 3 else ""])
     if args.out:
-        write_atomic(Path(args.out), buf.getvalue())
+        write_atomic(Path(args.out), buf.getvalue(), what="the accepted tasks", fix="free some space or give --out another file")
         print(f"accepted tasks: {args.out}")
     else:
         print()

@@ -1,10 +1,12 @@
 """Image guards both kinds use, before any pixel is decoded (standard library only).
 
 `MAX_PIXELS` and `check_header_size`: the decompression-bomb guard on the size an image's header
-announces; `sniff_format`: the container from a file's first bytes (its name does not count).
+announces; `sniff_format`: the container from a file's first bytes (its name does not count);
+`exif_orientation`: an opened image's EXIF Orientation tag, checked.
 """
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
@@ -35,3 +37,23 @@ def sniff_format(path: Path) -> str:
     if head[:4] in (b"II*\x00", b"MM\x00*"):
         return "TIFF"
     return "other"
+
+
+EXIF_ORIENTATION = 0x0112
+
+
+def exif_orientation(img, where: str) -> int:
+    """The EXIF Orientation tag of an opened Pillow image: 1 when absent; 0 (unknown) to 8. Unreadable EXIF
+    data, or a tag that is not such an integer (text, a fraction, 42), is a UserError naming `where`: the
+    kit would otherwise apply no rotation while recording one, or crash."""
+    fix = "fix: save the image with an EXIF Orientation of 1 to 8, or without EXIF data"
+    try:
+        value = img.getexif().get(EXIF_ORIENTATION, 1)
+    except (ValueError, TypeError, KeyError, IndexError, SyntaxError, OSError, struct.error) as exc:
+        raise UserError(f"{where}: its EXIF data cannot be read ({type(exc).__name__}: {' '.join(str(exc).split())}); {fix}") from None
+    if value is None:
+        return 1
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 8:
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        raise UserError(f"{where}: EXIF Orientation tag is {shown}, not an orientation (an integer 1 to 8); {fix}")
+    return value

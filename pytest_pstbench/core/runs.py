@@ -21,23 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
-
-
-def write_atomic(path: Path, text: str) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it 0600; an ordinary file follows the umask
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+from pytest_pstbench.core.outputs import current_umask, os_reason, write_atomic, write_new  # noqa: F401 (write_atomic: also imported from here)
 
 
 @contextmanager
@@ -45,8 +29,9 @@ def staging_dir(target: Path, *, what: str, fix: str, tag: str = "build") -> Ite
     """A new empty folder (mode 0755) next to `target`, named `.<target name>.<tag>-XXXX`, in which
     to build what is then renamed to `target` (same file system, so the rename is atomic). Creates
     `target`'s parent first. When either fails: UserError `<parent>: cannot <what> here (<OSError>);
-    fix: <fix>`. On exit the folder is removed if it is still there (the build failed or was not
-    moved into place)."""
+    fix: <fix>`. An OSError raised while building (a full disk) becomes one UserError naming `target`
+    too. On exit the folder is removed if it is still there (the build failed or was not moved into
+    place)."""
     parent = Path(os.path.abspath(target)).parent  # lexical: "." or "x/.." still get their real parent
     tmp = None
     try:
@@ -59,6 +44,9 @@ def staging_dir(target: Path, *, what: str, fix: str, tag: str = "build") -> Ite
         raise UserError(f"{parent}: cannot {what} here ({exc}); fix: {fix}") from None
     try:
         yield tmp
+    except OSError as exc:  # a full disk while building: the folder is discarded, `target` is unchanged
+        raise UserError(f"{target}: cannot {what} ({os_reason(exc)}); fix: free some space, or {fix}; "
+                        f"{Path(target).name} is unchanged") from None
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
@@ -170,21 +158,6 @@ def refuse_baseline_is_run_dir(baselines, run_dir: Path, option: str = "--pstben
 
 def dumps_json(obj) -> str:
     return json.dumps(obj, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _write_file(path: Path, text: str) -> None:
-    """Write a new file (mode 0666 less the user's umask) and fsync it."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
 
 
 def _fsync_dir(path: Path) -> None:
@@ -323,9 +296,9 @@ def write_run_files(run_dir: Path, files: dict[str, str], run: dict) -> None:
         fix = "free some space or give --results a writable folder; the previous run there (if any) is unchanged"
         with staging_dir(run_dir, what="write the run files", fix=fix) as tmp:
             try:
-                os.chmod(tmp, 0o777 & ~_umask())
+                os.chmod(tmp, 0o777 & ~current_umask())
                 for name, text in files.items():
-                    _write_file(tmp / name, text)
+                    write_new(tmp / name, text)
                 if run_dir.is_dir():
                     for entry in os.scandir(run_dir):
                         if entry.name in files:

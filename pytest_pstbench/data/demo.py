@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Callable
 
@@ -53,6 +52,7 @@ from PIL import Image
 
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.paths import cache_dir
+from pytest_pstbench.core.outputs import write_atomic
 from pytest_pstbench.core.runs import replace_stale_dir, staging_dir
 from pytest_pstbench.data.photos import load_photo, render_view
 
@@ -248,7 +248,7 @@ LOCK_NAME = "lock.json"
 def _write_lock(root: Path, rels: list[str]) -> None:
     """`lock.json`: sha256, size and modification time (ns) of every file of the track."""
     from pytest_pstbench.core.paths import file_sha256
-    from pytest_pstbench.core.runs import dumps_json, write_atomic
+    from pytest_pstbench.core.runs import dumps_json
 
     files = {}
     for rel in rels:
@@ -262,7 +262,7 @@ def _lock_ok(root: Path, say: Callable[[str], None] = lambda _msg: None) -> bool
     time; a file whose size or time differs is hashed in full (and, when its sha256 still matches, its new
     time recorded). A missing or unreadable lock, or a file that differs, makes the track stale."""
     from pytest_pstbench.core.paths import file_sha256
-    from pytest_pstbench.core.runs import dumps_json, write_atomic
+    from pytest_pstbench.core.runs import dumps_json
 
     try:
         lock = json.loads((root / LOCK_NAME).read_text(encoding="utf-8"))
@@ -286,7 +286,7 @@ def _lock_ok(root: Path, say: Callable[[str], None] = lambda _msg: None) -> bool
     if changed:
         try:
             write_atomic(root / LOCK_NAME, dumps_json(lock))
-        except OSError:  # a read-only cache: the files were verified in full this time
+        except UserError:  # a read-only cache: the files were verified in full this time
             pass
     return True
 
@@ -358,9 +358,7 @@ def _generate(dest: Path, progress: Callable[[str], None] | None) -> None:
         "pairs": pairs_out,
     }
     text = yaml.safe_dump(manifest, sort_keys=False, default_flow_style=None, width=100)
-    tmp = dest / (MANIFEST_NAME + ".tmp")
-    tmp.write_text(text, encoding="utf-8", newline="\n")
-    os.replace(tmp, dest / MANIFEST_NAME)
+    write_atomic(dest / MANIFEST_NAME, text)
 
 
 def build_demo_track(root: Path | None = None, progress: Callable[[str], None] | None = None) -> Path:

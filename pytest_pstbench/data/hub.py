@@ -15,8 +15,24 @@ from pytest_pstbench.data.manifest import DatasetManifest
 
 
 def _endpoint() -> str | None:
+    """$HF_ENDPOINT (without a trailing slash), or None for huggingface.co. Checked before huggingface_hub
+    is imported (its import parses the variable): a value that is not an http(s) URL with a host and a
+    port in 0-65535 is one UserError naming HF_ENDPOINT and the fix."""
     ep = os.environ.get("HF_ENDPOINT")
-    return ep.rstrip("/") if ep else None
+    if not ep:
+        return None
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(ep)
+        parts.port  # noqa: B018 - raises ValueError for a port out of range or not a number
+        problem = None if parts.scheme in ("http", "https") and parts.hostname else "expected http(s)://HOST[:PORT]"
+    except ValueError as exc:
+        problem = " ".join(str(exc).split())
+    if problem:
+        raise UserError(f"HF_ENDPOINT={ep!r}: not a usable Hub address ({problem}); fix: set it to the Hub's URL, "
+                        "e.g. https://huggingface.co or http://127.0.0.1:8080, or unset it")
+    return ep.rstrip("/")
 
 
 NETWORK_TIMEOUT_ENV = "PSTBENCH_NETWORK_TIMEOUT"
@@ -52,6 +68,7 @@ def _bounded_hub_client() -> None:
     timeout = network_timeout()
     if _CLIENT_TIMEOUT == [timeout]:
         return
+    _endpoint()  # a broken HF_ENDPOINT is a one-line error, not a traceback from huggingface_hub's import
     try:
         import huggingface_hub as hf
     except ImportError:  # pragma: no cover

@@ -8,7 +8,6 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
-import os
 from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
@@ -146,10 +145,10 @@ def lock_problem(lock: dict) -> str | None:
 
 
 def _write_json_atomic(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    from pytest_pstbench.core.outputs import write_atomic
+
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=False) + "\n", what="the lock file",
+                 fix="free some space or set PSTBENCH_DATA to a writable folder")
 
 
 def _now() -> str:

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from pytest_pstbench.metrics.kernels_color import sum64
-from pytest_pstbench.metrics.registry import SsimParams
+from pytest_pstbench.metrics.registry import SSIM_TRUNCATE, SsimParams, ssim_window
 
 K1, K2 = 0.01, 0.03  # skimage's defaults (Wang et al. 2004)
-TRUNCATE = 3.5  # skimage's Gaussian truncation
+TRUNCATE = SSIM_TRUNCATE  # skimage's Gaussian truncation
 
 
 def window_taps(*, gaussian_weights: bool, sigma: float, win_size: int = 7) -> np.ndarray:
@@ -134,8 +134,7 @@ class SsimReferenceStats:
     device: str
 
 
-def _win(gaussian_weights, sigma, win_size) -> int:
-    return 2 * int(TRUNCATE * sigma + 0.5) + 1 if gaussian_weights else int(win_size)
+_win = ssim_window
 
 
 def _size_check(shape, win):

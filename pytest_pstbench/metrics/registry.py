@@ -46,6 +46,18 @@ class SsimParams:
     win_size: int = 7  # the uniform window's side (used when gaussian_weights is false)
 
 
+SSIM_TRUNCATE = 3.5  # skimage's Gaussian truncation: a Gaussian window's radius is int(3.5 * sigma + 0.5)
+
+
+def ssim_window(gaussian_weights: bool, sigma: float, win_size: int = 7) -> int:
+    """The side of SSIM's window: the Gaussian's (truncated as skimage does) or the uniform `win_size`."""
+    return 2 * int(SSIM_TRUNCATE * float(sigma) + 0.5) + 1 if gaussian_weights else int(win_size)
+
+
+# The smallest side (px) of the image LPIPS's backbone takes: one pixel less and a layer's output is empty
+# (checked against lpips's own backbones in tests/test_audit3_inputs.py).
+LPIPS_MIN_SIDE = {"alex": 31, "vgg": 16, "squeeze": 17}
+
 SSIM_PARAMS = tuple(f.name for f in fields(SsimParams))
 SSIM_REQUIRED = tuple(f.name for f in fields(SsimParams) if f.default is MISSING)
 
@@ -70,6 +82,25 @@ class MetricKind:
     check: Callable[[str, dict], str | None]  # first broken rule of the optional parameters, or None
     stateful: bool = False  # the function is a class built once per (parameters, device)
     takes_weights: bool = False  # the class takes `weights=`, the source of its pretrained weights (LPIPS)
+    smallest: Callable[[dict], tuple[int, str]] | None = None  # the entry's smallest image side and why (default 1)
+
+    def min_side(self, params: dict) -> int:
+        """The smallest height and width (px) of an image this entry scores."""
+        return self.smallest(params)[0] if self.smallest else 1
+
+    def check_size(self, params: dict, what: str, image) -> None:
+        """UserError when the array `image` (HxWx3) is smaller than this entry takes (an empty image has no
+        value: H-Corr of two empty images is not 1.0)."""
+        n, why = self.smallest(params) if self.smallest else (1, "")
+        if getattr(image, "ndim", 0) < 2:
+            return  # not an image: the metric's own input check names it
+        height, width = int(image.shape[0]), int(image.shape[1])
+        if min(height, width) < n:
+            from pytest_pstbench.core.errors import UserError
+
+            label = params.get("label", self.kind)
+            raise UserError(f"metric {label}: the {what} is {width}x{height} px; {label} needs at least {n}x{n} px"
+                            f"{f' ({why})' if why else ''}; fix: score images of at least {n}x{n} px")
 
     def _object(self):
         import importlib
@@ -99,11 +130,12 @@ KINDS: dict[str, MetricKind] = {}
 
 
 def register(kind: str, *, function: str, required: tuple[str, ...], higher_is_better: bool, reference: str,
-             stateful: bool = False, takes_weights: bool = False):
+             stateful: bool = False, takes_weights: bool = False, smallest: Callable[[dict], tuple[int, str]] | None = None):
     """Decorator for a kind's parameter check: registers the kind with its metadata."""
 
     def wrap(check: Callable[[str, dict], str | None]):
-        KINDS[kind] = MetricKind(kind, function, required, higher_is_better, reference, check, stateful, takes_weights)
+        KINDS[kind] = MetricKind(kind, function, required, higher_is_better, reference, check, stateful, takes_weights,
+                                 smallest)
         return check
 
     return wrap
@@ -163,9 +195,21 @@ def _check_psnr(where: str, params: dict) -> str | None:
     return _positive(where, params, "data_range", "cap_db") or _channels_problem(where, params)
 
 
+def _ssim_smallest(params: dict) -> tuple[int, str]:
+    w = ssim_window(params.get("gaussian_weights", True), params.get("sigma", 1.5), params.get("win_size", 7))
+    return w, f"its {w}x{w} window"
+
+
+def _lpips_smallest(params: dict) -> tuple[int, str]:
+    if params.get("resize") is not None:  # both images are resized to [W, H] first
+        return 1, ""
+    net = params.get("net", "alex")
+    return LPIPS_MIN_SIDE[net], f"net {net}"
+
+
 @register("ssim", function="SsimMetric", required=SSIM_REQUIRED,
           higher_is_better=True, reference="skimage.metrics.structural_similarity; a loop of MATLAB's ssim.m downsampling",
-          stateful=True)
+          stateful=True, smallest=_ssim_smallest)
 def _check_ssim(where: str, params: dict) -> str | None:
     problem = (_positive(where, params, "data_range", "sigma")
                or _boolean(where, params, "gaussian_weights", "use_sample_covariance")
@@ -214,7 +258,7 @@ def _check_hist_corr(where: str, params: dict) -> str | None:
 
 @register("lpips", function="LpipsMetric", required=("package_version", "net", "version"), higher_is_better=False,
           reference="lpips.LPIPS forward (lpips 0.1.4) and the reference distances of its repository", stateful=True,
-          takes_weights=True)
+          takes_weights=True, smallest=_lpips_smallest)
 def _check_lpips(where: str, params: dict) -> str | None:
     if "package_version" in params and not isinstance(params["package_version"], str):
         return f"{where}.package_version must be a version string in quotes (e.g. \"0.1.4\")"

@@ -63,6 +63,9 @@ class MetricComputer:
         per-image halves are kept there under (its feature key, image key). Without stores a split
         metric's halves are computed for this call only (the same values).
         """
+        kind = metric_kind(params["kind"])
+        for what, image in (("output", output), (params.get("against", "other image"), other)):
+            kind.check_size(params, what, image)  # the one check of an image's size, for every caller
         self.calls += 1
         fn = self._callable(params)
         if quantity == MSE:  # PSNR's per-pair MSE (`PsnrMetric.mse`: on the device for 8-bit RGB)

@@ -21,6 +21,7 @@ import yaml
 from PIL import Image
 
 from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.outputs import write_new
 from pytest_pstbench.core.runs import staging_dir, swap_dir_into_place
 
 Method = Callable[[np.ndarray, np.ndarray], np.ndarray]
@@ -354,6 +355,6 @@ def write_reference_baseline(
             if progress:
                 progress(f"baseline {prepared.name}: [{i}/{n}] {pair.id}")
         text = yaml.safe_dump(method_yaml(prepared, track, protocol, command), sort_keys=False, allow_unicode=True)
-        (tmp / "method.yaml").write_text(text, encoding="utf-8")
+        write_new(tmp / "method.yaml", text)
         swap_dir_into_place(tmp, out)  # an existing `out` was checked by `check_out_dir`
     return out

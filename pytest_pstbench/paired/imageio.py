@@ -17,7 +17,7 @@ import numpy as np
 from PIL import Image, ImageCms, ImageOps, UnidentifiedImageError
 
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.core.images import MAX_PIXELS, check_header_size, sniff_format
+from pytest_pstbench.core.images import MAX_PIXELS, check_header_size, exif_orientation, sniff_format
 from pytest_pstbench.core.protocol import Protocol
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -123,8 +123,8 @@ def _oriented_srgb_array(img, rules, where: str, notes: dict, *, icc_fix: str, f
     dataset images alike): the EXIF orientation applied (io.exif_orientation), a non-sRGB ICC profile
     converted to sRGB with the protocol's rendering intent; each step taken is noted in `notes`."""
     if rules.exif_orientation:
-        orientation = img.getexif().get(0x0112, 1)
-        if orientation not in (None, 1):
+        orientation = exif_orientation(img, where)
+        if orientation != 1:
             img = ImageOps.exif_transpose(img)
             notes["exif_orientation"] = int(orientation)
     icc = img.info.get("icc_profile")

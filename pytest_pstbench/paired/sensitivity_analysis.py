@@ -297,14 +297,11 @@ def analysis_markdown(analysis: dict, base: Protocol) -> str:
 
 
 def write_outputs(out_dir: Path, result: SensitivityResult, analysis: dict) -> None:
-    """scores.csv, analysis.md, then analysis.json, each atomically (analysis.json last)."""
-    from pytest_pstbench.core.runs import dumps_json, write_atomic
+    """scores.csv, analysis.md, then analysis.json, all or none (`core.outputs.write_files`: on failure the
+    previous files stay; analysis.json, which vouches for the others, is replaced last)."""
+    from pytest_pstbench.core.outputs import write_files
+    from pytest_pstbench.core.runs import dumps_json
 
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    old = out_dir / "analysis.json"
-    if old.exists():  # an older analysis must not vouch for new scores while they are written
-        old.unlink()
-    write_atomic(out_dir / "scores.csv", scores_csv(result))
-    write_atomic(out_dir / "analysis.md", analysis_markdown(analysis, result.base))
-    write_atomic(out_dir / "analysis.json", dumps_json(analysis))
+    files = {"scores.csv": scores_csv(result), "analysis.md": analysis_markdown(analysis, result.base),
+             "analysis.json": dumps_json(analysis)}
+    write_files(Path(out_dir), files, what="the sensitivity analysis", fix="free some space or give --out a writable folder")

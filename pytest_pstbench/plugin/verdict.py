@@ -144,14 +144,15 @@ def write_markdown(text: str, target: Path | None) -> tuple[str | None, bool]:
     """--pstbench-summary FILE (`target`, or None) is written whole; $GITHUB_STEP_SUMMARY is appended to, as
     GitHub Actions expects. -> (the last write's error, or None; whether it fails the session: a failure
     to write FILE does, one to append to $GITHUB_STEP_SUMMARY is reported only)."""
-    from pytest_pstbench.core.runs import write_atomic
+    from pytest_pstbench.core.errors import UserError
+    from pytest_pstbench.core.outputs import write_atomic
 
     error, fatal = None, False
     if target is not None:
         try:
-            write_atomic(target, text)
-        except OSError as exc:
-            error, fatal = f"--pstbench-summary {target}: cannot write the summary ({exc}); fix: give a writable path", True
+            write_atomic(target, text, what="the summary", fix="give a writable path")
+        except UserError as exc:
+            error, fatal = f"--pstbench-summary {exc}", True
     github = os.environ.get("GITHUB_STEP_SUMMARY")
     if github:
         try:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.outputs import write_new
 from pytest_pstbench.core.runs import staging_dir, swap_dir_into_place
 from pytest_pstbench.report.figures import assign_colors, metric_figures, sensitivity_figures
 from pytest_pstbench.report.html import render
@@ -79,7 +80,7 @@ def build_report(
         thumbnails(page, track, stage, thumb_size, progress)
         if page.sensitivity is not None:
             sensitivity_figures(page, stage)
-        (stage / "index.html").write_text(render(page), encoding="utf-8")
+        write_new(stage / "index.html", render(page))
         swap_dir_into_place(stage, out)  # an existing `out` was checked by `_check_out_dir`
     return out
 

@@ -2,6 +2,7 @@
 and the Kendall tau heatmap and rank bump charts of the sensitivity section."""
 from __future__ import annotations
 
+import functools
 import math
 import re
 from pathlib import Path
@@ -31,6 +32,20 @@ def _save(fig, path: Path) -> None:
     fig.savefig(path, format="png", dpi=fig.dpi, metadata={"Software": None})
 
 
+def _literal_text(draw):
+    """Draw with every text shown as written: run names, method names and variant ids are the user's
+    (`v$^{$`), never matplotlib math text (which fails on, or changes, labels holding `$`)."""
+
+    @functools.wraps(draw)
+    def drawn(*args, **kwargs):
+        from matplotlib import rc_context
+
+        with rc_context({"text.parse_math": False}):
+            return draw(*args, **kwargs)
+
+    return drawn
+
+
 def _jitter(i: int) -> float:
     """Deterministic spread of dots around a row (golden-ratio sequence in [-0.5, 0.5))."""
     return ((i * 0.6180339887498949) % 1.0) - 0.5
@@ -38,6 +53,7 @@ def _jitter(i: int) -> float:
 
 
 # ---- figures -----------------------------------------------------------------------------------
+@_literal_text
 def metric_figures(page: Page, stage: Path) -> None:
     from matplotlib.figure import Figure
 
@@ -75,6 +91,7 @@ def metric_figures(page: Page, stage: Path) -> None:
 
 
 
+@_literal_text
 def sensitivity_figures(page: Page, stage: Path) -> None:
     from matplotlib import colormaps
     from matplotlib.figure import Figure

@@ -545,7 +545,7 @@ def cmd_table(args) -> int:
         out = Path(args.out)
         if not out.parent.is_dir():
             raise UserError(f"--out {out}: folder {out.parent} does not exist; fix: create it or write elsewhere")
-        write_atomic(out, text)
+        write_atomic(out, text, what="the table", fix="free some space or give --out another file")
         print(f"table written: {out}", file=sys.stderr)
     else:
         sys.stdout.write(text)

@@ -12,11 +12,11 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.paths import cache_dir
+from pytest_pstbench.core.outputs import write_atomic
 from pytest_pstbench.core.runs import replace_stale_dir, staging_dir
 from pytest_pstbench.data.photos import load_photo, render_view
 
@@ -200,9 +200,7 @@ def _generate_demo(dest: Path, params: dict, thresholds: dict, progress) -> None
         "tasks": tasks_out,
     }
     text = yaml.safe_dump(manifest, sort_keys=False, default_flow_style=None, width=110, allow_unicode=True)
-    tmp = dest / (MANIFEST_NAME + ".tmp")
-    tmp.write_text(text, encoding="utf-8", newline="\n")
-    os.replace(tmp, dest / MANIFEST_NAME)
+    write_atomic(dest / MANIFEST_NAME, text)
 
 
 def _read_generator(manifest: Path) -> dict | None:

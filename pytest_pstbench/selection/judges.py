@@ -113,7 +113,7 @@ def load_rgb(path: Path):
     from PIL import Image, ImageOps, UnidentifiedImageError
 
     from pytest_pstbench.core.errors import UserError
-    from pytest_pstbench.core.images import check_header_size
+    from pytest_pstbench.core.images import check_header_size, exif_orientation
 
     where = f"{path} (candidate)"
     try:
@@ -126,6 +126,7 @@ def load_rgb(path: Path):
             n_frames = getattr(im, "n_frames", 1)
             if getattr(im, "is_animated", False) or n_frames > 1:
                 raise JudgeFailure(f"{where}: is animated ({n_frames} frames), not one still image; fix: replace the file with one frame")
+            exif_orientation(im, where)  # a malformed tag is this file's error, as in scoring
             im = ImageOps.exif_transpose(im)
             return np.ascontiguousarray(np.asarray(im.convert("RGB"), dtype=np.uint8))
     except UserError as exc:
