@@ -200,12 +200,9 @@ def load_protocol(spec: str | Path | None = None) -> Protocol:
             f"({', '.join(sorted(p.stem for p in protocols_dir().glob('*.yaml')))}) or a path to a YAML file"
         )
     raw = path.read_bytes()
-    import yaml
+    from pytest_pstbench.core.yamlfile import parse_yaml
 
-    try:
-        data = yaml.safe_load(raw)
-    except yaml.YAMLError as exc:
-        raise UserError(f"{path}: not valid YAML ({str(exc).splitlines()[0]}); fix the file's syntax") from None
+    data = parse_yaml(raw, path, "protocol")
     from pytest_pstbench.core.kinds import protocol_kind, spec
 
     spec(protocol_kind(data, path)).load("validate_protocol")(path, data)  # its kind's rules (`kind:`, else the default)

@@ -244,9 +244,9 @@ def identity_row_of(summary: dict, track, results_dir: Path):
     n, total = summary.get("n", 0), len(track.pairs)
     failures = []
     try:
-        import json
+        from pytest_pstbench.core.jsonfile import read_json
 
-        run = json.loads((Path(results_dir) / track.id / IDENTITY_NAME / "run.json").read_text(encoding="utf-8"))
+        run = read_json(Path(results_dir) / track.id / IDENTITY_NAME / "run.json")
         failures = run.get("failures") or []
     except (OSError, ValueError):
         pass
