@@ -2,10 +2,15 @@
 the demo tracks' manifests): every YAML the kit reads is parsed here, and nowhere else
 (tests/test_audit3_loaders.py keeps it so).
 
-Safe constructors only (no Python objects), and bounded: a file over MAX_BYTES, an alias (`*name`,
-which a few bytes can expand into gigabytes once the data is written out as JSON) or nesting deeper
-than MAX_DEPTH is refused. Every problem (syntax, encoding, the limits, an integer too long for
-Python) is one UserError line naming the file, what it is, the rule and the fix.
+Safe constructors only (no Python objects), and bounded: a file over MAX_BYTES, nesting deeper than
+MAX_DEPTH, and aliases (`*name`) that expand the data by more than MAX_ALIAS_NODES nodes are refused.
+Anchors and aliases are YAML's way to repeat a value, and a few repeats are fine; but aliases of
+aliases multiply (nine lines of nine aliases each are 9**9 values), and the data is written out in
+full, e.g. a method.yaml into run.json: 332 bytes became a 7.7 MB run.json. So the composer counts
+each node's size with its aliases expanded (and its depth), and refuses the file as soon as the
+expansion passes the bound, before anything is built. A recursive alias (a value that contains
+itself) is refused too. Every problem (syntax, encoding, the limits, an integer too long for Python)
+is one UserError line naming the file, what it is, the rule and the fix.
 """
 from __future__ import annotations
 
@@ -14,7 +19,8 @@ from pathlib import Path
 from pytest_pstbench.core.errors import UserError
 
 MAX_BYTES = 64 * 1024 * 1024  # the largest YAML file read (a track manifest of many thousand items fits)
-MAX_DEPTH = 64  # collections nested deeper than this are refused (the kit's files nest a few levels)
+MAX_DEPTH = 64  # collections nested deeper than this (aliases expanded) are refused; the kit's files nest a few levels
+MAX_ALIAS_NODES = 10_000  # the most nodes that aliases may add to a file's own (each repeat counts in full)
 
 
 class _Refused(Exception):
@@ -25,23 +31,43 @@ def _loader_class():
     import yaml
 
     class BoundedSafeLoader(yaml.SafeLoader):
-        """yaml.SafeLoader that refuses aliases and deep nesting while composing the node tree."""
+        """yaml.SafeLoader whose composer tracks each node's expanded size and depth (aliases counted in
+        full) and refuses the file when either passes its bound."""
 
-        _depth = 0
+        _nesting = 0
+
+        def compose_document(self):
+            self._expanded: dict[int, tuple[int, int]] = {}  # id(node) -> (nodes, depth) with aliases expanded
+            return super().compose_document()
 
         def compose_node(self, parent, index):
             if self.check_event(yaml.AliasEvent):
                 event = self.peek_event()
-                raise _Refused(f"an alias (*{event.anchor}, line {event.start_mark.line + 1}) is not accepted; "
-                               "fix: write the value out in full where it is used")
-            self._depth += 1
-            try:
-                if self._depth > MAX_DEPTH:
-                    mark = self.peek_event().start_mark
-                    raise _Refused(f"nested deeper than {MAX_DEPTH} levels (line {mark.line + 1}); fix: flatten the file")
+                node = self.anchors.get(event.anchor)
+                if node is not None and id(node) not in self._expanded:
+                    raise _Refused(f"the alias *{event.anchor} (line {event.start_mark.line + 1}) is inside the value it "
+                                   "repeats; fix: write the value out without a recursive alias")
                 return super().compose_node(parent, index)
+            mark = self.peek_event().start_mark
+            self._nesting += 1
+            try:
+                if self._nesting > MAX_DEPTH:
+                    raise _Refused(f"nested deeper than {MAX_DEPTH} levels (line {mark.line + 1}); fix: flatten the file")
+                node = super().compose_node(parent, index)
             finally:
-                self._depth -= 1
+                self._nesting -= 1
+            children = node.value if isinstance(node, yaml.SequenceNode) else (
+                [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else [])
+            sizes = [self._expanded[id(c)] for c in children]
+            size, depth = 1 + sum(n for n, _ in sizes), 1 + max((d for _, d in sizes), default=0)
+            self._expanded[id(node)] = (size, depth)
+            if depth > MAX_DEPTH:
+                raise _Refused(f"nested deeper than {MAX_DEPTH} levels once its aliases are expanded (line {mark.line + 1}); "
+                               "fix: write the value out in full where it is used")
+            if size > len(self._expanded) + MAX_ALIAS_NODES:
+                raise _Refused(f"its aliases expand it by more than {MAX_ALIAS_NODES} values (at line {mark.line + 1}); "
+                               "fix: write the values out in full where they are used, without aliases of aliases")
+            return node
 
     return BoundedSafeLoader
 
