@@ -99,6 +99,7 @@ def _score(manifest, outputs, proto, *extra):
     (LAUGHS, ("method.yaml", "its aliases expand it by more than 10000 values", "fix:")),
     (DEEP_YAML, ("method.yaml", "nested deeper than 64 levels", "fix:")),
     ("seed: " + "7" * 5000 + "\n", ("method.yaml", "not a valid YAML method.yaml", "fix")),
+    ("seed: 0x" + "f" * 100000 + "\n", ("method.yaml", "an integer of more than 64 digits (line 1)", "fix:")),
 ])
 def test_method_yaml_aliases_depth_and_huge_numbers_are_one_line_errors(scored, tmp_path, capsys, text, words):
     manifest, outputs, proto = scored

@@ -3,7 +3,9 @@ the demo tracks' manifests): every YAML the kit reads is parsed here, and nowher
 (tests/test_audit3_loaders.py keeps it so).
 
 Safe constructors only (no Python objects), and bounded: a file over MAX_BYTES, nesting deeper than
-MAX_DEPTH, and aliases (`*name`) that expand the data by more than MAX_ALIAS_NODES nodes are refused.
+MAX_DEPTH, an integer of more than MAX_INT_DIGITS digits (the JSON reader's bound, so that what is
+read here can be written to run.json and read back), and aliases (`*name`) that expand the data by
+more than MAX_ALIAS_NODES nodes are refused.
 Anchors and aliases are YAML's way to repeat a value, and a few repeats are fine; but aliases of
 aliases multiply (nine lines of nine aliases each are 9**9 values), and the data is written out in
 full, e.g. a method.yaml into run.json: 332 bytes became a 7.7 MB run.json. So the composer counts
@@ -17,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.jsonfile import MAX_INT_DIGITS
 
 MAX_BYTES = 64 * 1024 * 1024  # the largest YAML file read (a track manifest of many thousand items fits)
 MAX_DEPTH = 64  # collections nested deeper than this (aliases expanded) are refused; the kit's files nest a few levels
@@ -69,6 +72,16 @@ def _loader_class():
                                "fix: write the values out in full where they are used, without aliases of aliases")
             return node
 
+        def construct_yaml_int(self, node):
+            """An integer as JSON may hold it (core.jsonfile's digit bound): `0x` + a million digits is an int
+            that run.json could neither write nor read back."""
+            value = super().construct_yaml_int(node)
+            if abs(value) >= 10**MAX_INT_DIGITS:
+                raise _Refused(f"an integer of more than {MAX_INT_DIGITS} digits (line {node.start_mark.line + 1}); "
+                               "fix: write a smaller number (or quote it as text)")
+            return value
+
+    BoundedSafeLoader.add_constructor("tag:yaml.org,2002:int", BoundedSafeLoader.construct_yaml_int)
     return BoundedSafeLoader
 
 
