@@ -81,7 +81,7 @@ CASES = [
     ("resolution.size", "content", "resolution.size must be reference"),
     ("resolution.allow_resize_filter", "cubic", "resolution.allow_resize_filter must be one of nearest"),
     ("resolution.evaluate", {"mode": "fixed", "width": 64, "height": 48, "filter": "sinc"}, "resolution.evaluate.filter 'sinc' is not a PIL resampling filter"),
-    ("resolution.evaluate", {"mode": "short_side", "pixels": 0, "filter": "bicubic"}, "resolution.evaluate.pixels must be a positive integer"),
+    ("resolution.evaluate", {"mode": "short_side", "pixels": 0, "filter": "bicubic"}, "resolution.evaluate.pixels must be an integer >= 1 and <= 65535"),
     ("aggregation.per_metric", {"ssim": {"statistic": "pooled_mse"}}, "aggregation.per_metric.ssim: pooled_mse applies only to a metric of kind psnr"),
 ]
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from pytest_pstbench.core.jsonfile import loads, read_json
 from pytest_pstbench.core.paths import cache_dir
 
 # The key's format: 3 adds `read_as` and `weights` (an entry of format 2 may hold another weights' values,
@@ -112,7 +113,7 @@ def prune(root: Path | None = None, *, older_than_days: float | None = None, eve
     if not root.is_dir():
         return report
     now = time.time() if now is None else now
-    current = json.loads(json.dumps(made_by()))  # as read back from JSON
+    current = loads(json.dumps(made_by()))  # as read back from JSON
     for path in sorted(root.rglob("*")):
         if not path.is_file():
             continue
@@ -133,7 +134,7 @@ def prune(root: Path | None = None, *, older_than_days: float | None = None, eve
                 reason = "all entries (--all)"
             else:
                 try:
-                    entry = json.loads(path.read_text(encoding="utf-8"))
+                    entry = read_json(path)
                     made = entry.get("made_by") if isinstance(entry, dict) else None
                     ok = isinstance(entry, dict) and entry.get("key") == path.stem
                 except (OSError, ValueError):
@@ -212,7 +213,7 @@ class ScoreCache:
     def get(self, key: str, metric_names: list[str]) -> dict | None:
         """The cached {"metrics", "notes"} for `key`, or None when absent or unusable."""
         try:
-            data = json.loads(self._path(key).read_text(encoding="utf-8"))
+            data = read_json(self._path(key))
             if data.get("key") != key:
                 return None
             metrics = data["metrics"]

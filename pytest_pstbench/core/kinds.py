@@ -12,7 +12,6 @@ kind a track is before anything heavy is imported); its other modules load when 
 from __future__ import annotations
 
 import importlib
-import json
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.jsonfile import read_json
 
 ENTRY_POINT_GROUP = "pytest_pstbench.kinds"
 
@@ -178,7 +178,7 @@ def run_kind(path: str | Path) -> str | None:
     p = Path(path)
     for name in ("run.json", "summary.json"):
         try:
-            data = json.loads((p / name).read_text(encoding="utf-8"))
+            data = read_json(p / name)
         except (OSError, ValueError):
             continue
         if isinstance(data, dict):

@@ -7,12 +7,59 @@ The protocol is data: every scoring parameter comes from the file, never from co
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from pytest_pstbench.core.errors import UserError
+
+# ---- numeric ranges: the rules every kind's protocol validation applies to a number (docs/protocol.md, "Ranges")
+MAX_RESAMPLES = 10_000_000  # a bootstrap beyond this is a typo (and would not fit in memory)
+MAX_SEED = 2**64 - 1  # numpy.random.default_rng seeds
+MAX_VERSION = 1_000_000  # a protocol's `version`: an integer >= 1
+
+
+def _finite_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def number_problem(value: Any, key: str, *, low: float | None = None, high: float | None = None,
+                   low_open: bool = False, high_open: bool = False) -> str | None:
+    """`key must be a finite number ...` when `value` is not a finite number in the range, else None."""
+    ok = _finite_number(value)
+    if ok and low is not None:
+        ok = value > low if low_open else value >= low
+    if ok and high is not None:
+        ok = value < high if high_open else value <= high
+    if ok:
+        return None
+    lo = "" if low is None else f"{'>' if low_open else '>='} {low:g}"
+    hi = "" if high is None else f"{'<' if high_open else '<='} {high:g}"
+    rng = " and ".join(x for x in (lo, hi) if x)
+    return f"{key} must be a finite number{' ' + rng if rng else ''} (got {value!r})"
+
+
+def integer_problem(value: Any, key: str, *, low: int, high: int) -> str | None:
+    """`key must be an integer >= low and <= high` when `value` is not such an integer, else None."""
+    if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high:
+        return None
+    return f"{key} must be an integer >= {low} and <= {high} (got {value!r})"
+
+
+def bootstrap_problem(boot: Any, key: str, methods: tuple[str, ...] = ("percentile",)) -> str | None:
+    """The first rule a `bootstrap` section (method, confidence, resamples, seed) breaks, or None."""
+    if not isinstance(boot, dict):
+        return f"{key} must be a mapping"
+    for k in ("confidence", "resamples", "seed"):
+        if k not in boot:
+            return f"{key} lacks '{k}'"
+    if "method" in boot and boot["method"] not in methods:
+        return f"{key}.method must be {' or '.join(methods)} (got {boot['method']!r})"
+    return (number_problem(boot["confidence"], f"{key}.confidence", low=0, high=1, low_open=True, high_open=True)
+            or integer_problem(boot["resamples"], f"{key}.resamples", low=1, high=MAX_RESAMPLES)
+            or integer_problem(boot["seed"], f"{key}.seed", low=0, high=MAX_SEED))
 
 
 def protocols_dir() -> Path:
@@ -200,12 +247,9 @@ def load_protocol(spec: str | Path | None = None) -> Protocol:
             f"({', '.join(sorted(p.stem for p in protocols_dir().glob('*.yaml')))}) or a path to a YAML file"
         )
     raw = path.read_bytes()
-    import yaml
+    from pytest_pstbench.core.yamlfile import parse_yaml
 
-    try:
-        data = yaml.safe_load(raw)
-    except yaml.YAMLError as exc:
-        raise UserError(f"{path}: not valid YAML ({str(exc).splitlines()[0]}); fix the file's syntax") from None
+    data = parse_yaml(raw, path, "protocol")
     from pytest_pstbench.core.kinds import protocol_kind, spec
 
     spec(protocol_kind(data, path)).load("validate_protocol")(path, data)  # its kind's rules (`kind:`, else the default)

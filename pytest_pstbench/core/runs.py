@@ -22,6 +22,7 @@ from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.outputs import current_umask, os_reason, write_atomic, write_new  # noqa: F401 (write_atomic: also imported from here)
+from pytest_pstbench.core.jsonfile import read_json
 
 
 @contextmanager
@@ -264,7 +265,7 @@ def _partial_over_complete(run_dir: Path, run: dict) -> str | None:
     if not not_scored:
         return None
     try:
-        old = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+        old = read_json(run_dir / "run.json")
     except (OSError, ValueError):
         return None
     if not (isinstance(old, dict) and old.get("complete") is True):
@@ -426,8 +427,8 @@ def read_run_folder(run_dir: Path, files: tuple[str, ...], what: str) -> tuple[d
     if missing:
         raise UserError(f"{run_dir}: not a complete {what} folder (missing {', '.join(missing)}); fix: score the run again")
     try:
-        summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
-        run = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+        summary = read_json(run_dir / "summary.json")
+        run = read_json(run_dir / "run.json")
     except (ValueError, UnicodeDecodeError) as exc:
         raise UserError(f"{run_dir}: run file is not valid JSON ({exc}); fix: score the run again") from None
     return summary, parse_run_record(run_dir / "run.json", run)

@@ -1,16 +1,116 @@
-"""Reading a user-editable YAML file with a one-line error for bad syntax."""
+"""The one reader of YAML files (protocols, track manifests, method.yaml, dataset manifests, variants,
+the demo tracks' manifests): every YAML the kit reads is parsed here, and nowhere else
+(tests/test_audit3_loaders.py keeps it so).
+
+Safe constructors only (no Python objects), and bounded: a file over MAX_BYTES, nesting deeper than
+MAX_DEPTH, an integer of more than MAX_INT_DIGITS digits (the JSON reader's bound, so that what is
+read here can be written to run.json and read back), and aliases (`*name`) that expand the data by
+more than MAX_ALIAS_NODES nodes are refused.
+Anchors and aliases are YAML's way to repeat a value, and a few repeats are fine; but aliases of
+aliases multiply (nine lines of nine aliases each are 9**9 values), and the data is written out in
+full, e.g. a method.yaml into run.json: 332 bytes became a 7.7 MB run.json. So the composer counts
+each node's size with its aliases expanded (and its depth), and refuses the file as soon as the
+expansion passes the bound, before anything is built. A recursive alias (a value that contains
+itself) is refused too. Every problem (syntax, encoding, the limits, an integer too long for Python)
+is one UserError line naming the file, what it is, the rule and the fix.
+"""
 from __future__ import annotations
 
 from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.jsonfile import MAX_INT_DIGITS
+
+MAX_BYTES = 64 * 1024 * 1024  # the largest YAML file read (a track manifest of many thousand items fits)
+MAX_DEPTH = 64  # collections nested deeper than this (aliases expanded) are refused; the kit's files nest a few levels
+MAX_ALIAS_NODES = 10_000  # the most nodes that aliases may add to a file's own (each repeat counts in full)
+
+
+class _Refused(Exception):
+    """A limit of this module broken while composing (the message says which)."""
+
+
+def _loader_class():
+    import yaml
+
+    class BoundedSafeLoader(yaml.SafeLoader):
+        """yaml.SafeLoader whose composer tracks each node's expanded size and depth (aliases counted in
+        full) and refuses the file when either passes its bound."""
+
+        _nesting = 0
+
+        def compose_document(self):
+            self._expanded: dict[int, tuple[int, int]] = {}  # id(node) -> (nodes, depth) with aliases expanded
+            return super().compose_document()
+
+        def compose_node(self, parent, index):
+            if self.check_event(yaml.AliasEvent):
+                event = self.peek_event()
+                node = self.anchors.get(event.anchor)
+                if node is not None and id(node) not in self._expanded:
+                    raise _Refused(f"the alias *{event.anchor} (line {event.start_mark.line + 1}) is inside the value it "
+                                   "repeats; fix: write the value out without a recursive alias")
+                return super().compose_node(parent, index)
+            mark = self.peek_event().start_mark
+            self._nesting += 1
+            try:
+                if self._nesting > MAX_DEPTH:
+                    raise _Refused(f"nested deeper than {MAX_DEPTH} levels (line {mark.line + 1}); fix: flatten the file")
+                node = super().compose_node(parent, index)
+            finally:
+                self._nesting -= 1
+            children = node.value if isinstance(node, yaml.SequenceNode) else (
+                [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else [])
+            sizes = [self._expanded[id(c)] for c in children]
+            size, depth = 1 + sum(n for n, _ in sizes), 1 + max((d for _, d in sizes), default=0)
+            self._expanded[id(node)] = (size, depth)
+            if depth > MAX_DEPTH:
+                raise _Refused(f"nested deeper than {MAX_DEPTH} levels once its aliases are expanded (line {mark.line + 1}); "
+                               "fix: write the value out in full where it is used")
+            if size > len(self._expanded) + MAX_ALIAS_NODES:
+                raise _Refused(f"its aliases expand it by more than {MAX_ALIAS_NODES} values (at line {mark.line + 1}); "
+                               "fix: write the values out in full where they are used, without aliases of aliases")
+            return node
+
+        def construct_yaml_int(self, node):
+            """An integer as JSON may hold it (core.jsonfile's digit bound): `0x` + a million digits is an int
+            that run.json could neither write nor read back."""
+            value = super().construct_yaml_int(node)
+            if abs(value) >= 10**MAX_INT_DIGITS:
+                raise _Refused(f"an integer of more than {MAX_INT_DIGITS} digits (line {node.start_mark.line + 1}); "
+                               "fix: write a smaller number (or quote it as text)")
+            return value
+
+    BoundedSafeLoader.add_constructor("tag:yaml.org,2002:int", BoundedSafeLoader.construct_yaml_int)
+    return BoundedSafeLoader
+
+
+def parse_yaml(raw: bytes | str, source: Path | str, what: str):
+    """The data of YAML text `raw` (bytes are read as UTF-8), read from `source`, a `what` (for the
+    message). Any problem is a UserError naming `source`."""
+    import yaml
+
+    if len(raw) > MAX_BYTES:
+        raise UserError(f"{source}: a {what} of {len(raw)} bytes is over the limit of {MAX_BYTES} bytes; fix: give a smaller file")
+    loader = None
+    try:
+        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+        loader = _loader_class()(text)
+        return loader.get_single_data()
+    except _Refused as exc:
+        raise UserError(f"{source}: not accepted as a YAML {what}: {exc}") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise UserError(f"{source}: not a valid YAML {what} ({str(exc).splitlines()[0]}); fix the file's syntax") from None
+    except (ValueError, OverflowError, RecursionError) as exc:  # an integer of too many digits, a date out of range
+        raise UserError(f"{source}: not a valid YAML {what} ({str(exc).splitlines()[0]}); fix the value") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
 
 
 def read_yaml(path: Path, what: str):
-    """Parse `path`; a syntax or encoding error becomes a UserError naming the file and `what` it is."""
-    import yaml
-
-    try:
-        return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: not a valid YAML {what} ({str(exc).splitlines()[0]}); fix the file's syntax") from None
+    """Parse the file `path`, a `what` (e.g. "method.yaml", "track manifest"); a problem is one UserError line."""
+    path = Path(path)
+    with open(path, "rb") as f:
+        raw = f.read(MAX_BYTES + 1)
+    return parse_yaml(raw, path, what)

@@ -51,9 +51,11 @@ import yaml
 from PIL import Image
 
 from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.jsonfile import loads, read_json
 from pytest_pstbench.core.paths import cache_dir
 from pytest_pstbench.core.outputs import write_atomic
 from pytest_pstbench.core.runs import replace_stale_dir, staging_dir
+from pytest_pstbench.core.yamlfile import read_yaml
 from pytest_pstbench.data.photos import load_photo, render_view
 
 GENERATOR_VERSION = 1
@@ -215,14 +217,14 @@ def _params_json() -> str:
 
 def _normalised_params() -> dict:
     """DEMO_PARAMS as it reads back from YAML (tuples -> lists), in declaration order."""
-    return json.loads(json.dumps(DEMO_PARAMS))
+    return loads(json.dumps(DEMO_PARAMS))
 
 
 def _manifest_ok(manifest: Path) -> bool:
     """True when ``manifest`` is a complete demo track made with the current parameters."""
     try:
-        data = yaml.safe_load(manifest.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+        data = read_yaml(manifest, "demo track manifest")
+    except (OSError, UserError):
         return False
     if not isinstance(data, dict) or data.get("id") != TRACK_ID:
         return False
@@ -265,7 +267,7 @@ def _lock_ok(root: Path, say: Callable[[str], None] = lambda _msg: None) -> bool
     from pytest_pstbench.core.runs import dumps_json
 
     try:
-        lock = json.loads((root / LOCK_NAME).read_text(encoding="utf-8"))
+        lock = read_json(root / LOCK_NAME)
         files = lock["files"]
         if not isinstance(files, dict) or len(files) != len(DEMO_PARAMS["pairs"]) * len(KINDS):
             return False
@@ -300,8 +302,8 @@ def _is_demo_track_dir(path: Path) -> bool:
     if not entries:
         return True
     try:
-        data = yaml.safe_load((path / MANIFEST_NAME).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+        data = read_yaml(path / MANIFEST_NAME, "demo track manifest")
+    except (OSError, UserError):
         return False
     return isinstance(data, dict) and data.get("id") == TRACK_ID
 

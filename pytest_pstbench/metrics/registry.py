@@ -30,6 +30,11 @@ LPIPS_NETS = tuple(LPIPS_BACKBONES)
 LPIPS_VERSIONS = ("0.1", "0.0")
 LPIPS_INPUT_SCALES = ((-1.0, 1.0), (0.0, 1.0))
 RESIZE_FILTERS = ("nearest", "box", "bilinear", "hamming", "bicubic", "lanczos")  # PIL Image.Resampling names
+# Ranges of the sizes a protocol sets (docs/protocol.md, "Ranges"): beyond them scoring would allocate gigabytes.
+MAX_SIDE = 65_535  # an image side (pixels) a protocol may ask to resize to (PNG's and PIL's practical limit)
+MAX_BINS = 65_536  # histogram bins (an 8-bit channel fills 256 of them)
+MAX_SIGMA = 100.0  # SSIM's Gaussian sigma (window of 2*int(3.5*sigma + 0.5) + 1 = 701 pixels at most)
+MAX_WIN_SIZE = 1_001  # SSIM's uniform window side
 
 
 @dataclass(frozen=True)
@@ -211,6 +216,8 @@ def _lpips_smallest(params: dict) -> tuple[int, str]:
           higher_is_better=True, reference="skimage.metrics.structural_similarity; a loop of MATLAB's ssim.m downsampling",
           stateful=True, smallest=_ssim_smallest)
 def _check_ssim(where: str, params: dict) -> str | None:
+    if "sigma" in params and _is_number(params["sigma"]) and params["sigma"] > MAX_SIGMA:
+        return f"{where}.sigma must be a finite number > 0 and <= {MAX_SIGMA:g} (got {params['sigma']!r})"
     problem = (_positive(where, params, "data_range", "sigma")
                or _boolean(where, params, "gaussian_weights", "use_sample_covariance")
                or _one_of(where, params, "channel_pooling", ("mean",), "mean"))
@@ -218,8 +225,8 @@ def _check_ssim(where: str, params: dict) -> str | None:
         return problem
     if "win_size" in params:
         w = params["win_size"]
-        if not (_is_int(w) and w >= 3 and w % 2 == 1):
-            return f"{where}.win_size must be an odd integer of at least 3"
+        if not (_is_int(w) and 3 <= w <= MAX_WIN_SIZE and w % 2 == 1):
+            return f"{where}.win_size must be an odd integer of at least 3 and at most {MAX_WIN_SIZE} (got {w!r})"
     if params.get("downsample", "none") not in SSIM_DOWNSAMPLE:
         return f"{where}.downsample must be none or wang"
     return _channels_problem(where, params)
@@ -248,8 +255,8 @@ def _check_delta_e(where: str, params: dict) -> str | None:
 @register("hist_corr", function="HistCorrMetric", required=("bins", "constant_both", "constant_one"), higher_is_better=True,
           reference="numpy.histogram + numpy.corrcoef per channel", stateful=True)
 def _check_hist_corr(where: str, params: dict) -> str | None:
-    if "bins" in params and not (_is_int(params["bins"]) and params["bins"] >= 1):
-        return f"{where}.bins must be a positive integer"
+    if "bins" in params and not (_is_int(params["bins"]) and 1 <= params["bins"] <= MAX_BINS):
+        return f"{where}.bins must be a positive integer of at most {MAX_BINS} (got {params['bins']!r})"
     for k in ("constant_both", "constant_one"):
         if k in params and not (_is_number(params[k]) and -1 <= params[k] <= 1):
             return f"{where}.{k} must be a finite number >= -1 and <= 1 (got {params[k]!r})"
@@ -272,8 +279,12 @@ def _check_lpips(where: str, params: dict) -> str | None:
         return f"{where}.input_scale must be [-1.0, 1.0] or [0.0, 1.0]"
     resize = params.get("resize")
     if resize is not None:
-        if not (isinstance(resize, list) and len(resize) == 2 and all(_is_int(v) and v > 0 for v in resize)):
-            return f"{where}.resize must be null or [W, H] (two positive integers)"
+        if not (isinstance(resize, list) and len(resize) == 2 and all(_is_int(v) and 0 < v <= MAX_SIDE for v in resize)):
+            return f"{where}.resize must be null or [W, H] (two positive integers of at most {MAX_SIDE})"
+        from pytest_pstbench.core.images import MAX_PIXELS
+
+        if resize[0] * resize[1] > MAX_PIXELS:
+            return f"{where}.resize [{resize[0]}, {resize[1]}] is over the {MAX_PIXELS} pixels the kit scores"
         if params.get("resize_filter") not in RESIZE_FILTERS:
             return f"{where}.resize_filter must be one of {', '.join(RESIZE_FILTERS)} when resize is set"
     elif "resize_filter" in params and params["resize_filter"] is not None:

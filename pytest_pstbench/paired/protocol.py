@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.images import MAX_PIXELS
+from pytest_pstbench.core.protocol import MAX_VERSION, bootstrap_problem, integer_problem, number_problem
 from pytest_pstbench.metrics import registry as _registry
-from pytest_pstbench.metrics.registry import ENTRY_KEYS as _REQUIRED_METRIC_KEYS, RESIZE_FILTERS, _is_int, _is_number
+from pytest_pstbench.metrics.registry import ENTRY_KEYS as _REQUIRED_METRIC_KEYS, MAX_SIDE, RESIZE_FILTERS
 
 KNOWN_KINDS = tuple(_registry.KINDS)
 
@@ -24,7 +26,6 @@ STATISTICS = ("mean", "median")
 PER_METRIC_STATISTICS = ("mean", "median", "pooled_mse")
 RESOLUTION_MODES = ("full", "short_side", "fixed")
 BOOTSTRAP_METHODS = ("percentile",)
-MAX_RESAMPLES = 10_000_000  # a bootstrap beyond this is a typo (and would not fit in memory)
 ZERO_METHODS = ("wilcox", "pratt", "zsplit")  # scipy.stats.wilcoxon
 WILCOXON_METHODS = ("auto", "exact", "approx")
 ALTERNATIVES = ("two-sided", "less", "greater")
@@ -50,21 +51,14 @@ class _Rules:
 
     def number(self, value: Any, key: str, *, low: float | None = None, high: float | None = None,
                low_open: bool = False, high_open: bool = False) -> None:
-        ok = _is_number(value)
-        if ok and low is not None:
-            ok = value > low if low_open else value >= low
-        if ok and high is not None:
-            ok = value < high if high_open else value <= high
-        if not ok:
-            lo = "" if low is None else f"{'>' if low_open else '>='} {low:g}"
-            hi = "" if high is None else f"{'<' if high_open else '<='} {high:g}"
-            rng = " and ".join(x for x in (lo, hi) if x)
-            raise self.bad(f"{key} must be a finite number{' ' + rng if rng else ''} (got {value!r})")
+        problem = number_problem(value, key, low=low, high=high, low_open=low_open, high_open=high_open)
+        if problem:
+            raise self.bad(problem)
 
-    def integer(self, value: Any, key: str, *, low: int, high: int | None = None) -> None:
-        if not (_is_int(value) and value >= low and (high is None or value <= high)):
-            rng = f">= {low}" + (f" and <= {high}" if high is not None else "")
-            raise self.bad(f"{key} must be an integer {rng} (got {value!r})")
+    def integer(self, value: Any, key: str, *, low: int, high: int) -> None:
+        problem = integer_problem(value, key, low=low, high=high)
+        if problem:
+            raise self.bad(problem)
 
     def choice(self, value: Any, key: str, allowed: tuple) -> None:
         if value not in allowed:
@@ -75,15 +69,9 @@ class _Rules:
             raise self.bad(f"{key} must be a non-empty string (got {value!r})")
 
     def bootstrap(self, boot: Any, key: str) -> None:
-        boot = self.mapping(boot, key)
-        for k in ("confidence", "resamples", "seed"):
-            if k not in boot:
-                raise self.bad(f"{key} lacks '{k}'")
-        if "method" in boot:
-            self.choice(boot["method"], f"{key}.method", BOOTSTRAP_METHODS)
-        self.number(boot["confidence"], f"{key}.confidence", low=0, high=1, low_open=True, high_open=True)
-        self.integer(boot["resamples"], f"{key}.resamples", low=1, high=MAX_RESAMPLES)
-        self.integer(boot["seed"], f"{key}.seed", low=0)
+        problem = bootstrap_problem(boot, key, BOOTSTRAP_METHODS)
+        if problem:
+            raise self.bad(problem)
 
 
 def validate(path: Path, data: Any) -> None:
@@ -97,6 +85,8 @@ def validate(path: Path, data: Any) -> None:
     pid = data["id"]
     if not isinstance(pid, str) or not pid or "/" in pid or "\\" in pid or "\0" in pid or pid.startswith("."):
         raise bad(f"id must be a plain name (no '/', not starting with '.') (got {pid!r})")
+    if "version" in data:
+        rules.integer(data["version"], "version", low=1, high=MAX_VERSION)
     _validate_io(rules, data["io"])
     _validate_resolution(rules, data["resolution"])
     metrics = data["metrics"]
@@ -120,7 +110,7 @@ def _validate_io(rules: _Rules, io: Any) -> None:
     if "exif_orientation" in io:
         rules.boolean(io["exif_orientation"], "io.exif_orientation")
     if "max_pixels" in io:
-        rules.integer(io["max_pixels"], "io.max_pixels", low=1)
+        rules.integer(io["max_pixels"], "io.max_pixels", low=1, high=MAX_PIXELS)  # may lower the kit's limit, not raise it
     if io.get("icc") is not None:
         icc = rules.mapping(io["icc"], "io.icc")
         rules.choice(icc.get("target", "sRGB"), "io.icc.target", ICC_TARGETS)
@@ -148,8 +138,11 @@ def _validate_resolution(rules: _Rules, res: Any) -> None:
     if set(ev) != want:
         raise rules.bad(f"resolution.evaluate with mode {mode} takes exactly the keys {', '.join(sorted(want))}")
     for k in ("pixels", "width", "height"):
-        if k in ev and not (_is_int(ev[k]) and ev[k] >= 1):
-            raise rules.bad(f"resolution.evaluate.{k} must be a positive integer")
+        if k in ev:
+            rules.integer(ev[k], f"resolution.evaluate.{k}", low=1, high=MAX_SIDE)
+    if mode == "fixed" and ev["width"] * ev["height"] > MAX_PIXELS:
+        raise rules.bad(f"resolution.evaluate is {ev['width']} x {ev['height']} = {ev['width'] * ev['height']} pixels, over the "
+                        f"{MAX_PIXELS} pixels the kit scores (the largest image it decodes)")
     if "filter" in ev and ev["filter"] not in RESIZE_FILTERS:
         raise rules.bad(f"resolution.evaluate.filter {ev['filter']!r} is not a PIL resampling filter ({', '.join(RESIZE_FILTERS)})")
 

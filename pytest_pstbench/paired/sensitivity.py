@@ -13,7 +13,6 @@ are dropped after it. The analysis (rankings, Kendall tau, swaps, files) is `sen
 """
 from __future__ import annotations
 
-import json
 import math
 import time
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.jsonfile import loads
 from pytest_pstbench.core.protocol import Protocol
 from pytest_pstbench.paired.resolution import evaluation_resolution, res_key, resize_image
 from pytest_pstbench.paired.planner import Unit, plan_units  # noqa: F401 (Unit: also imported from here)
@@ -130,7 +130,7 @@ class _Computer:
 
     def __call__(self, unit: Unit, output: np.ndarray, other: np.ndarray, keys: tuple) -> float:
         """`keys`: (output's, other's) identity within the pair, (role, evaluation size)."""
-        return self.engine.value(json.loads(unit.params_key), output, other, quantity=unit.quantity,
+        return self.engine.value(loads(unit.params_key), output, other, quantity=unit.quantity,
                                  stores=(self._pair_features, keys[1], self._output_features, keys[0]))
 
 

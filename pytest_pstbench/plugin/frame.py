@@ -26,6 +26,7 @@ import pytest
 from pytest_pstbench.options import option_value
 from pytest_pstbench.plugin.verdict import Collection, Verdict, fail, junit_xml, update_baseline, write_markdown
 from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.jsonfile import loads
 
 
 # ---- options ----------------------------------------------------------------------------------
@@ -221,7 +222,7 @@ class TrackRun:
             if (report.nodeid, i) in self._seen:
                 continue
             self._seen.add((report.nodeid, i))
-            result = self.result_from_json(json.loads(value))
+            result = self.result_from_json(loads(value))
             item_id = result.item_id
             if item_id in self._result_from:
                 first = self._result_from[item_id]

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.jsonfile import read_json
 
 DEFAULT_THUMB_SIZE = 192
 DEFAULT_MAX_PAIRS = 50
@@ -199,7 +200,7 @@ def load_analysis(sens_dir: Path, first_run=None) -> dict:
     if not path.is_file():
         raise UserError(f"--sensitivity {sens_dir}: {path} not found; {fix}")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json(path)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: not valid JSON ({exc}); {fix}") from None
 

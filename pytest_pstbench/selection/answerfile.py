@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.jsonfile import JSONLimitError, loads
 from pytest_pstbench.core.runs import writer_lock
 
 # Characters str.splitlines() breaks lines at that json.dumps(ensure_ascii=False) leaves raw, and lone
@@ -51,10 +52,12 @@ def _is_whole(tail: bytes) -> bool:
     """Whether the bytes after the last newline are a whole line. A line cut short by an interrupted write
     (a prefix of a JSON object) never parses; a line that does is whole (it only lacks its newline)."""
     try:
-        json.loads(tail.decode("utf-8"))
+        loads(tail.decode("utf-8"))
+    except JSONLimitError:  # parses as far as JSON goes, over the kit's bounds: the reader's rules judge it
+        return True
     except (UnicodeDecodeError, json.JSONDecodeError):
         return False
-    except (ValueError, RecursionError):  # parses as far as JSON goes: the reader's rules judge it
+    except (ValueError, RecursionError):
         return True
     return True
 

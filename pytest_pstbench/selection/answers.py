@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.jsonfile import loads
 from pytest_pstbench.core.runs import staging_dir
 from pytest_pstbench.selection.answerfile import clean_line
 from pytest_pstbench.selection.permutations import orders_for
@@ -290,7 +291,7 @@ def read_answers(path: Path, track, params) -> AnswerSet:
             return UserError(f"{path}:{lineno}: {rule}")
 
         try:
-            obj = json.loads(line)
+            obj = loads(line)
         except json.JSONDecodeError as exc:
             raise bad(f"not valid JSON ({exc.msg}); fix: write one JSON object per line") from None
         if not isinstance(obj, dict):

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.jsonfile import JSONLimitError, loads
 from pytest_pstbench.selection.answerfile import answers_writer
 from pytest_pstbench.selection.answers import (ERROR, OK, REASONING, AnswerSet, encode_image, message_content, parse_response,
                                                read_answers)
@@ -197,7 +198,7 @@ def _post(url: str, body: bytes, headers: dict, timeout: float, max_bytes: int =
             text = _snippet(raw)
             raise _ApiError(f"HTTP {status} {reason}" + (f": {text}" if text else ""), status=status, retry_after=retry_after)
         try:
-            message = json.loads(raw)["choices"][0]["message"]
+            message = loads(raw, max_bytes=max_bytes)["choices"][0]["message"]
         except (ValueError, KeyError, IndexError, TypeError):
             raise _ApiError(f"malformed response body (no choices[0].message): {_snippet(raw)}", kind="body") from None
         if not isinstance(message, dict) or not isinstance(message.get("content"), str):
@@ -438,7 +439,9 @@ def _body_field(spec: str) -> tuple[str, object]:
     if not sep or not name:
         raise UserError(f"--extra-body {spec!r}: give NAME=VALUE, VALUE as JSON (e.g. --extra-body 'reasoning_effort=\"high\"')")
     try:
-        parsed = json.loads(value)
+        parsed = loads(value)
+    except JSONLimitError as exc:
+        raise UserError(f"--extra-body {name}: the JSON value is {exc}; fix: give a smaller value") from None
     except ValueError:
         parsed = value
     return name, parsed

@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.jsonfile import loads
 from pytest_pstbench.core.paths import cache_dir
 from pytest_pstbench.core.outputs import write_atomic
 from pytest_pstbench.core.runs import replace_stale_dir, staging_dir
@@ -67,7 +68,7 @@ VAB_DEMO_PARAMS: dict = {
 
 
 def demo_params(size: tuple[int, int] | None = None) -> dict:
-    params = json.loads(json.dumps(VAB_DEMO_PARAMS))
+    params = loads(json.dumps(VAB_DEMO_PARAMS))
     if size is not None:
         params["size"] = [int(size[0]), int(size[1])]
     return params
@@ -206,11 +207,11 @@ def _generate_demo(dest: Path, params: dict, thresholds: dict, progress) -> None
 def _read_generator(manifest: Path) -> dict | None:
     if not manifest.is_file():
         return None
-    import yaml
+    from pytest_pstbench.core.yamlfile import read_yaml
 
     try:
-        data = yaml.safe_load(manifest.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError, OSError):
+        data = read_yaml(manifest, "demo track manifest")
+    except (UserError, OSError):
         return None
     if not isinstance(data, dict) or data.get("id") != DEMO_TRACK_ID:
         return None

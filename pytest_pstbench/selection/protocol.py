@@ -5,12 +5,14 @@ for a file with `kind: selection`; everything else in the kit reads the paramete
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.protocol import MAX_SEED, MAX_VERSION, bootstrap_problem, integer_problem, number_problem
 
 PROMPT_TYPES = ("pick_best", "pick_worst", "pick_best_and_worst")
 METRICS = ("top1", "bot1", "tb1")
@@ -20,6 +22,16 @@ _METRIC_PROMPT = {"top1": "pick_best", "bot1": "pick_worst", "tb1": "pick_best_a
 DEFAULT_SELECTION_PROTOCOL = "vab"
 RECORD_RULES = ("counted", "dropped", "absent")  # how a trial's record enters the metrics (answers.records)
 _DEFINITION = {"ap@1": "mean_of_trial_accuracies", "pass^3": "all_trials"}
+# Ranges of the counts and times a selection protocol sets (docs/protocol.md, "Ranges").
+MAX_LABELS = 26  # candidates.max: one single capital letter per presentation position
+MAX_TRIALS = 100  # trials.count: each trial is a request per task and prompt type
+MAX_REDRAWS = 1_000_000  # trials.permutation.max_redraws
+MAX_ATTEMPTS = 100  # answers.attempts.max and answers.attempts.http.retries: each may be a paid request
+MAX_WAIT_S = 3600.0  # any delay, backoff or Retry-After honoured, in seconds
+MAX_TEMPERATURE = 100.0  # sampling.temperature (sent to the endpoint as it is)
+MAX_TOKENS = 10_000_000  # sampling.max_tokens
+MAX_JUDGE_TRIALS = 1_000  # judge.num_trials: calls of a scoring function per image
+MAX_JUDGES = 1_000  # consensus.n_judges
 
 
 def validate_selection_protocol(path: Path, data: Any) -> None:
@@ -38,30 +50,43 @@ def validate_selection_protocol(path: Path, data: Any) -> None:
             raise bad(f"missing key '{where}.{key}'" if where else f"missing top-level key '{key}'")
         return obj[key]
 
+    def check(problem: str | None) -> None:
+        if problem:
+            raise bad(problem)
+
+    def seconds(values, key: str) -> None:
+        if not isinstance(values, list) or any(number_problem(d, key, low=0, high=MAX_WAIT_S) for d in values):
+            raise bad(f"{key} must be a list of seconds >= 0 and <= {MAX_WAIT_S:g}")
+
     data = mapping(data, "the file")
     for key in ("id", "kind", "candidates", "trials", "prompt_types", "answers", "judge", "metrics",
                 "aggregations", "aggregation", "consensus"):
         need(data, key, "")
     if data["kind"] != "selection":
         raise bad("'kind' must be 'selection'")
+    if "version" in data:
+        check(integer_problem(data["version"], "version", low=1, high=MAX_VERSION))
     cand = mapping(data["candidates"], "candidates")
     lo, hi, labels = need(cand, "min", "candidates"), need(cand, "max", "candidates"), need(cand, "labels", "candidates")
-    if not (isinstance(lo, int) and isinstance(hi, int) and 2 <= lo <= hi):
-        raise bad("candidates.min and candidates.max must be integers with 2 <= min <= max")
+    if not (isinstance(lo, int) and isinstance(hi, int) and not isinstance(lo, bool) and 2 <= lo <= hi <= MAX_LABELS):
+        raise bad(f"candidates.min and candidates.max must be integers with 2 <= min <= max <= {MAX_LABELS}")
     if not isinstance(labels, list) or len(labels) < hi or len(set(map(str, labels))) != len(labels):
         raise bad(f"candidates.labels must list at least {hi} distinct labels (one per presentation position)")
     if any(not re.fullmatch(r"[A-Z]", str(lab)) for lab in labels):
         raise bad("candidates.labels must be single capital letters (A, B, C, ...)")
     trials = mapping(data["trials"], "trials")
     count = need(trials, "count", "trials")
-    if not isinstance(count, int) or count < 1:
-        raise bad("trials.count must be a positive integer")
+    check(integer_problem(count, "trials.count", low=1, high=MAX_TRIALS))
     perm = mapping(need(trials, "permutation", "trials"), "trials.permutation")
     if need(perm, "rule", "trials.permutation") != "vab-toolkit":
         raise bad("trials.permutation.rule must be 'vab-toolkit' (the only rule implemented)")
-    for key in ("redraw_distinct_min_k", "max_redraws"):
-        if not isinstance(need(perm, key, "trials.permutation"), int):
-            raise bad(f"trials.permutation.{key} must be an integer")
+    distinct_k = need(perm, "redraw_distinct_min_k", "trials.permutation")
+    check(integer_problem(distinct_k, "trials.permutation.redraw_distinct_min_k", low=2, high=MAX_LABELS + 1))
+    check(integer_problem(need(perm, "max_redraws", "trials.permutation"), "trials.permutation.max_redraws", low=1, high=MAX_REDRAWS))
+    smallest = max(distinct_k, lo)
+    if smallest <= hi and math.factorial(smallest) < count:
+        raise bad(f"trials.count {count} needs distinct orders, but k = {smallest} has only {math.factorial(smallest)} "
+                  f"(trials.permutation.redraw_distinct_min_k); fix: lower trials.count or raise redraw_distinct_min_k")
     ptypes = mapping(data["prompt_types"], "prompt_types")
     for p in PROMPT_TYPES:
         spec = mapping(need(ptypes, p, "prompt_types"), f"prompt_types.{p}")
@@ -87,11 +112,9 @@ def validate_selection_protocol(path: Path, data: Any) -> None:
             raise bad(f"answers.flags: unknown flag {flag!r} (use names of Python's re flags, e.g. IGNORECASE)")
     attempts = mapping(answers.get("attempts", {"max": 1}), "answers.attempts")
     mx = attempts.get("max", 1)
-    if isinstance(mx, bool) or not isinstance(mx, int) or mx < 1:
-        raise bad("answers.attempts.max must be a positive integer (attempts per request, the first included)")
-    delays = attempts.get("delays_s", [])
-    if not isinstance(delays, list) or any(isinstance(d, bool) or not isinstance(d, (int, float)) or d < 0 for d in delays):
-        raise bad("answers.attempts.delays_s must be a list of seconds >= 0")
+    if isinstance(mx, bool) or not isinstance(mx, int) or not 1 <= mx <= MAX_ATTEMPTS:
+        raise bad(f"answers.attempts.max must be a positive integer of at most {MAX_ATTEMPTS} (attempts per request, the first included)")
+    seconds(attempts.get("delays_s", []), "answers.attempts.delays_s")
     for r in attempts.get("retry_on", []) or []:
         if r not in ("unparseable", "error"):
             raise bad(f"answers.attempts.retry_on: {r!r} is not one of unparseable, error")
@@ -103,20 +126,16 @@ def validate_selection_protocol(path: Path, data: Any) -> None:
         raise bad("answers.attempts.stop_run_statuses must also be listed in answers.attempts.not_retried_statuses")
     http = mapping(attempts.get("http", {"retries": 0}), "answers.attempts.http")
     n = http.get("retries", 0)
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise bad("answers.attempts.http.retries must be an integer >= 0 (HTTP calls made again within one attempt)")
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_ATTEMPTS:
+        raise bad(f"answers.attempts.http.retries must be an integer >= 0 and <= {MAX_ATTEMPTS} (HTTP calls made again within one attempt)")
     for c in http.get("retry_statuses", []) or []:
         if c != "5xx" and (isinstance(c, bool) or not isinstance(c, int) or not 100 <= c <= 599):
             raise bad(f"answers.attempts.http.retry_statuses: {c!r} is not an HTTP status code or '5xx'")
     for r in http.get("retry_on", []) or []:
         if r not in ("timeout", "connection"):
             raise bad(f"answers.attempts.http.retry_on: {r!r} is not one of timeout, connection")
-    backoff = http.get("backoff_s", [])
-    if not isinstance(backoff, list) or any(isinstance(d, bool) or not isinstance(d, (int, float)) or d < 0 for d in backoff):
-        raise bad("answers.attempts.http.backoff_s must be a list of seconds >= 0")
-    ra = http.get("retry_after_max_s", 0)
-    if isinstance(ra, bool) or not isinstance(ra, (int, float)) or ra < 0:
-        raise bad("answers.attempts.http.retry_after_max_s must be a number of seconds >= 0")
+    seconds(http.get("backoff_s", []), "answers.attempts.http.backoff_s")
+    check(number_problem(http.get("retry_after_max_s", 0), "answers.attempts.http.retry_after_max_s", low=0, high=MAX_WAIT_S))
     content = mapping(answers.get("content") or {}, "answers.content")
     split = content.get("reasoning_split")
     if split is not None:
@@ -147,11 +166,10 @@ def validate_selection_protocol(path: Path, data: Any) -> None:
         raise bad("prompt_types.pick_best_and_worst.derived_for_k2_from must be pick_best (the only rule implemented)")
     sampling = mapping(data.get("sampling") or {}, "sampling")
     t = sampling.get("temperature", 1.0)
-    if isinstance(t, bool) or not isinstance(t, (int, float)) or t < 0:
-        raise bad("sampling.temperature must be a number >= 0")
+    check(number_problem(t, "sampling.temperature", low=0, high=MAX_TEMPERATURE))
     mt = sampling.get("max_tokens", 1)
-    if isinstance(mt, bool) or not isinstance(mt, int) or mt < 1:
-        raise bad("sampling.max_tokens must be a positive integer")
+    if isinstance(mt, bool) or not isinstance(mt, int) or not 1 <= mt <= MAX_TOKENS:
+        raise bad(f"sampling.max_tokens must be a positive integer of at most {MAX_TOKENS}")
     msg = data.get("message")
     if msg is not None:
         msg = mapping(msg, "message")
@@ -168,8 +186,8 @@ def validate_selection_protocol(path: Path, data: Any) -> None:
             raise bad("message.image.quality must be an integer 1..100")
     judge = mapping(data["judge"], "judge")
     nt = need(judge, "num_trials", "judge")
-    if not isinstance(nt, int) or nt < 1:
-        raise bad("judge.num_trials must be a positive integer")
+    if isinstance(nt, bool) or not isinstance(nt, int) or not 1 <= nt <= MAX_JUDGE_TRIALS:
+        raise bad(f"judge.num_trials must be a positive integer of at most {MAX_JUDGE_TRIALS}")
     if need(judge, "tie_break", "judge") != "presentation_position":
         raise bad("judge.tie_break must be 'presentation_position' (the only rule implemented)")
     metrics = mapping(data["metrics"], "metrics")
@@ -194,17 +212,26 @@ def validate_selection_protocol(path: Path, data: Any) -> None:
     boot = mapping(need(mapping(data["aggregation"], "aggregation"), "bootstrap", "aggregation"), "aggregation.bootstrap")
     for key in ("confidence", "resamples", "seed"):
         need(boot, key, "aggregation.bootstrap")
+    check(bootstrap_problem(boot, "aggregation.bootstrap"))
     cons = mapping(data["consensus"], "consensus")
     n = need(cons, "n_judges", "consensus")
-    if not isinstance(n, int) or n < 1:
-        raise bad("consensus.n_judges must be a positive integer")
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_JUDGES:
+        raise bad(f"consensus.n_judges must be a positive integer of at most {MAX_JUDGES}")
     alpha = need(cons, "alpha", "consensus")
-    if not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
         raise bad("consensus.alpha must be a number between 0 and 1")
     th = mapping(need(cons, "thresholds", "consensus"), "consensus.thresholds")
     for k, m in th.items():
-        if not isinstance(k, int) or not (isinstance(m, int) and 1 <= m <= n):
-            raise bad(f"consensus.thresholds: {k}: {m}: keys must be integers k, values integers 1..n_judges")
+        if not (isinstance(k, int) and lo <= k <= hi) or not (isinstance(m, int) and 1 <= m <= n):
+            raise bad(f"consensus.thresholds: {k}: {m}: keys must be integers k in candidates.min..max, values integers 1..n_judges")
+    paper = cons.get("paper_thresholds", []) or []
+    if not isinstance(paper, list) or any(k not in th for k in paper):
+        raise bad("consensus.paper_thresholds must list k values of consensus.thresholds")
+    mc = mapping(cons.get("monte_carlo") or {}, "consensus.monte_carlo")
+    if "seed" in mc:
+        check(integer_problem(mc["seed"], "consensus.monte_carlo.seed", low=0, high=MAX_SEED))
+    if "confidence" in mc:
+        check(number_problem(mc["confidence"], "consensus.monte_carlo.confidence", low=0, high=1, low_open=True, high_open=True))
     if "comparison" in data:  # optional (needed by compare and the gate); when present it is checked now
         from types import SimpleNamespace
 
