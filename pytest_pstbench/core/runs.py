@@ -122,6 +122,24 @@ def _control_char(text: str) -> str | None:
     return None
 
 
+def name_key(name: str) -> str:
+    """How run names are compared with reserved ones: Unicode NFKC normalisation (fullwidth `ＩＤＥＮＴＩＴＹ`
+    is `IDENTITY`), case folding, NFKC again (what folding may decompose), then only the ASCII letters and
+    digits (spaces, punctuation, zero-width and other characters dropped)."""
+    import re
+    import unicodedata
+
+    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", name).casefold())
+    return re.sub(r"[^0-9a-z]", "", folded)
+
+
+def is_reserved_name(name, *reserved: str) -> bool:
+    """`name` reads as one of the `reserved` names (the Identity run, a table's Random row) under `name_key`:
+    the one rule for every check of a reserved name (scoring refuses it, a table refuses a run taking a
+    reference row's name)."""
+    return isinstance(name, str) and name_key(name) in {name_key(r) for r in reserved}
+
+
 def check_run_name(name, option: str = "--name") -> None:
     """A run name becomes a folder name: plain, printable, at most NAME_MAX_BYTES bytes (UTF-8)."""
     fix = f"fix: give {option} a short plain name such as my-method"

@@ -143,6 +143,16 @@ def _unique_names(group, track: str) -> None:
         seen[r.name] = r.path
 
 
+def _refuse_row_name(runs, row: str, whose: str = "the reference row's") -> None:
+    """A run whose name reads as the table's own row (`Identity`, `Random`, in any case or Unicode spelling:
+    core.runs.is_reserved_name) would be a second such row."""
+    from pytest_pstbench.core.runs import is_reserved_name
+
+    for r in runs:
+        if is_reserved_name(r.name, row):
+            raise UserError(f"{r.path}: run name {r.name!r} reads as {row!r}, {whose}; fix: rename the run")
+
+
 def _is_identity(run) -> bool:
     method = run.run.get("method")
     # Only the kit writes a run named identity whose method is identity (paired.session.refuse_identity_claim)
@@ -190,8 +200,7 @@ def build_paired_table(paths: list[Path], *, metrics: list[str] | None, against:
             raise UserError(f"{identity[1].path}: a second Identity run of track {track} (also {identity[0].path}); fix: give one")
         others = [r for r in group if r is not identity[0]]
         _unique_names(others, track)
-        if any(r.name == "Identity" for r in others):
-            raise UserError(f"{next(r.path for r in others if r.name == 'Identity')}: run name 'Identity' is the reference row's; fix: rename the run")
+        _refuse_row_name(others, "Identity")
         group = [identity[0], *others]
         check_comparable(group)
         protocol = protocol_for(group, protocol_spec)
@@ -281,8 +290,7 @@ def build_selection_table(paths: list[Path], *, metrics: list[str] | None, again
     protocols = []
     for track, group in groups.items():
         _unique_names(group, track)
-        if any(r.name == "Random" for r in group):
-            raise UserError(f"{next(r.path for r in group if r.name == 'Random')}: run name 'Random' is the random baseline row's; fix: rename the run")
+        _refuse_row_name(group, "Random", "the random baseline row's")
         check_comparable(group)
         protocol = protocol_for(group, protocol_spec)
         params = SelectionParams.of(protocol)
