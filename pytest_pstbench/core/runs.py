@@ -464,6 +464,8 @@ def read_run_folder(run_dir: Path, files: tuple[str, ...], what: str) -> tuple[d
         run = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
         raise UserError(f"{run_dir}: run file is not valid JSON ({exc}); fix: score the run again") from None
+    if not isinstance(summary, dict):
+        raise UserError(f"{run_dir / 'summary.json'}: must be a JSON object, not {type(summary).__name__}; fix: score the run again")
     return summary, parse_run_record(run_dir / "run.json", run)
 
 

@@ -64,6 +64,28 @@ def path_value(config: pytest.Config, suffix: str) -> Path | None:
     return path if path.is_absolute() else ini_base(config) / path
 
 
+def track_value(config: pytest.Config) -> str | None:
+    """The track spec of the session, for every kind (the one place the plugin resolves it): as given on
+    the command line (a path relative to the current folder), or the ini's `pstbench_track`: a built-in or
+    remote track id as is, else a path relative to the ini file's folder (`path_value`'s rule). None when
+    neither is set."""
+    value = option_value(config, "track")
+    if value is None or value == "" or from_cli(config, "track"):
+        return None if value in (None, "") else str(value)
+    spec = str(value)
+    if Path(spec).is_absolute() or spec in _track_ids():
+        return spec
+    return str(ini_base(config) / spec)
+
+
+def _track_ids() -> set[str]:
+    """Track ids that name no file: every registered kind's built-in tracks and the remote tracks."""
+    from pytest_pstbench.core.kinds import registered
+    from pytest_pstbench.data.manifest import remote_track_ids
+
+    return {t for s in registered().values() for t in s.builtin_tracks} | set(remote_track_ids(kind=None))
+
+
 def baseline_paths(config: pytest.Config) -> list[Path]:
     """`--pstbench-baseline` (repeatable; relative to the current folder), else the ini lines of
     `pstbench_baseline` (relative to the ini file's folder). With --pstbench-update-baseline exactly one

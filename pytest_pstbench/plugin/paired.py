@@ -27,6 +27,7 @@ from pytest_pstbench.plugin.frame import (
     bound_items,
     path_value,
     record_result,
+    track_value,
 )
 
 
@@ -129,7 +130,7 @@ class PairedRun(TrackRun):
             if raw_outputs is not None and not is_identity_spec(str(raw_outputs)):
                 raw_outputs = str(path_value(config, "outputs"))
             scoring = open_scoring(ScoreRequest(
-                track=str(option_value(config, "track")),
+                track=track_value(config),
                 outputs=raw_outputs,
                 name=option_value(config, "name"),
                 results=path_value(config, "results") or Path("results"),

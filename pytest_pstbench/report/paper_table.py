@@ -171,12 +171,13 @@ def _check_alphas(protocols: list) -> float:
 
 def build_paired_table(paths: list[Path], *, metrics: list[str] | None, against: str, protocol_spec: str | None) -> Table:
     from pytest_pstbench.core.aggregation import entry_value, heading_suffix
-    from pytest_pstbench.paired.compare import WORSE, check_comparable, compare_two, finish_comparison, protocol_for
+    from pytest_pstbench.core.compare import checked_runs
+    from pytest_pstbench.paired.compare import PAIRED_RUNS, WORSE, compare_two, finish_comparison
     from pytest_pstbench.paired.runs import load_run
     from pytest_pstbench.paired.session import IDENTITY_NAME
 
     runs = [load_run(p) for p in paths]
-    groups = _group_by_track(runs, lambda r: r.run.get("track", r.summary.get("track")))
+    groups = _group_by_track(runs, lambda r: r.record.track)
     rows: list[str] = ["Identity"]
     columns: list[Column] = []
     tracks: list[dict] = []
@@ -202,8 +203,7 @@ def build_paired_table(paths: list[Path], *, metrics: list[str] | None, against:
         _unique_names(others, track)
         _refuse_row_name(others, "Identity")
         group = [identity[0], *others]
-        check_comparable(group)
-        protocol = protocol_for(group, protocol_spec)
+        protocol = checked_runs(PAIRED_RUNS, group, protocol_spec=protocol_spec, comparable=True)  # the one validating reader
         protocols.append(protocol)
         names = list(metrics or protocol.ranked_metrics)
         unknown = [m for m in names if m not in protocol.metrics]
@@ -276,13 +276,13 @@ def _row_name(against: str) -> str:
 
 
 def build_selection_table(paths: list[Path], *, metrics: list[str] | None, against: str, protocol_spec: str | None) -> Table:
-    from pytest_pstbench.paired.compare import protocol_for
-    from pytest_pstbench.selection.compare import (WORSE, check_comparable, check_metrics, compare_two, comparison_params,
-                                    finish_comparison, load_selection_runs)
+    from pytest_pstbench.core.compare import checked_runs
+    from pytest_pstbench.selection.compare import (SELECTION_RUNS, WORSE, check_metrics, compare_two, comparison_params,
+                                                   finish_comparison, load_selection_runs)
     from pytest_pstbench.selection.protocol import SelectionParams
 
     runs = load_selection_runs(paths)
-    groups = _group_by_track(runs, lambda r: r.run.get("track", r.summary.get("track")))
+    groups = _group_by_track(runs, lambda r: r.record.track)
     rows: list[str] = ["Random"]
     columns: list[Column] = []
     tracks: list[dict] = []
@@ -291,8 +291,7 @@ def build_selection_table(paths: list[Path], *, metrics: list[str] | None, again
     for track, group in groups.items():
         _unique_names(group, track)
         _refuse_row_name(group, "Random", "the random baseline row's")
-        check_comparable(group)
-        protocol = protocol_for(group, protocol_spec)
+        protocol = checked_runs(SELECTION_RUNS, group, protocol_spec=protocol_spec, comparable=True)  # the one validating reader
         params = SelectionParams.of(protocol)
         cfg = comparison_params(protocol)
         protocols.append(protocol)

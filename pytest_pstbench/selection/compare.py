@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from pytest_pstbench.core.compare import check_metric_names, check_runs_comparable, protocol_for, run_pairs
+from pytest_pstbench.core.compare import check_metric_names, check_runs_comparable, checked_runs, protocol_for, run_pairs
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.runs import RunFolder, RunRecord, read_item_csv, read_run_folder
 from pytest_pstbench.selection.kind import KIND
@@ -208,11 +208,8 @@ def compare_selection_runs(runs: list[SelectionRunFiles], *, protocol=None, agai
 
     if len(runs) < 2:
         raise UserError("compare needs at least two run folders")
-    check_comparable(runs)
-    protocol = protocol or protocol_for(runs)
+    protocol = checked_runs(SELECTION_RUNS, runs, protocol=protocol, comparable=True)
     SelectionParams.of(protocol)
-    for r in runs:
-        validate_run(r, protocol)
     rows: list[McNemarComparison] = []
     for base, cand in run_pairs(runs, against_first):
         rows.extend(compare_two(base, cand, protocol, metrics))
@@ -224,8 +221,7 @@ def compare_selection_paths(paths, *, protocol_spec: str | None = None, against_
     runs = load_selection_runs(paths)
     if len(runs) < 2:
         raise UserError("compare needs at least two run folders")
-    check_comparable(runs)
-    protocol = protocol_for(runs, protocol_spec)
+    protocol = checked_runs(SELECTION_RUNS, runs, protocol_spec=protocol_spec, comparable=True)
     return compare_selection_runs(runs, protocol=protocol, against_first=against_first, metrics=metrics), protocol, runs
 
 
