@@ -139,3 +139,45 @@ def test_valid_runs_still_read(scored, tmp_path):
     assert run.complete and len(run.scores) == 6
     code, out, err = _cli("report", runs / "a", runs / "b", "--out", tmp_path / "page")
     assert code == 0, err
+
+
+# ---- selection runs: the same reader (selection.compare.validate_run through core.compare.read_runs) ----
+@pytest.fixture(scope="module")
+def selection_runs(tmp_path_factory):
+    from test_selection_compare import BAD, GOOD, pattern, score
+    from pytest_pstbench.core.protocol import load_protocol
+    from pytest_pstbench.selection.protocol import SelectionParams
+    from pytest_pstbench.selection.tasks import resolve_selection_track
+
+    root = tmp_path_factory.mktemp("sel")
+    demo = resolve_selection_track("vab-demo")
+    params = SelectionParams.of(load_protocol("vab"))
+    return {name: score(root, name, demo, params, pattern(seed, rates))
+            for name, seed, rates in (("good", 1, GOOD), ("bad", 2, BAD))}
+
+
+def _overall(d):
+    return next(c for c in d["cells"] if c["group"] == "overall")
+
+
+SELECTION_DAMAGES = [
+    ("cells-string", lambda d: {**d, "cells": "x"}),
+    ("overall-metrics-list", lambda d: (_overall(d).__setitem__("metrics", []), d)[1]),
+    ("mean-string", lambda d: (_overall(d)["metrics"]["tb1"]["pass^3"].__setitem__("mean", "0.9"), d)[1]),
+    ("pm-string", lambda d: (_overall(d)["metrics"]["tb1"]["pass^3"].__setitem__("pm", "0.1"), d)[1]),
+    ("random-out-of-range", lambda d: (_overall(d)["metrics"]["tb1"]["pass^3"].__setitem__("random", 7), d)[1]),
+    ("entry-string", lambda d: (_overall(d)["metrics"]["tb1"].__setitem__("pass^3", "x"), d)[1]),
+]
+
+
+@pytest.mark.parametrize("edit", [e for _, e in SELECTION_DAMAGES], ids=[i for i, _ in SELECTION_DAMAGES])
+def test_selection_table_and_compare_refuse_a_damaged_summary(selection_runs, tmp_path, edit):
+    import pytest_pstbench as pst
+
+    bad = tmp_path / "bad"
+    shutil.copytree(selection_runs["bad"], bad)
+    _edit_json(bad / "summary.json", edit)
+    _refused(*_cli("table", selection_runs["good"], bad), "summary.json")
+    _refused(*_cli("compare", selection_runs["good"], bad), "summary.json")
+    with pytest.raises(UserError, match="summary.json"):
+        pst.load_run(bad)

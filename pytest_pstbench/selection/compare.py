@@ -94,6 +94,33 @@ def validate_run(run: SelectionRunFiles, protocol) -> None:
                       ("complete", run.run.get("complete")), ("n", run.run.get("n_scored")), ("n_tasks", n_tasks)):
         if summary.get(key) != want:
             raise UserError(f"{run.path / 'summary.json'}: {key} is {summary.get(key)!r} but run.json says {want!r}; {fix}")
+    _check_cells(run.path / "summary.json", summary.get("cells"), fix)
+
+
+def _check_cells(path: Path, cells, fix: str) -> None:
+    """summary.json's cells have the shape the kit writes (what tables, reports and gates read): a list of
+    objects, exactly one `overall`, each `metrics` an object of metric -> aggregation -> entry whose
+    mean, CI, pm and random are finite numbers in [0, 1] (pm: [0, 1] too) or null."""
+    import math
+
+    if not isinstance(cells, list) or not all(isinstance(c, dict) for c in cells):
+        raise UserError(f"{path}: cells is not a list of objects; {fix}")
+    if sum(1 for c in cells if c.get("group") == "overall") != 1:
+        raise UserError(f"{path}: cells must hold exactly one overall cell; {fix}")
+    for c in cells:
+        where = f"cell {c.get('group')}={c.get('value')}"
+        metrics = c.get("metrics")
+        if not isinstance(metrics, dict) or not all(isinstance(a, dict) for a in metrics.values()):
+            raise UserError(f"{path}: {where}: metrics is not an object of metric -> aggregation -> entry; {fix}")
+        for m, aggs in metrics.items():
+            for agg, e in aggs.items():
+                if not isinstance(e, dict):
+                    raise UserError(f"{path}: {where}: {m} {agg} is {e!r}, not an entry; {fix}")
+                for key in ("mean", "ci_low", "ci_high", "pm", "random"):
+                    v = e.get(key)
+                    if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))
+                                          or not math.isfinite(v) or not 0 <= v <= 1):
+                        raise UserError(f"{path}: {where}: {m} {agg} {key} is {v!r}, not a number in [0, 1] or null; {fix}")
 
 
 def check_comparable(runs: list[SelectionRunFiles]) -> None:
