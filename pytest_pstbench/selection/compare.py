@@ -76,21 +76,23 @@ def load_selection_runs(paths) -> list[SelectionRunFiles]:
 
 
 def validate_run(run: SelectionRunFiles, protocol) -> None:
-    """Refuse a selection run folder the kit would not have written as a complete run: per_task.csv has
-    one row per task of run.json's count, each counted trial cell 0, 1 or - (checked when the outcomes
-    are read), and summary.json agrees with run.json (name, track, protocol, dataset revision,
-    complete, n scored)."""
+    """Refuse a selection run folder the kit would not have written: per_task.csv has one row per task of
+    run.json's count (a complete run; an incomplete one at most that many) and, in a complete run, no task
+    with an error; each counted trial cell 0, 1 or - (checked when the outcomes are read); summary.json
+    agrees with run.json (name, track, protocol, dataset revision, complete, n scored) and its cells have
+    the kit's shape (`_check_cells`)."""
     fix = "fix: score that run again with this kit (or give another baseline)"
     n_tasks = run.run.get("n_tasks")
-    if not isinstance(n_tasks, int) or isinstance(n_tasks, bool) or n_tasks != len(run.task_ids):
+    complete = run.run.get("complete") is True
+    if (not isinstance(n_tasks, int) or isinstance(n_tasks, bool)
+            or (n_tasks != len(run.task_ids) if complete else n_tasks < len(run.task_ids))):
         raise UserError(f"{run.path / 'per_task.csv'}: has {len(run.task_ids)} task rows but run.json n_tasks is {n_tasks!r}; {fix}")
-    errors = [tid for tid in run.task_ids if run.rows[tid].get("error")]
+    errors = [tid for tid in run.task_ids if run.rows[tid].get("error")] if complete else []
     if errors:
         raise UserError(f"{run.path / 'per_task.csv'}: task {errors[0]} has an error in a run that says complete: true; {fix}")
     summary = run.summary if isinstance(run.summary, dict) else {}
     for key, want in (("name", run.run.get("name")), ("track", run.run.get("track")),
-                      ("protocol", (run.run.get("protocol") or {}).get("id")),
-                      ("dataset_revision", (run.run.get("dataset") or {}).get("revision")),
+                      ("protocol", run.record.protocol_id), ("dataset_revision", run.record.dataset_revision),
                       ("complete", run.run.get("complete")), ("n", run.run.get("n_scored")), ("n_tasks", n_tasks)):
         if summary.get(key) != want:
             raise UserError(f"{run.path / 'summary.json'}: {key} is {summary.get(key)!r} but run.json says {want!r}; {fix}")
