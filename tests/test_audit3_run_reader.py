@@ -17,6 +17,8 @@ import pytest
 from conftest import make_outputs, make_track, protocol_without_lpips
 from pytest_pstbench.cli import main as cli_main
 from pytest_pstbench.core.errors import UserError
+from test_selection_compare import _set
+from test_table import selection  # noqa: F401  (the selection runs good, bad, good2: a module fixture)
 
 
 def _cli(*args) -> tuple[int, str, str]:
@@ -40,18 +42,10 @@ def scored(tmp_path_factory):
 
 
 def _edit_json(path: Path, edit) -> None:
+    """`edit` changes the parsed file in place (returns None) or returns what to write instead."""
     data = json.loads(path.read_text())
-    path.write_text(json.dumps(edit(data)))
-
-
-def _set(keys, value):
-    def edit(data):
-        d = data
-        for k in keys[:-1]:
-            d = d[k]
-        d[keys[-1]] = value
-        return data
-    return edit
+    out = edit(data)
+    path.write_text(json.dumps(data if out is None else out))
 
 
 def _edit_csv(path: Path, column: str, value: str) -> None:
@@ -63,23 +57,23 @@ def _edit_csv(path: Path, column: str, value: str) -> None:
 
 # (id, file, edit, what the one-line error must name)
 DAMAGES = [
-    ("summary-psnr-edited", "summary.json", _set(["metrics", "psnr", "mean"], 30.0), "summary.json"),
-    ("summary-pm-edited", "summary.json", _set(["metrics", "ssim", "pm"], 0.5), "summary.json"),
+    ("summary-psnr-edited", "summary.json", _set("metrics.psnr.mean", 30.0), "summary.json"),
+    ("summary-pm-edited", "summary.json", _set("metrics.ssim.pm", 0.5), "summary.json"),
     ("summary-list", "summary.json", lambda d: [d], "summary.json"),
     ("summary-string", "summary.json", lambda d: "x", "summary.json"),
-    ("summary-metrics-list", "summary.json", _set(["metrics"], []), "summary.json"),
-    ("summary-entry-string", "summary.json", _set(["metrics", "psnr"], "30"), "summary.json"),
-    ("summary-mean-string", "summary.json", _set(["metrics", "psnr", "mean"], "30.0"), "summary.json"),
-    ("summary-pm-string", "summary.json", _set(["metrics", "psnr", "pm"], "0.1"), "summary.json"),
-    ("summary-ci-null", "summary.json", _set(["metrics", "ssim", "ci_low"], None), "summary.json"),
-    ("summary-n-string", "summary.json", _set(["n"], "6"), "summary.json"),
-    ("summary-hib-string", "summary.json", _set(["metrics", "psnr", "higher_is_better"], "yes"), "summary.json"),
+    ("summary-metrics-list", "summary.json", _set("metrics", []), "summary.json"),
+    ("summary-entry-string", "summary.json", _set("metrics.psnr", "30"), "summary.json"),
+    ("summary-mean-string", "summary.json", _set("metrics.psnr.mean", "30.0"), "summary.json"),
+    ("summary-pm-string", "summary.json", _set("metrics.psnr.pm", "0.1"), "summary.json"),
+    ("summary-ci-null", "summary.json", _set("metrics.ssim.ci_low", None), "summary.json"),
+    ("summary-n-string", "summary.json", _set("n", "6"), "summary.json"),
+    ("summary-hib-string", "summary.json", _set("metrics.psnr.higher_is_better", "yes"), "summary.json"),
     ("summary-metric-missing", "summary.json", lambda d: {**d, "metrics": {k: v for k, v in d["metrics"].items() if k != "ssim"}}, "summary.json"),
     ("run-list", "run.json", lambda d: [d], "run.json"),
-    ("run-protocol-string", "run.json", _set(["protocol"], "pstbench"), "a"),
-    ("run-dataset-string", "run.json", _set(["dataset"], "small"), "a"),
-    ("run-n-pairs-string", "run.json", _set(["n_pairs"], "6"), "a"),
-    ("run-name-number", "run.json", _set(["name"], 5), "a"),
+    ("run-protocol-string", "run.json", _set("protocol", "pstbench"), "a"),
+    ("run-dataset-string", "run.json", _set("dataset", "small"), "a"),
+    ("run-n-pairs-string", "run.json", _set("n_pairs", "6"), "a"),
+    ("run-name-number", "run.json", _set("name", 5), "a"),
     ("csv-cell-text", "metrics.csv", ("psnr", "abc"), "metrics.csv"),
     ("csv-cell-nan", "metrics.csv", ("ssim", "nan"), "metrics.csv"),
 ]
@@ -142,20 +136,6 @@ def test_valid_runs_still_read(scored, tmp_path):
 
 
 # ---- selection runs: the same reader (selection.compare.validate_run through core.compare.read_runs) ----
-@pytest.fixture(scope="module")
-def selection_runs(tmp_path_factory):
-    from test_selection_compare import BAD, GOOD, pattern, score
-    from pytest_pstbench.core.protocol import load_protocol
-    from pytest_pstbench.selection.protocol import SelectionParams
-    from pytest_pstbench.selection.tasks import resolve_selection_track
-
-    root = tmp_path_factory.mktemp("sel")
-    demo = resolve_selection_track("vab-demo")
-    params = SelectionParams.of(load_protocol("vab"))
-    return {name: score(root, name, demo, params, pattern(seed, rates))
-            for name, seed, rates in (("good", 1, GOOD), ("bad", 2, BAD))}
-
-
 def _overall(d):
     return next(c for c in d["cells"] if c["group"] == "overall")
 
@@ -171,13 +151,24 @@ SELECTION_DAMAGES = [
 
 
 @pytest.mark.parametrize("edit", [e for _, e in SELECTION_DAMAGES], ids=[i for i, _ in SELECTION_DAMAGES])
-def test_selection_table_and_compare_refuse_a_damaged_summary(selection_runs, tmp_path, edit):
+def test_selection_table_and_compare_refuse_a_damaged_summary(selection, tmp_path, edit):
     import pytest_pstbench as pst
 
     bad = tmp_path / "bad"
-    shutil.copytree(selection_runs["bad"], bad)
+    shutil.copytree(selection["bad"], bad)
     _edit_json(bad / "summary.json", edit)
-    _refused(*_cli("table", selection_runs["good"], bad), "summary.json")
-    _refused(*_cli("compare", selection_runs["good"], bad), "summary.json")
+    _refused(*_cli("table", selection["good"], bad), "summary.json")
+    _refused(*_cli("compare", selection["good"], bad), "summary.json")
     with pytest.raises(UserError, match="summary.json"):
         pst.load_run(bad)
+
+
+def test_table_refuses_a_run_whose_name_reads_as_identity(scored, tmp_path):
+    """Item 9: a run named in fullwidth letters reading IDENTITY is not a second Identity row."""
+    results = tmp_path / "results"
+    shutil.copytree(scored / "results", results)
+    fullwidth = "\uff29\uff24\uff25\uff2e\uff34\uff29\uff34\uff39"
+    for f in ("run.json", "summary.json"):
+        _edit_json(results / "small" / "a" / f, _set("name", fullwidth))
+    code, out, err = _cli("table", results / "small" / "a", results / "small" / "b")
+    assert code == 2 and f"run name '{fullwidth}' reads as 'Identity'" in err and "Traceback" not in err
