@@ -11,6 +11,9 @@ baseline update) is `plugin.verdict`, from the `Verdict` and `Collection` this f
 
 Loaded only when a pstbench option or fixture is used (it imports pytest and the standard library;
 the kinds import numpy and friends).
+
+Size: just over 400 lines: the option readers every kind uses (paths, the track, baselines, bounds) sit
+with the frame that reads them, so that each is resolved one way for both kinds.
 """
 from __future__ import annotations
 
@@ -65,25 +68,16 @@ def path_value(config: pytest.Config, suffix: str) -> Path | None:
 
 
 def track_value(config: pytest.Config) -> str | None:
-    """The track spec of the session, for every kind (the one place the plugin resolves it): as given on
-    the command line (a path relative to the current folder), or the ini's `pstbench_track`: a built-in or
-    remote track id as is, else a path relative to the ini file's folder (`path_value`'s rule). None when
-    neither is set."""
-    value = option_value(config, "track")
-    if value is None or value == "" or from_cli(config, "track"):
-        return None if value in (None, "") else str(value)
-    spec = str(value)
-    if Path(spec).is_absolute() or spec in _track_ids():
-        return spec
-    return str(ini_base(config) / spec)
-
-
-def _track_ids() -> set[str]:
-    """Track ids that name no file: every registered kind's built-in tracks and the remote tracks."""
+    """The session's track spec, for every kind: as given on the command line, or the ini's `pstbench_track`
+    (a built-in or remote track id as is, else a path read against the ini file's folder, as `path_value`)."""
     from pytest_pstbench.core.kinds import registered
     from pytest_pstbench.data.manifest import remote_track_ids
 
-    return {t for s in registered().values() for t in s.builtin_tracks} | set(remote_track_ids(kind=None))
+    value = option_value(config, "track")
+    if value in (None, "") or from_cli(config, "track") or Path(str(value)).is_absolute():
+        return None if value in (None, "") else str(value)
+    ids = {t for s in registered().values() for t in s.builtin_tracks} | set(remote_track_ids(kind=None))
+    return str(value) if str(value) in ids else str(ini_base(config) / str(value))
 
 
 def baseline_paths(config: pytest.Config) -> list[Path]:
