@@ -121,12 +121,14 @@ def compare(candidate: str | Path, baseline: str | Path, *, metrics: list[str] |
     return kind.compare_paths([baseline, candidate], metrics=metrics, margins=margins or None)
 
 
-def load_run(run_dir: str | Path):
+def load_run(run_dir: str | Path, protocol: str | Path | None = None):
     """A run folder read back and checked: `.summary`, `.run` (run.json), `.scores` ({pair or task id:
-    {metric: value}}), `.complete`, `.name`. Paired and selection runs."""
-    from pytest_pstbench.core.kinds import kind_of_runs
+    {metric: value}}), `.complete`, `.name`. Paired and selection runs. Read as `pstbench compare` and
+    `pstbench table` read it (core.compare.read_runs): its files must agree with each other and with the
+    protocol it was made under (found by its sha256; `protocol`: that file's path or id)."""
+    from pytest_pstbench.core.compare import read_runs
 
-    return kind_of_runs([run_dir]).load(Path(run_dir))
+    return read_runs([run_dir], protocol_spec=None if protocol is None else str(protocol))[1][0]
 
 
 @dataclass

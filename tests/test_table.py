@@ -269,7 +269,10 @@ def test_demo_five_baselines(tmp_path):
 # ---- hand-written runs: escaping, ties, tracks, refusals ------------------------------------------------
 def write_run(root: Path, folder: str, name: str, values: dict[str, np.ndarray], *, track="t", revision="r1",
               method=None) -> Path:
-    """A run folder in the documented formats, summary.json with mean and a made-up pm per metric."""
+    """A run folder in the documented formats, summary.json with the kit's entry per metric (`summary_entry`:
+    table reads runs through the validating reader, which recomputes it)."""
+    from pytest_pstbench.core.aggregation import summary_entry
+
     d = root / track / folder
     d.mkdir(parents=True)
     n = len(next(iter(values.values())))
@@ -277,14 +280,11 @@ def write_run(root: Path, folder: str, name: str, values: dict[str, np.ndarray],
     lines = ["pair_id," + ",".join(METRICS)] + [
         f"p{i:02d}," + ",".join(repr(float(cols[m][i])) for m in METRICS) for i in range(n)]
     (d / "metrics.csv").write_text("\n".join(lines) + "\n")
-    metrics = {m: {"mean": float(np.mean(cols[m])), "ci_low": float(np.mean(cols[m])) - 0.1,
-                   "ci_high": float(np.mean(cols[m])) + 0.1, "pm": 0.1,
-                   "higher_is_better": PROTOCOL.metrics[m]["higher_is_better"], "ranked": PROTOCOL.metrics[m]["ranked"]}
-               for m in METRICS}
+    metrics = {m: summary_entry([float(v) for v in cols[m]], PROTOCOL, m) for m in METRICS}
     (d / "summary.json").write_text(json.dumps({"track": track, "protocol": "pstbench", "dataset_revision": revision,
-                                                "name": name, "n": n, "metrics": metrics}))
+                                                "name": name, "n": n, "complete": True, "metrics": metrics}))
     (d / "run.json").write_text(json.dumps({
-        "protocol": {"id": "pstbench", "sha256": PROTOCOL.sha256}, "track": track,
+        "protocol": {"id": "pstbench", "sha256": PROTOCOL.sha256}, "name": name, "track": track,
         "dataset": {"id": track, "revision": revision}, "complete": True, "n_pairs": n, "n_scored": n,
         **({"method": method} if method else {}),
     }))

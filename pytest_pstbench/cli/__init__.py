@@ -16,8 +16,9 @@ from pytest_pstbench.cli.progress import progress as _progress
 def _print_table(protocol, track, rows) -> None:
     from pytest_pstbench.report.tables import header_line, run_table
 
-    print(header_line(rows[-1][1], track.dataset_id))
-    print(run_table(protocol, rows))
+    n_items = len(track.pairs)
+    print(header_line(rows[-1][1], track.dataset_id, n_items))
+    print(run_table(protocol, rows, n_items=n_items))
 
 
 def _report_outcome(outcome) -> int:

@@ -32,13 +32,13 @@ def _protocol_files() -> list[Path]:
 
 
 def ls_tracks() -> None:
-    from pytest_pstbench.data.lock import lock_path
     from pytest_pstbench.data.manifest import load_manifests
+    from pytest_pstbench.data.verify import fetched_status
 
     rows = [["demo", "paired", "generated here (no download)", "-"],
             ["vab-demo", "selection", "generated here (no download)", "-"]]
     for m in sorted(load_manifests().values(), key=lambda m: m.name):
-        fetched = "yes" if lock_path(m.name).is_file() else f"no: pstbench data fetch {m.name}"
+        fetched = fetched_status(m)  # the state `pstbench data list` shows, from the same function
         for tid in m.tracks:
             rows.append([tid, m.kind, f"{m.repo_id}@{m.revision or 'unpinned'} (dataset {m.name})", fetched])
     _print_table(rows, ["track", "kind", "source", "fetched"])

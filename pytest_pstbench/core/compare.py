@@ -64,6 +64,42 @@ def protocol_for(runs, spec: str | None = None):
     )
 
 
+def read_runs(paths, *, protocol=None, protocol_spec: str | None = None, comparable: bool = False,
+              kind: RunKind | None = None) -> tuple[RunKind, list, object]:
+    """The one validating reader of run folders, for every command and front door (compare, the gate,
+    table, report, the API): (the runs' kind, the runs, their protocol). Each folder is read by its
+    kind's loader, then checked by `checked_runs`. Every problem is one line naming the file and the fix."""
+    paths = [Path(p) for p in paths]
+    if not paths:
+        raise UserError("no run folder given; fix: give at least one run folder")
+    kind = kind or kind_of_runs(paths)
+    runs = [kind.load(p) for p in paths]
+    return kind, runs, checked_runs(kind, runs, protocol=protocol, protocol_spec=protocol_spec, comparable=comparable)
+
+
+def checked_runs(kind: RunKind, runs: list, *, protocol=None, protocol_spec: str | None = None, comparable: bool = False):
+    """The checks of `read_runs` on runs already loaded by `kind.load` -> their protocol. With `comparable`
+    the runs must be comparable (complete, same protocol, track, dataset revision and items); the protocol
+    is `protocol`, else the file found by the runs' sha256 (`protocol_for`, `protocol_spec` first); each
+    run must have been made under it (run.json protocol.sha256), be named, and pass the kind's `validate`
+    (its files agree with each other and with the protocol)."""
+    for r in runs:
+        if not isinstance(r.record.name, str) or not r.record.name:
+            raise UserError(f"{r.path / 'run.json'}: name is {r.record.name!r}, not a run name; fix: score the run again")
+    if comparable:
+        kind.check_comparable(runs)
+    if protocol is None:
+        protocol = protocol_for(runs, protocol_spec)
+    for r in runs:
+        if r.record.protocol_sha256 != protocol.sha256:
+            raise UserError(
+                f"{r.path / 'run.json'}: protocol.sha256 is {str(r.record.protocol_sha256)[:12]!r} but the protocol "
+                f"read ({protocol.path}) has {protocol.sha256[:12]}; fix: read runs made under one protocol file"
+            )
+        kind.validate(r, protocol)
+    return protocol
+
+
 def run_pairs(runs: list, against_first: bool) -> list[tuple]:
     """(baseline, candidate) pairs: each run against the first, or all pairs (the later run the candidate)."""
     if against_first:
@@ -91,9 +127,9 @@ def gate_against_baselines(result, run_dir: Path, baselines, protocol, metrics, 
     for b in unique_baselines(baselines, kind, result.notes):
         base = kind.load(Path(b))
         kind.check_comparable([base, candidate])
-        kind.validate(base, protocol)
+        checked_runs(kind, [base], protocol=protocol)
         rows.extend(kind.compare_two(base, candidate, protocol, metrics, margins))
-    kind.validate(candidate, protocol)
+    checked_runs(kind, [candidate], protocol=protocol)
     comp = kind.finish(rows, protocol)
     result.comparison = comp
     result.reasons.extend(comparison_failures(comp, kind, protocol))

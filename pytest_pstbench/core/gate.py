@@ -9,29 +9,50 @@ from pathlib import Path
 from pytest_pstbench.core.errors import UserError
 
 
+def parse_number_items(items, option: str, names: list[str], *, example: str, unknown, check=None,
+                       check_name=None, number_fix=None, noun: str = "values") -> dict[str, float]:
+    """`["KEY=VALUE", ...]` -> {KEY: VALUE}: the one KEY=VALUE parser of the gate's options (bounds and
+    margins). Each KEY is one of `names` (`unknown(key)` says why another is refused), each VALUE a finite
+    number; `check_name(item, name)` and `check(item, name, value, number)` may refuse them further,
+    `number_fix(name)` ends the line for a VALUE that is not a number. A KEY given twice with two values
+    is refused (the same value twice counts once): with "the last wins", a bound given twice on the
+    command line or in the ini file would silently loosen the gate."""
+    out: dict[str, float] = {}
+    for item in items or []:
+        name, sep, value = str(item).partition("=")
+        name = name.strip()
+        if not sep:
+            raise UserError(f"{option} {item!r}: expected {example}")
+        if name not in names:
+            raise UserError(f"{option} {item!r}: {unknown(name)}")
+        if check_name is not None:
+            check_name(item, name)
+        try:
+            number = float(value)
+        except ValueError:
+            raise UserError(f"{option} {item!r}: {value!r} is not a number{number_fix(name) if number_fix else ''}") from None
+        if check is not None:
+            check(item, name, value, number)
+        if name in out and out[name] != number:
+            raise UserError(f"{option}: two {noun} for {name} ({out[name]:g} and {number:g}); fix: give one")
+        out[name] = number
+    return out
+
+
 def parse_bound_items(items: list[str] | None, kind: str, names: list[str], *, example: str, unknown,
                       lo: float = -math.inf, hi: float = math.inf) -> dict[str, float]:
     """`["KEY=VALUE", ...]` -> {KEY: VALUE} for `--pstbench-{kind}`, each KEY one of `names`; shared by
     paired and selection runs. `example` shows the syntax ("METRIC=VALUE, e.g. psnr=22"), `unknown(key)`
     says why a key is refused (naming the valid ones); `lo`/`hi` bound the values."""
-    out = {}
-    for item in items or []:
-        name, sep, value = str(item).partition("=")
-        name = name.strip()
-        if not sep:
-            raise UserError(f"--pstbench-{kind} {item!r}: expected {example}")
-        if name not in names:
-            raise UserError(f"--pstbench-{kind} {item!r}: {unknown(name)}")
-        try:
-            number = float(value)
-        except ValueError:
-            raise UserError(f"--pstbench-{kind} {item!r}: {value!r} is not a number") from None
+    option = f"--pstbench-{kind}"
+
+    def check(item, name, value, number):
         if not math.isfinite(number):
-            raise UserError(f"--pstbench-{kind} {item!r}: {value!r} is not a finite number")
+            raise UserError(f"{option} {item!r}: {value!r} is not a finite number")
         if not lo <= number <= hi:
-            raise UserError(f"--pstbench-{kind} {item!r}: {value!r} is outside [{lo:g}, {hi:g}], the range of these means")
-        out[name] = number
-    return out
+            raise UserError(f"{option} {item!r}: {value!r} is outside [{lo:g}, {hi:g}], the range of these means")
+
+    return parse_number_items(items, option, names, example=example, unknown=unknown, check=check)
 
 
 def parse_bounds(items: list[str] | None, kind: str, protocol) -> dict[str, float]:
@@ -51,28 +72,22 @@ def parse_margins(items: list[str] | None, protocol, *, option: str = "--pstbenc
     (`tested`: the gated/compared metrics, default the ranked ones); margin 0 is the test without a margin."""
     names = protocol.metric_names
     tested = list(tested or protocol.ranked_metrics)
-    out = {}
-    for item in items or []:
-        name, sep, value = str(item).partition("=")
-        name = name.strip()
-        if not sep:
-            raise UserError(f"{option} {item!r}: expected METRIC=DELTA, e.g. lpips=0.002; fix: name a metric and its margin")
-        if name not in names:
-            raise UserError(f"{option} {item!r}: unknown metric {name!r}; fix: use one of protocol {protocol.id}'s "
-                            f"metrics: {', '.join(names)}")
+
+    def check_name(item, name):
         if name not in tested:
             raise UserError(f"{option} {item!r}: {name} is not among the tested metrics ({', '.join(tested)}); "
                             "fix: test it (--metrics / --pstbench-gate-metrics) or drop its margin")
-        try:
-            number = float(value)
-        except ValueError:
-            raise UserError(f"{option} {item!r}: {value!r} is not a number; fix: give a margin such as {name}=0.002") from None
+
+    def check(item, name, value, number):
         if not math.isfinite(number) or number < 0:
             raise UserError(f"{option} {item!r}: a margin must be a finite number >= 0 (0: no margin); fix: give e.g. {name}=0.002")
-        if name in out and out[name] != number:
-            raise UserError(f"{option}: two margins for {name} ({out[name]:g} and {number:g}); fix: give one")
-        out[name] = number
-    return out
+
+    return parse_number_items(
+        items, option, names, example="METRIC=DELTA, e.g. lpips=0.002; fix: name a metric and its margin",
+        check_name=check_name, check=check, number_fix=lambda name: f"; fix: give a margin such as {name}=0.002",
+        unknown=lambda name: f"unknown metric {name!r}; fix: use one of protocol {protocol.id}'s metrics: {', '.join(names)}",
+        noun="margins",
+    )
 
 
 def margins_to_apply(items, protocol, *, option: str = "--pstbench-gate-margin",

@@ -140,26 +140,24 @@ def _declared_kind(name, where) -> str:
                     "fix: correct the file's `kind:` (or install the package that registers that kind)")
 
 
-def track_kind(track: str, *bases: Path) -> str:
+def track_kind(track: str) -> str:
     """The kind of a track spec: the kind whose `builtin_tracks` hold it, else the kind a manifest's
-    top-level `kind:` line names (relative paths also tried against `bases`, e.g. the ini file's folder),
-    else the default kind. Reads at most the manifest's first 64 KiB; imports nothing."""
+    top-level `kind:` line names (a relative path as given: the pytest plugin resolves an ini path against
+    the ini file's folder first, plugin.frame.track_value), else the default kind. Reads at most the
+    manifest's first 64 KiB; imports nothing."""
     for s in registered().values():
         if str(track) in s.builtin_tracks:
             return s.name
-    candidates = [Path(track)] + ([Path(b) / track for b in bases] if not Path(track).is_absolute() else [])
-    for cand in candidates:
-        path = manifest_path(cand)
-        if path is None:
-            continue
-        try:
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                head = fh.read(65536)
-        except OSError:
-            return default_kind()
-        found = _KIND_LINE.search(head)
-        return _declared_kind(found.group(1) if found else None, path)
-    return default_kind()
+    path = manifest_path(Path(track))
+    if path is None:
+        return default_kind()
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            head = fh.read(65536)
+    except OSError:
+        return default_kind()
+    found = _KIND_LINE.search(head)
+    return _declared_kind(found.group(1) if found else None, path)
 
 
 def protocol_kind(data, path: Path | str = "protocol") -> str:

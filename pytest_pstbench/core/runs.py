@@ -111,6 +111,24 @@ def _control_char(text: str) -> str | None:
     return None
 
 
+def name_key(name: str) -> str:
+    """How run names are compared with reserved ones: Unicode NFKC normalisation (fullwidth `ＩＤＥＮＴＩＴＹ`
+    is `IDENTITY`), case folding, NFKC again (what folding may decompose), then only the ASCII letters and
+    digits (spaces, punctuation, zero-width and other characters dropped)."""
+    import re
+    import unicodedata
+
+    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", name).casefold())
+    return re.sub(r"[^0-9a-z]", "", folded)
+
+
+def is_reserved_name(name, *reserved: str) -> bool:
+    """`name` reads as one of the `reserved` names (the Identity run, a table's Random row) under `name_key`:
+    the one rule for every check of a reserved name (scoring refuses it, a table refuses a run taking a
+    reference row's name)."""
+    return isinstance(name, str) and name_key(name) in {name_key(r) for r in reserved}
+
+
 def check_run_name(name, option: str = "--name") -> None:
     """A run name becomes a folder name: plain, printable, at most NAME_MAX_BYTES bytes (UTF-8)."""
     fix = f"fix: give {option} a short plain name such as my-method"
@@ -431,6 +449,8 @@ def read_run_folder(run_dir: Path, files: tuple[str, ...], what: str) -> tuple[d
         run = read_json(run_dir / "run.json")
     except (ValueError, UnicodeDecodeError) as exc:
         raise UserError(f"{run_dir}: run file is not valid JSON ({exc}); fix: score the run again") from None
+    if not isinstance(summary, dict):
+        raise UserError(f"{run_dir / 'summary.json'}: must be a JSON object, not {type(summary).__name__}; fix: score the run again")
     return summary, parse_run_record(run_dir / "run.json", run)
 
 

@@ -84,17 +84,19 @@ def verify_dataset(name: str, progress=None) -> tuple[dict, list[tuple[str, str]
     return lock, bad
 
 
-def dataset_status(m: DatasetManifest) -> dict:
-    """What `pstbench data list` shows for one dataset (cheap: presence and size only)."""
+def dataset_state(m: DatasetManifest) -> tuple[dict, bool]:
+    """A dataset's local state, the one status `pstbench data list` and `pstbench ls tracks` show (cheap:
+    presence and size only): (the `data list` row, usable), usable when the lock file is sound, every file is
+    present with its recorded size and none failed `verify` (what scoring's cheap checks ask too)."""
     row = {"name": m.name, "dataset": m.repo_id, "pinned": m.revision or "(unpinned)", "revision": "-", "splits": "-",
            "files": "-", "size": "-", "status": "not fetched"}
     try:
         lock = read_lock(m.name)
     except UserError as exc:
         row["status"] = f"bad lock file: {exc}"
-        return row
+        return row, False
     if lock is None:
-        return row
+        return row, False
     root = dataset_dir(m.name)
     problems = [p for p, e in lock["files"].items() if check_file(root / p, e, full=False)]
     ver = lock.get("verified") or {}
@@ -112,12 +114,30 @@ def dataset_status(m: DatasetManifest) -> dict:
         row["status"] = f"verified {ver.get('at', '')}"
     else:
         row["status"] = "present, not verified"
+    usable = not problems and not ver.get("bad")
     if lock.get("revision_override"):
         ov = lock["revision_override"]
         row["status"] += f" ({ov.get('detail') or 'revision override'})"
     if str(lock.get("source", "hub")).startswith("from:"):
         row["status"] += f" [{lock['source']}]"
-    return row
+    return row, usable
+
+
+def dataset_status(m: DatasetManifest) -> dict:
+    """What `pstbench data list` shows for one dataset (`dataset_state`'s row)."""
+    return dataset_state(m)[0]
+
+
+def fetched_status(m: DatasetManifest) -> str:
+    """`pstbench ls tracks`'s "fetched" column from `dataset_state`: `yes`, or `no: <data list's status>` and
+    the fetch command."""
+    row, usable = dataset_state(m)
+    if usable:
+        return "yes"
+    if row["status"] == "not fetched":
+        return f"no: pstbench data fetch {m.name}"
+    status = row["status"].split(" (", 1)[0] if row["status"].startswith("bad lock file") else row["status"]
+    return f"no: {status}; fix: pstbench data fetch {m.name} (see pstbench data list)"
 
 
 def checked_data(m: DatasetManifest, track_id: str, needed: list[str]) -> tuple[Path, dict, str, list[str]]:

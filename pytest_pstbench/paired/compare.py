@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from pytest_pstbench.core.compare import check_runs_comparable, protocol_for, run_pairs
+from pytest_pstbench.core.compare import check_runs_comparable, checked_runs, protocol_for, run_pairs
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.paired.runs import Run, load_run
 
@@ -70,15 +70,17 @@ def _row_json(row: MetricComparison) -> dict:
 
 
 def validate_run(run: Run, protocol) -> None:
-    """Refuse a paired run folder that this kit would not have written as a complete run under `protocol`
-    (baselines are held to the rules of new runs: an edited or foreign file must not weaken a gate).
-    One line naming the file, the rule and the fix: metrics.csv's columns are the protocol's metrics in
-    its order; every pair of run.json's count has a row, each cell a finite number; summary.json agrees
-    with run.json (name, track, protocol, dataset revision, complete, n) and each metric's aggregate
-    equals the one recomputed from metrics.csv (relative 1e-9)."""
+    """Refuse a paired run folder that this kit would not have written under `protocol` (baselines, table
+    rows and report pages are held to the rules of new runs: an edited or foreign file must not be read as
+    a number). One line naming the file, the rule and the fix: metrics.csv's columns are the protocol's
+    metrics in its order; a complete run has a row for every pair of run.json's count, each cell a finite
+    number (an incomplete one: a failed pair's row is empty); summary.json is an object that agrees with
+    run.json (name, track, protocol, dataset revision, complete, n) and each metric's entry is the one
+    recomputed from metrics.csv's scored pairs (`aggregation.summary_entry`: the statistic, its CI and pm,
+    relative 1e-9)."""
     import math
 
-    from pytest_pstbench.core.aggregation import aggregate, entry_value, statistic_of
+    from pytest_pstbench.core.aggregation import summary_entry
 
     fix = "fix: score that run again with this kit (or give another baseline)"
     csv_path, summary_path = run.path / "metrics.csv", run.path / "summary.json"
@@ -87,32 +89,47 @@ def validate_run(run: Run, protocol) -> None:
     if columns is not None and columns != names:
         raise UserError(f"{csv_path}: columns {', '.join(columns)} are not protocol {protocol.id}'s metrics "
                         f"({', '.join(names)}); {fix}")
+    complete = run.run.get("complete") is True
     n_pairs = run.run.get("n_pairs")
-    if not isinstance(n_pairs, int) or isinstance(n_pairs, bool) or n_pairs != len(run.scores):
+    if not isinstance(n_pairs, int) or isinstance(n_pairs, bool) or (n_pairs != len(run.scores) if complete else n_pairs < len(run.scores)):
         raise UserError(f"{csv_path}: has {len(run.scores)} pair rows but run.json n_pairs is {n_pairs!r}; {fix}")
     for pid, values in run.scores.items():
+        empty = [m for m, v in values.items() if v is None]
         for m, v in values.items():
-            if v is None or not math.isfinite(v):
+            if (v is None and (complete or len(empty) != len(values))) or (v is not None and not math.isfinite(v)):
                 raise UserError(f"{csv_path}: pair {pid} {m} is {'empty' if v is None else v}, not a finite number, in a "
-                                f"run that says complete: true; {fix}")
+                                f"run that says complete: {str(complete).lower()}; {fix}")
+    scored = [values for values in run.scores.values() if all(v is not None for v in values.values())]
     summary = run.summary
     if not isinstance(summary, dict) or not isinstance(summary.get("metrics"), dict):
         raise UserError(f"{summary_path}: not a summary of a paired run (no metrics); {fix}")
     for key, want in (("name", run.run.get("name")), ("track", run.run.get("track")),
-                      ("protocol", (run.run.get("protocol") or {}).get("id")),
-                      ("dataset_revision", (run.run.get("dataset") or {}).get("revision")),
-                      ("complete", run.run.get("complete")), ("n", len(run.scores))):
-        if summary.get(key) != want:
+                      ("protocol", (run.run.get("protocol") or {}).get("id") if isinstance(run.run.get("protocol"), dict) else None),
+                      ("dataset_revision", (run.run.get("dataset") or {}).get("revision") if isinstance(run.run.get("dataset"), dict) else None),
+                      ("complete", run.run.get("complete")), ("n", len(scored))):
+        if not _same(summary.get(key), want):
             raise UserError(f"{summary_path}: {key} is {summary.get(key)!r} but run.json and metrics.csv say {want!r}; {fix}")
     for m in names:
-        entry = summary["metrics"].get(m)
-        stated = entry_value(entry) if isinstance(entry, dict) else None
-        values = [run.scores[p][m] for p in run.scores]
-        expected = aggregate(values, statistic_of(protocol, m), protocol.metrics[m])
-        if (not isinstance(stated, (int, float)) or isinstance(stated, bool) or not math.isfinite(stated)
-                or not math.isclose(stated, expected, rel_tol=1e-9, abs_tol=1e-12)):
-            raise UserError(f"{summary_path}: {m} {statistic_of(protocol, m)} is {stated!r} but metrics.csv gives "
-                            f"{expected!r}; {fix}")
+        stated = summary["metrics"].get(m)
+        expected = summary_entry([values[m] for values in scored], protocol, m)
+        if not isinstance(stated, dict):
+            raise UserError(f"{summary_path}: metrics.{m} is {stated!r}, not the entry metrics.csv gives; {fix}")
+        for key in sorted(set(stated) | set(expected), key=lambda k: (k not in ("mean", "value"), k)):
+            if not _same(stated.get(key, KeyError), expected.get(key, KeyError)):
+                what = f"{m} {expected.get('statistic', 'mean')}" if key in ("mean", "value") else f"{m} {key}"
+                raise UserError(f"{summary_path}: {what} is {stated.get(key)!r} but metrics.csv gives "
+                                f"{expected.get(key)!r}; {fix}")
+
+
+def _same(stated, expected) -> bool:
+    """A summary.json value equals the recomputed one: a float within relative 1e-9 (a number, not a bool or
+    a string), anything else equal and of the same type."""
+    import math
+
+    if isinstance(expected, float) and not isinstance(expected, bool):
+        return (isinstance(stated, (int, float)) and not isinstance(stated, bool) and math.isfinite(stated)
+                and math.isclose(stated, expected, rel_tol=1e-9, abs_tol=1e-12))
+    return type(stated) is type(expected) and stated == expected
 
 
 def check_comparable(runs: list[Run]) -> None:
@@ -200,10 +217,7 @@ def compare_runs(
     """All pairs of runs (the later run is the candidate), or each run against the first; Holm over all tests."""
     if len(runs) < 2:
         raise UserError("compare needs at least two run folders")
-    check_comparable(runs)
-    protocol = protocol or protocol_for(runs)
-    for r in runs:
-        validate_run(r, protocol)
+    protocol = checked_runs(PAIRED_RUNS, runs, protocol=protocol, comparable=True)
     rows: list[MetricComparison] = []
     for base, cand in run_pairs(runs, against_first):
         rows.extend(compare_two(base, cand, protocol, metrics, margins))

@@ -12,5 +12,6 @@ KIND = KindSpec(
     validate_protocol="pytest_pstbench.paired.protocol:validate",
     runs="pytest_pstbench.paired.compare:PAIRED_RUNS",
     pytest_run="pytest_pstbench.plugin.paired:PairedRun",
+    builtin_tracks=("demo",),  # paired/tracks.py BUILTIN_TRACKS (this module stays standard-library only)
     default=True,  # a track, protocol or run folder that names no kind is paired (the PST tracks)
 )

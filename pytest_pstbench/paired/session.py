@@ -541,10 +541,11 @@ IDENTITY_NAME = "identity"
 
 
 def names_identity(value) -> bool:
-    """`value` reads as Identity: `identity` in any case, with any punctuation or spaces (`Identity`, `IDENTITY `)."""
-    import re
+    """`value` reads as Identity: `identity` in any case, with any punctuation or spaces (`Identity`, `IDENTITY `),
+    in fullwidth or other compatibility letters (core.runs.is_reserved_name)."""
+    from pytest_pstbench.core.runs import is_reserved_name
 
-    return isinstance(value, str) and re.sub(r"[^0-9a-z]", "", value.casefold()) == IDENTITY_NAME
+    return is_reserved_name(value, IDENTITY_NAME)
 
 
 def refuse_identity_claim(name: str, method_info: dict, outputs_dir: Path | None, method_source: str | None = None) -> None:

@@ -33,10 +33,10 @@ def pytest_configure(config: pytest.Config) -> None:
         _passive_openmp_under_xdist(config)
         from pytest_pstbench.core.errors import UserError
         from pytest_pstbench.core.kinds import pytest_run_class, track_kind
+        from pytest_pstbench.plugin.frame import track_value
 
-        base = config.inipath.parent if config.inipath else config.rootpath
         try:  # the kind that claims the track (built-in names, a manifest's `kind:` line), through the registry
-            kind = track_kind(str(option_value(config, "track")), base)
+            kind = track_kind(track_value(config))
         except UserError as exc:  # an unknown kind in the manifest: one line, no traceback
             raise pytest.UsageError(f"pstbench: {exc}") from None
         config.pluginmanager.register(pytest_run_class(kind).from_config(config), "pstbench-run")

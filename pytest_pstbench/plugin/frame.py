@@ -13,7 +13,8 @@ Loaded only when a pstbench option or fixture is used (it imports pytest and the
 the kinds import numpy and friends).
 
 Size: just over 400 lines: the hooks of one track run share its state (collection, results, crashed
-workers, the gate); what only reports is already plugin.verdict.
+workers, the gate), and the option readers every kind uses (paths, the track, baselines, bounds) sit with
+the frame that reads them, so that each is resolved one way for both kinds.
 """
 from __future__ import annotations
 
@@ -66,6 +67,19 @@ def path_value(config: pytest.Config, suffix: str) -> Path | None:
         return None
     path = Path(str(value))
     return path if path.is_absolute() else ini_base(config) / path
+
+
+def track_value(config: pytest.Config) -> str | None:
+    """The session's track spec, for every kind: as given on the command line, or the ini's `pstbench_track`
+    (a built-in or remote track id as is, else a path read against the ini file's folder, as `path_value`)."""
+    from pytest_pstbench.core.kinds import registered
+    from pytest_pstbench.data.manifest import remote_track_ids
+
+    value = option_value(config, "track")
+    if value in (None, "") or from_cli(config, "track") or Path(str(value)).is_absolute():
+        return None if value in (None, "") else str(value)
+    ids = {t for s in registered().values() for t in s.builtin_tracks} | set(remote_track_ids(kind=None))
+    return str(value) if str(value) in ids else str(ini_base(config) / str(value))
 
 
 def baseline_paths(config: pytest.Config) -> list[Path]:

@@ -27,6 +27,7 @@ from pytest_pstbench.plugin.frame import (
     bound_items,
     path_value,
     record_result,
+    track_value,
 )
 
 
@@ -129,7 +130,7 @@ class PairedRun(TrackRun):
             if raw_outputs is not None and not is_identity_spec(str(raw_outputs)):
                 raw_outputs = str(path_value(config, "outputs"))
             scoring = open_scoring(ScoreRequest(
-                track=str(option_value(config, "track")),
+                track=track_value(config),
                 outputs=raw_outputs,
                 name=option_value(config, "name"),
                 results=path_value(config, "results") or Path("results"),
@@ -214,15 +215,18 @@ class PairedRun(TrackRun):
     def write_results(self, tr) -> None:
         from pytest_pstbench.report.tables import header_line, run_table
 
-        tr.write_line(header_line(self.outcome.summary, self.track.dataset_id))
-        for line in run_table(self.protocol, self._table_rows()).splitlines():
+        n_items = len(self.track.pairs)
+        tr.write_line(header_line(self.outcome.summary, self.track.dataset_id, n_items))
+        for line in run_table(self.protocol, self._table_rows(), n_items=n_items).splitlines():
             tr.write_line(line)
 
     def results_markdown(self) -> str:
         from pytest_pstbench.report.tables import header_line, run_table
 
         rows = [(name.replace("|", "\\|"), summary) for name, summary in self._table_rows()]
-        return f"`{header_line(self.outcome.summary, self.track.dataset_id)}`\n\n" + run_table(self.protocol, rows, tablefmt="github")
+        n_items = len(self.track.pairs)
+        return (f"`{header_line(self.outcome.summary, self.track.dataset_id, n_items)}`\n\n"
+                + run_table(self.protocol, rows, tablefmt="github", n_items=n_items))
 
     def comparison_markdown(self) -> str:
         from pytest_pstbench.paired.compare import comparison_table

@@ -43,6 +43,7 @@ from pytest_pstbench.plugin.frame import (
     is_worker,
     path_value,
     record_result,
+    track_value,
 )
 
 RESULT_KEY = "pstbench_selection_result"
@@ -165,9 +166,7 @@ class SelectionRun(TrackRun):
                     raise UserError(f"--pstbench-{opt.replace('_', '-')}: not supported for selection tracks ({why}); fix: drop the option")
             protocol = load_protocol(option_value(config, "protocol") or DEFAULT_SELECTION_PROTOCOL)
             params = SelectionParams.of(protocol)
-            spec = str(option_value(config, "track"))
-            bases = () if from_cli(config, "track") else (ini_base(config),)
-            track = resolve_selection_track(spec, bases=bases)
+            track = resolve_selection_track(track_value(config))
             answers_path = path_value(config, "answers")
             judge_spec = option_value(config, "judge")
             model = option_value(config, "model")

@@ -65,7 +65,11 @@ def build_report(
         check_paired(run)
         runs.append(run)
     check_same_setting(runs)
-    page = build_page(runs, max_pairs, protocol_spec)
+    from pytest_pstbench.core.compare import checked_runs
+    from pytest_pstbench.paired.compare import PAIRED_RUNS
+
+    protocol = checked_runs(PAIRED_RUNS, runs, protocol_spec=protocol_spec)  # the one validating reader of run folders
+    page = build_page(runs, max_pairs, protocol)
     page.thumb_size = thumb_size
     if sensitivity is not None:
         page.sensitivity_path = str(sensitivity)

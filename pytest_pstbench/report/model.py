@@ -127,30 +127,16 @@ def check_same_setting(runs) -> None:
                 )
 
 
-def build_page(runs, max_pairs: int, protocol_spec: str | None) -> Page:
+def build_page(runs, max_pairs: int, protocol) -> Page:
+    """The page of `runs`, read and validated under `protocol` (core.compare.checked_runs)."""
     first = runs[0]
     names = [r.name for r in runs]
     labels = [n if names.count(n) == 1 else f"{n} ({r.path})" for n, r in zip(names, runs)]
     notes: list[str] = []
-    protocol = None
-    try:
-        from pytest_pstbench.paired.compare import protocol_for
-
-        protocol = protocol_for(runs, protocol_spec)
-    except UserError as exc:
-        if protocol_spec:
-            raise
-        notes.append(f"metric labels: {exc} (metric names are shown instead)")
     metrics: list[MetricInfo] = []
-    summary_metrics = first.summary["metrics"]
-    if protocol is not None:
-        for m, p in protocol.metrics.items():
-            metrics.append(MetricInfo(m, str(p["label"]), bool(p["higher_is_better"]), bool(p["ranked"]), int(p.get("decimals", 4))))
-        confidence = protocol.aggregation.bootstrap.confidence
-    else:
-        for m, e in summary_metrics.items():
-            metrics.append(MetricInfo(m, m, bool(e["higher_is_better"]), bool(e.get("ranked", True)), 4))
-        confidence = None
+    for m, p in protocol.metrics.items():
+        metrics.append(MetricInfo(m, str(p["label"]), bool(p["higher_is_better"]), bool(p["ranked"]), int(p.get("decimals", 4))))
+    confidence = protocol.aggregation.bootstrap.confidence
     pair_ids: list[str] = []
     for r in runs:
         pair_ids += [p for p in r.scores if p not in pair_ids]

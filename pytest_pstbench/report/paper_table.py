@@ -143,6 +143,16 @@ def _unique_names(group, track: str) -> None:
         seen[r.name] = r.path
 
 
+def _refuse_row_name(runs, row: str, whose: str = "the reference row's") -> None:
+    """A run whose name reads as the table's own row (`Identity`, `Random`, in any case or Unicode spelling:
+    core.runs.is_reserved_name) would be a second such row."""
+    from pytest_pstbench.core.runs import is_reserved_name
+
+    for r in runs:
+        if is_reserved_name(r.name, row):
+            raise UserError(f"{r.path}: run name {r.name!r} reads as {row!r}, {whose}; fix: rename the run")
+
+
 def _is_identity(run) -> bool:
     method = run.run.get("method")
     # Only the kit writes a run named identity whose method is identity (paired.session.refuse_identity_claim)
@@ -161,12 +171,13 @@ def _check_alphas(protocols: list) -> float:
 
 def build_paired_table(paths: list[Path], *, metrics: list[str] | None, against: str, protocol_spec: str | None) -> Table:
     from pytest_pstbench.core.aggregation import entry_value, heading_suffix
-    from pytest_pstbench.paired.compare import WORSE, check_comparable, compare_two, finish_comparison, protocol_for
+    from pytest_pstbench.core.compare import checked_runs
+    from pytest_pstbench.paired.compare import PAIRED_RUNS, WORSE, compare_two, finish_comparison
     from pytest_pstbench.paired.runs import load_run
     from pytest_pstbench.paired.session import IDENTITY_NAME
 
     runs = [load_run(p) for p in paths]
-    groups = _group_by_track(runs, lambda r: r.run.get("track", r.summary.get("track")))
+    groups = _group_by_track(runs, lambda r: r.record.track)
     rows: list[str] = ["Identity"]
     columns: list[Column] = []
     tracks: list[dict] = []
@@ -190,11 +201,9 @@ def build_paired_table(paths: list[Path], *, metrics: list[str] | None, against:
             raise UserError(f"{identity[1].path}: a second Identity run of track {track} (also {identity[0].path}); fix: give one")
         others = [r for r in group if r is not identity[0]]
         _unique_names(others, track)
-        if any(r.name == "Identity" for r in others):
-            raise UserError(f"{next(r.path for r in others if r.name == 'Identity')}: run name 'Identity' is the reference row's; fix: rename the run")
+        _refuse_row_name(others, "Identity")
         group = [identity[0], *others]
-        check_comparable(group)
-        protocol = protocol_for(group, protocol_spec)
+        protocol = checked_runs(PAIRED_RUNS, group, protocol_spec=protocol_spec, comparable=True)  # the one validating reader
         protocols.append(protocol)
         names = list(metrics or protocol.ranked_metrics)
         unknown = [m for m in names if m not in protocol.metrics]
@@ -267,13 +276,13 @@ def _row_name(against: str) -> str:
 
 
 def build_selection_table(paths: list[Path], *, metrics: list[str] | None, against: str, protocol_spec: str | None) -> Table:
-    from pytest_pstbench.paired.compare import protocol_for
-    from pytest_pstbench.selection.compare import (WORSE, check_comparable, check_metrics, compare_two, comparison_params,
-                                    finish_comparison, load_selection_runs)
+    from pytest_pstbench.core.compare import checked_runs
+    from pytest_pstbench.selection.compare import (SELECTION_RUNS, WORSE, check_metrics, compare_two, comparison_params,
+                                                   finish_comparison, load_selection_runs)
     from pytest_pstbench.selection.protocol import SelectionParams
 
     runs = load_selection_runs(paths)
-    groups = _group_by_track(runs, lambda r: r.run.get("track", r.summary.get("track")))
+    groups = _group_by_track(runs, lambda r: r.record.track)
     rows: list[str] = ["Random"]
     columns: list[Column] = []
     tracks: list[dict] = []
@@ -281,10 +290,8 @@ def build_selection_table(paths: list[Path], *, metrics: list[str] | None, again
     protocols = []
     for track, group in groups.items():
         _unique_names(group, track)
-        if any(r.name == "Random" for r in group):
-            raise UserError(f"{next(r.path for r in group if r.name == 'Random')}: run name 'Random' is the random baseline row's; fix: rename the run")
-        check_comparable(group)
-        protocol = protocol_for(group, protocol_spec)
+        _refuse_row_name(group, "Random", "the random baseline row's")
+        protocol = checked_runs(SELECTION_RUNS, group, protocol_spec=protocol_spec, comparable=True)  # the one validating reader
         params = SelectionParams.of(protocol)
         cfg = comparison_params(protocol)
         protocols.append(protocol)

@@ -11,16 +11,30 @@ def _fmt(entry: dict, decimals: int) -> str:
     return f"{value:.{decimals}f} ± {entry['pm']:.{decimals}f}"
 
 
-def header_line(summary: dict, dataset_id: str) -> str:
+def header_line(summary: dict, dataset_id: str, n_items: int | None = None) -> str:
+    """The line above a score table: track, protocol, dataset revision and n, the track's pair count
+    (`n_items`; else the summary's n). A row with fewer pairs says so itself (`run_table`)."""
+    n = summary["n"] if n_items is None else n_items
     return (
         f"track: {summary['track']}   protocol: {summary['protocol']}   "
-        f"dataset: {dataset_id}@{summary['dataset_revision']}   n={summary['n']}"
+        f"dataset: {dataset_id}@{summary['dataset_revision']}   n={n}"
     )
 
 
-def run_table(protocol, rows: list[tuple[str, dict]], tablefmt: str = "simple") -> str:
+def row_name(name: str, summary: dict, n_items: int | None) -> str:
+    """A row's method name, marked `(incomplete: K of N pairs)` when its run scored fewer pairs than the
+    track has (or says complete: false): its numbers are over those K pairs, not the header's n."""
+    n = summary.get("n")
+    if n_items is None or (n == n_items and summary.get("complete", True) is not False):
+        return name
+    return f"{name} (incomplete: {n} of {n_items} pairs)"
+
+
+def run_table(protocol, rows: list[tuple[str, dict]], tablefmt: str = "simple", n_items: int | None = None) -> str:
     """rows: (method name, summary dict). Columns follow the protocol's metric order; `tablefmt` is
-    tabulate's ("github" for Markdown)."""
+    tabulate's ("github" for Markdown). With `n_items` (the track's pair count, the header's n) a row of a
+    run that scored fewer pairs is marked (`row_name`). The one renderer of score tables (`pstbench score`,
+    `pstbench demo`, the pytest terminal summary and its Markdown)."""
     from tabulate import tabulate
 
     from pytest_pstbench.core.aggregation import heading_suffix
@@ -30,7 +44,7 @@ def run_table(protocol, rows: list[tuple[str, dict]], tablefmt: str = "simple") 
         headers.append(f"{p['label']}{'↑' if p['higher_is_better'] else '↓'}{heading_suffix(protocol, m)}")
     body = []
     for name, summary in rows:
-        line = [name]
+        line = [row_name(name, summary, n_items)]
         for m, p in protocol.metrics.items():
             line.append(_fmt(summary["metrics"].get(m, {}), int(p.get("decimals", 4))))
         body.append(line)

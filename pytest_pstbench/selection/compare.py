@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from pytest_pstbench.core.compare import check_metric_names, check_runs_comparable, protocol_for, run_pairs
+from pytest_pstbench.core.compare import check_metric_names, check_runs_comparable, checked_runs, protocol_for, run_pairs
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.runs import RunFolder, RunRecord, read_item_csv, read_run_folder
 from pytest_pstbench.selection.kind import KIND
@@ -76,24 +76,53 @@ def load_selection_runs(paths) -> list[SelectionRunFiles]:
 
 
 def validate_run(run: SelectionRunFiles, protocol) -> None:
-    """Refuse a selection run folder the kit would not have written as a complete run: per_task.csv has
-    one row per task of run.json's count, each counted trial cell 0, 1 or - (checked when the outcomes
-    are read), and summary.json agrees with run.json (name, track, protocol, dataset revision,
-    complete, n scored)."""
+    """Refuse a selection run folder the kit would not have written: per_task.csv has one row per task of
+    run.json's count (a complete run; an incomplete one at most that many) and, in a complete run, no task
+    with an error; each counted trial cell 0, 1 or - (checked when the outcomes are read); summary.json
+    agrees with run.json (name, track, protocol, dataset revision, complete, n scored) and its cells have
+    the kit's shape (`_check_cells`)."""
     fix = "fix: score that run again with this kit (or give another baseline)"
     n_tasks = run.run.get("n_tasks")
-    if not isinstance(n_tasks, int) or isinstance(n_tasks, bool) or n_tasks != len(run.task_ids):
+    complete = run.run.get("complete") is True
+    if (not isinstance(n_tasks, int) or isinstance(n_tasks, bool)
+            or (n_tasks != len(run.task_ids) if complete else n_tasks < len(run.task_ids))):
         raise UserError(f"{run.path / 'per_task.csv'}: has {len(run.task_ids)} task rows but run.json n_tasks is {n_tasks!r}; {fix}")
-    errors = [tid for tid in run.task_ids if run.rows[tid].get("error")]
+    errors = [tid for tid in run.task_ids if run.rows[tid].get("error")] if complete else []
     if errors:
         raise UserError(f"{run.path / 'per_task.csv'}: task {errors[0]} has an error in a run that says complete: true; {fix}")
     summary = run.summary if isinstance(run.summary, dict) else {}
     for key, want in (("name", run.run.get("name")), ("track", run.run.get("track")),
-                      ("protocol", (run.run.get("protocol") or {}).get("id")),
-                      ("dataset_revision", (run.run.get("dataset") or {}).get("revision")),
+                      ("protocol", run.record.protocol_id), ("dataset_revision", run.record.dataset_revision),
                       ("complete", run.run.get("complete")), ("n", run.run.get("n_scored")), ("n_tasks", n_tasks)):
         if summary.get(key) != want:
             raise UserError(f"{run.path / 'summary.json'}: {key} is {summary.get(key)!r} but run.json says {want!r}; {fix}")
+    _check_cells(run.path / "summary.json", summary.get("cells"), fix)
+
+
+def _check_cells(path: Path, cells, fix: str) -> None:
+    """summary.json's cells have the shape the kit writes (what tables, reports and gates read): a list of
+    objects, exactly one `overall`, each `metrics` an object of metric -> aggregation -> entry whose
+    mean, CI, pm and random are finite numbers in [0, 1] (pm: [0, 1] too) or null."""
+    import math
+
+    if not isinstance(cells, list) or not all(isinstance(c, dict) for c in cells):
+        raise UserError(f"{path}: cells is not a list of objects; {fix}")
+    if sum(1 for c in cells if c.get("group") == "overall") != 1:
+        raise UserError(f"{path}: cells must hold exactly one overall cell; {fix}")
+    for c in cells:
+        where = f"cell {c.get('group')}={c.get('value')}"
+        metrics = c.get("metrics")
+        if not isinstance(metrics, dict) or not all(isinstance(a, dict) for a in metrics.values()):
+            raise UserError(f"{path}: {where}: metrics is not an object of metric -> aggregation -> entry; {fix}")
+        for m, aggs in metrics.items():
+            for agg, e in aggs.items():
+                if not isinstance(e, dict):
+                    raise UserError(f"{path}: {where}: {m} {agg} is {e!r}, not an entry; {fix}")
+                for key in ("mean", "ci_low", "ci_high", "pm", "random"):
+                    v = e.get(key)
+                    if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))
+                                          or not math.isfinite(v) or not 0 <= v <= 1):
+                        raise UserError(f"{path}: {where}: {m} {agg} {key} is {v!r}, not a number in [0, 1] or null; {fix}")
 
 
 def check_comparable(runs: list[SelectionRunFiles]) -> None:
@@ -208,11 +237,8 @@ def compare_selection_runs(runs: list[SelectionRunFiles], *, protocol=None, agai
 
     if len(runs) < 2:
         raise UserError("compare needs at least two run folders")
-    check_comparable(runs)
-    protocol = protocol or protocol_for(runs)
+    protocol = checked_runs(SELECTION_RUNS, runs, protocol=protocol, comparable=True)
     SelectionParams.of(protocol)
-    for r in runs:
-        validate_run(r, protocol)
     rows: list[McNemarComparison] = []
     for base, cand in run_pairs(runs, against_first):
         rows.extend(compare_two(base, cand, protocol, metrics))
@@ -224,8 +250,7 @@ def compare_selection_paths(paths, *, protocol_spec: str | None = None, against_
     runs = load_selection_runs(paths)
     if len(runs) < 2:
         raise UserError("compare needs at least two run folders")
-    check_comparable(runs)
-    protocol = protocol_for(runs, protocol_spec)
+    protocol = checked_runs(SELECTION_RUNS, runs, protocol_spec=protocol_spec, comparable=True)
     return compare_selection_runs(runs, protocol=protocol, against_first=against_first, metrics=metrics), protocol, runs
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_pstbench.selection.compare import load_selection_run, overall_means
+from pytest_pstbench.selection.compare import overall_means
 from pytest_pstbench.selection.protocol import comparison_params
 
 
@@ -53,8 +53,10 @@ def evaluate_selection_gate(run_dir: Path, protocol, *, baselines: list[Path], m
 
     result = GateResult()
     mins, maxs = mins or {}, maxs or {}
-    if summary is None:
-        summary = load_selection_run(run_dir).summary
+    if summary is None:  # read through the one validating reader of run folders
+        from pytest_pstbench.core.compare import read_runs
+
+        summary = read_runs([run_dir], protocol=protocol)[1][0].summary
     keys = list(dict.fromkeys([*mins, *maxs]))
     if baselines:
         cfg = comparison_params(protocol)

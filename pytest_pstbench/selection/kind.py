@@ -22,9 +22,7 @@ KIND = KindSpec(
 )
 
 
-def is_selection_track(spec: str | Path, *bases: Path) -> bool:
-    """True for a built-in selection track or a manifest with a top-level `kind: selection` line.
-
-    A relative path is tried as given, then relative to each of `bases` (e.g. the ini file's folder).
-    """
-    return track_kind(str(spec), *bases) == KIND.name
+def is_selection_track(spec: str | Path) -> bool:
+    """True for a built-in selection track or a manifest with a top-level `kind: selection` line (a relative
+    path as given; the pytest plugin resolves an ini path first: plugin.frame.track_value)."""
+    return track_kind(str(spec)) == KIND.name

@@ -97,7 +97,7 @@ def check_track(track: SelectionTrack, params) -> None:
             )
 
 
-def resolve_selection_track(spec: str, progress: Callable[[str], None] | None = None, bases: tuple = ()) -> SelectionTrack:
+def resolve_selection_track(spec: str, progress: Callable[[str], None] | None = None) -> SelectionTrack:
     """`vab-demo`, a remote selection track (`vab`: protocols/tracks/vab.yaml, fetched with
     `pstbench data fetch vab`), or a local selection manifest (path, or folder with track.yaml)."""
     if spec == "vab-demo":
@@ -108,12 +108,11 @@ def resolve_selection_track(spec: str, progress: Callable[[str], None] | None = 
 
     if spec in remote_track_ids(kind="selection"):
         return load_remote_selection_track(spec, progress=progress)
-    tried = [Path(spec)] + [Path(b) / spec for b in bases if not Path(spec).is_absolute()]
-    for path in tried:
-        if path.is_dir():
-            path = path / MANIFEST_NAME
-        if path.is_file():
-            return load_selection_manifest(path, source="local")
+    path = Path(spec)  # the pytest plugin resolves an ini path first (plugin.frame.track_value)
+    if path.is_dir():
+        path = path / MANIFEST_NAME
+    if path.is_file():
+        return load_selection_manifest(path, source="local")
     raise UserError(
         f"--track {spec}: unknown selection track; give a built-in one ({', '.join(BUILTIN_SELECTION_TRACKS)}) "
         "or the path to a local selection manifest (a YAML file with kind: selection, id and tasks)"
