@@ -35,3 +35,23 @@ def test_a_pair_lost_to_a_crashed_worker_is_named(pytester, lost, n_pairs, expec
     assert r.ret != 0
     assert expected in out
     assert "deselected" not in out
+
+
+def test_relative_paths_are_read_on_the_controller_by_workers_running_elsewhere(pytester, tmp_path):
+    """Issue #32 item 24: workers started in another folder (`--tx popen//chdir=DIR`, as an ssh host is) read
+    relative --pstbench-track/--pstbench-protocol/--pstbench-outputs as the controller does; the values equal a
+    serial run's byte for byte."""
+    manifest = make_track(pytester.path / "track", n=4)
+    make_outputs(manifest, pytester.path / "out")
+    protocol_without_lpips(pytester.path / "proto.yaml")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    args = ("-p", "no:cacheprovider", "--pstbench-track=track/track.yaml", "--pstbench-protocol=proto.yaml",
+            "--pstbench-outputs=out")
+    r = pytester.runpytest_subprocess(*args, f"--tx=2*popen//chdir={elsewhere}", "--dist=load", "--max-worker-restart=0")
+    r.assert_outcomes(passed=4)
+    run = pytester.path / "results" / "small" / "out" / "metrics.csv"
+    distributed = run.read_bytes()
+    run.unlink()
+    pytester.runpytest_subprocess(*args).assert_outcomes(passed=4)
+    assert run.read_bytes() == distributed

@@ -42,6 +42,16 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(pytest_run_class(kind).from_config(config), "pstbench-run")
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """pytest-xdist, on the controller: hand each worker the folders relative paths are read against (the
+    invocation folder for command-line paths, the ini file's for ini paths), so that a worker running in
+    another folder (`--tx popen//chdir=DIR`, ssh) reads the same track, outputs and baselines."""
+    config = node.config
+    node.workerinput["pstbench_invocation_dir"] = str(config.invocation_params.dir)
+    node.workerinput["pstbench_ini_base"] = str(config.inipath.parent if config.inipath else config.rootpath)
+
+
 def _passive_openmp_under_xdist(config: pytest.Config) -> None:
     """Under pytest-xdist, several processes on one machine each run torch with one OpenMP thread per CPU;
     OpenMP's default busy-waiting then makes them stall each other (`-n 2` on 2 CPUs took 2.4-10x the

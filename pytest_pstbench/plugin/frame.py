@@ -36,8 +36,28 @@ def is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
+def controller_dir(config: pytest.Config) -> Path | None:
+    """On a pytest-xdist worker that runs in another folder than the controller (`--tx popen//chdir=`, ssh):
+    the controller's invocation folder, handed over by `pytest_configure_node`; else None."""
+    handed = (getattr(config, "workerinput", None) or {}).get("pstbench_invocation_dir")
+    return Path(handed) if handed and Path(handed) != Path(config.invocation_params.dir) else None
+
+
+def as_on_controller(config: pytest.Config, value):
+    """A relative path given on the command line, read as the controller reads it (its invocation folder) on
+    a worker that runs elsewhere; any other value (absolute, a track or protocol id) unchanged."""
+    base = controller_dir(config)
+    if base is None or value is None or Path(str(value)).is_absolute() or not (base / str(value)).exists():
+        return value
+    return str(base / str(value))
+
+
 def ini_base(config: pytest.Config) -> Path:
-    """The folder relative ini paths are read against: the ini file's, else the rootdir."""
+    """The folder relative ini paths are read against: the ini file's, else the rootdir (the controller's,
+    on a worker that runs elsewhere)."""
+    handed = (getattr(config, "workerinput", None) or {}).get("pstbench_ini_base")
+    if handed and controller_dir(config) is not None:
+        return Path(handed)
     return config.inipath.parent if config.inipath else config.rootpath
 
 
@@ -61,7 +81,7 @@ def path_value(config: pytest.Config, suffix: str) -> Path | None:
     relative to the ini file's folder; None when neither is set."""
     value = config.getoption("pstbench_" + suffix.replace("-", "_"), default=None)
     if value is not None:
-        return Path(value)
+        return Path(as_on_controller(config, value))
     value = option_value(config, suffix)
     if value is None or value == "":
         return None
@@ -77,7 +97,7 @@ def track_value(config: pytest.Config) -> str | None:
 
     value = option_value(config, "track")
     if value in (None, "") or from_cli(config, "track") or Path(str(value)).is_absolute():
-        return None if value in (None, "") else str(value)
+        return None if value in (None, "") else str(as_on_controller(config, value))
     ids = {t for s in registered().values() for t in s.builtin_tracks} | set(remote_track_ids(kind=None))
     return str(value) if str(value) in ids else str(ini_base(config) / str(value))
 
@@ -89,7 +109,7 @@ def baseline_paths(config: pytest.Config) -> list[Path]:
     baselines = config.getoption("pstbench_baseline", default=None)
     if baselines is None:
         baselines = [ini_base(config) / b for b in config.getini("pstbench_baseline")]
-    paths = [Path(b) for b in baselines]
+    paths = [Path(as_on_controller(config, b)) for b in baselines]
     if config.getoption("pstbench_update_baseline", default=None) and len(paths) != 1:
         raise UserError(f"--pstbench-update-baseline: needs exactly one baseline folder to write (--pstbench-baseline DIR "
                         f"or the ini key pstbench_baseline), got {len(paths)}; fix: name the one folder to replace")

@@ -23,6 +23,7 @@ from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.plugin.frame import (
     ItemFailure,
     TrackRun,
+    as_on_controller,
     baseline_paths,
     bound_items,
     path_value,
@@ -134,7 +135,7 @@ class PairedRun(TrackRun):
                 outputs=raw_outputs,
                 name=option_value(config, "name"),
                 results=path_value(config, "results") or Path("results"),
-                protocol=option_value(config, "protocol"),
+                protocol=as_on_controller(config, option_value(config, "protocol")),
                 allow_resize=bool(option_value(config, "allow-resize")),
                 device=str(option_value(config, "device") or "cpu"),
                 method_info=tuple(config.getoption("pstbench_method_info") or ()),

@@ -35,6 +35,8 @@ from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.plugin.frame import (
     ItemFailure,
     TrackRun,
+    as_on_controller,
+    controller_dir,
     baseline_paths,
     bound_items,
     from_cli,
@@ -164,7 +166,7 @@ class SelectionRun(TrackRun):
             for opt, why in _UNSUPPORTED.items():
                 if given(config, f"pstbench_{opt}"):
                     raise UserError(f"--pstbench-{opt.replace('_', '-')}: not supported for selection tracks ({why}); fix: drop the option")
-            protocol = load_protocol(option_value(config, "protocol") or DEFAULT_SELECTION_PROTOCOL)
+            protocol = load_protocol(as_on_controller(config, option_value(config, "protocol")) or DEFAULT_SELECTION_PROTOCOL)
             params = SelectionParams.of(protocol)
             track = resolve_selection_track(track_value(config))
             answers_path = path_value(config, "answers")
@@ -180,7 +182,7 @@ class SelectionRun(TrackRun):
             if answers_path is not None:  # with --pstbench-model: the model's answers, named after the model
                 chosen = answers_judge(answers_path, track, params, model=str(model) if model else None, model_api=model_api)
             elif judge_spec:
-                base = config.invocation_params.dir if from_cli(config, "judge") else ini_base(config)
+                base = (controller_dir(config) or config.invocation_params.dir) if from_cli(config, "judge") else ini_base(config)
                 chosen = function_judge(str(judge_spec), Path(base), params)
             else:  # the pstbench_judge fixture, if the rootdir's conftest.py defines one
                 chosen = RunJudge(None, None, {"kind": "fixture", "fixture": FIXTURE_NAME}, "pytest", f"fixture {FIXTURE_NAME}")
