@@ -55,3 +55,19 @@ def test_relative_paths_are_read_on_the_controller_by_workers_running_elsewhere(
     run.unlink()
     pytester.runpytest_subprocess(*args).assert_outcomes(passed=4)
     assert run.read_bytes() == distributed
+
+
+def test_a_path_given_as_its_own_argument_to_workers_running_elsewhere_is_one_line(pytester, tmp_path):
+    """Issue #32 item 23: pytest-xdist stops with an INTERNALERROR ("not relative to an rsync root") on an option
+    value given as its own argument when workers run elsewhere; the plugin says so first, with the form that works."""
+    manifest = make_track(pytester.path / "track", n=2)
+    make_outputs(manifest, pytester.path / "out")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--pstbench-track=track/track.yaml",
+                                      "--pstbench-outputs", "out", f"--tx=2*popen//chdir={elsewhere}", "--dist=load")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    r.stderr.fnmatch_lines(["ERROR: pstbench: out: pytest-xdist workers that run elsewhere (--tx popen//chdir=*) cannot "
+                            "take a command-line argument that names a path outside an --rsyncdir; fix: give it as "
+                            "--pstbench-outputs=out"])
+    assert "INTERNALERROR" not in r.stdout.str() + r.stderr.str()

@@ -39,7 +39,40 @@ def pytest_configure(config: pytest.Config) -> None:
             kind = track_kind(track_value(config))
         except UserError as exc:  # an unknown kind in the manifest: one line, no traceback
             raise pytest.UsageError(f"pstbench: {exc}") from None
+        problem = _xdist_path_argument(config)
+        if problem:
+            raise pytest.UsageError(f"pstbench: {problem}")
         config.pluginmanager.register(pytest_run_class(kind).from_config(config), "pstbench-run")
+
+
+def _xdist_path_argument(config: pytest.Config) -> str | None:
+    """With pytest-xdist workers that run elsewhere (`--tx ssh=...`, `popen//chdir=...`), xdist rewrites each
+    command-line argument that names an existing path relative to an rsync root and stops with an INTERNALERROR
+    ("not relative to an rsync root") when it is not under one: an option value given as its own argument
+    (`--pstbench-outputs DIR`). Found here first, as one line with the `--option=value` form that works."""
+    import re
+    from pathlib import Path
+
+    if hasattr(config, "workerinput"):
+        return None
+    specs = [re.sub(r"^\d+\*", "", str(s)) for s in (getattr(config.option, "tx", None) or [])]
+    if not any(not s.startswith("popen") or "//chdir=" in s for s in specs):
+        return None
+    roots = [Path(str(r)).resolve() for r in [*(getattr(config.option, "rsyncdir", None) or []), *config.getini("rsyncdirs")]]
+    args = [str(a) for a in config.invocation_params.args]
+    for i, arg in enumerate(args):
+        path = Path(arg.split("::")[0])
+        try:
+            exists = path.exists()
+        except OSError:
+            exists = False
+        if not exists or any(path.resolve() == r or r in path.resolve().parents for r in roots):
+            continue
+        prev = args[i - 1] if i else ""
+        fix = f"give it as {prev}={arg}" if prev.startswith("--") and "=" not in prev else "give the path inside an --rsyncdir"
+        return (f"{arg}: pytest-xdist workers that run elsewhere (--tx {specs[0]}) cannot take a command-line argument "
+                f"that names a path outside an --rsyncdir; fix: {fix}")
+    return None
 
 
 @pytest.hookimpl(optionalhook=True)
