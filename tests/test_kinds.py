@@ -20,6 +20,16 @@ def fresh_registry():
     kinds.registered.cache_clear()
 
 
+def _install_entry_point(folder, monkeypatch, dist: str, line: str) -> None:
+    """A distribution `dist` in `folder` (put on sys.path) whose one entry point of the kinds group is `line`."""
+    info = folder / f"{dist}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n", encoding="utf-8")
+    (info / "entry_points.txt").write_text(f"[pytest_pstbench.kinds]\n{line}\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(folder))
+    kinds.registered.cache_clear()
+
+
 def test_the_shipped_kinds_and_the_default():
     assert kinds.names() == ["paired", "selection"]
     assert kinds.default_kind() == "paired"
@@ -79,12 +89,7 @@ def test_a_third_kind_is_a_package_and_one_entry_point(tmp_path, monkeypatch, fr
                         pytest_run="toykind:TOY_RUN", builtin_tracks=("toybox",))
         RUNS = TOY_RUN = object()
     '''), encoding="utf-8")
-    dist = tmp_path / "toykind-0.1.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: toykind\nVersion: 0.1\n", encoding="utf-8")
-    (dist / "entry_points.txt").write_text("[pytest_pstbench.kinds]\ntoy = toykind:KIND\n", encoding="utf-8")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    kinds.registered.cache_clear()
+    _install_entry_point(tmp_path, monkeypatch, "toykind", "toy = toykind:KIND")
 
     assert kinds.names() == ["paired", "selection", "toy"]
     assert kinds.track_kind("toybox") == "toy"
@@ -104,12 +109,7 @@ def test_a_third_kind_is_a_package_and_one_entry_point(tmp_path, monkeypatch, fr
 
 def test_a_spec_that_is_not_a_kindspec_is_refused(tmp_path, monkeypatch, fresh_registry):
     (tmp_path / "badkind.py").write_text("KIND = 'paired'\n", encoding="utf-8")
-    dist = tmp_path / "badkind-0.1.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: badkind\nVersion: 0.1\n", encoding="utf-8")
-    (dist / "entry_points.txt").write_text("[pytest_pstbench.kinds]\nbad = badkind:KIND\n", encoding="utf-8")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    kinds.registered.cache_clear()
+    _install_entry_point(tmp_path, monkeypatch, "badkind", "bad = badkind:KIND")
     with pytest.raises(UserError, match=r"entry point bad = badkind:KIND \(group pytest_pstbench.kinds\) is not the KindSpec"):
         kinds.names()
 
