@@ -5,8 +5,6 @@ import sys
 from pathlib import Path
 
 
-
-
 def _reporter(args):
     """Progress on stderr: one bar on a terminal, a line every 5% otherwise (CI logs); per-file lines with -v."""
     from pytest_pstbench.data.progress import Reporter
@@ -82,32 +80,28 @@ def cmd_data_verify(args) -> int:
 
         extracted = verify_extraction(get_manifest(args.name))
         if extracted:
-            for path, reason in extracted:
-                print(f"pstbench: error: {args.name}: {path}: {reason}", file=sys.stderr)
-            print(
-                f"pstbench: error: {len(extracted)} extracted files of {args.name} are missing or differ; "
-                f"fix: run `pstbench data fetch {args.name}{_splits_arg(lock)}` (it extracts the tasks again)",
-                file=sys.stderr,
-            )
+            _print_failures(args.name, extracted, f"{len(extracted)} extracted files of {args.name} are missing or differ",
+                            f"run `pstbench data fetch {args.name}{_splits_arg(lock)}` (it extracts the tasks again)")
             if not bad:
                 return 1
     if bad:
-        for path, reason in bad:
-            print(f"pstbench: error: {args.name}: {path}: {reason}", file=sys.stderr)
-        print(
-            f"pstbench: error: {len(bad)} of {len(lock['files'])} files of {args.name} failed verification; "
-            f"fix: run `pstbench data fetch {args.name}{_splits_arg(lock)}` (it re-fetches those files)",
-            file=sys.stderr,
-        )
+        _print_failures(args.name, bad, f"{len(bad)} of {len(lock['files'])} files of {args.name} failed verification",
+                        f"run `pstbench data fetch {args.name}{_splits_arg(lock)}` (it re-fetches those files)")
         return 1
     print(f"{args.name}: all {len(lock['files'])} files verified (size and sha256) against {lock['repo_id']}@{lock['revision']}")
     return 0
 
 
-def _splits_arg(lock: dict) -> str:
-    from pytest_pstbench.data.manifest import get_manifest
+def _print_failures(name: str, failures, summary: str, fix: str) -> None:
+    """One error line per failed file, then the summary with its fix (stderr)."""
+    for path, reason in failures:
+        print(f"pstbench: error: {name}: {path}: {reason}", file=sys.stderr)
+    print(f"pstbench: error: {summary}; fix: {fix}", file=sys.stderr)
 
+
+def _splits_arg(lock: dict) -> str:
     from pytest_pstbench.data.dataset_lock import refetch_args
+    from pytest_pstbench.data.manifest import get_manifest
 
     m = get_manifest(lock["dataset"])
     splits = sorted(lock.get("pairs", {}))
