@@ -78,6 +78,10 @@ def test_the_wheel_ships_the_package_and_its_data(installed, tmp_path):
     assert int(n_variants) == len(shipped) > 0
     assert vab == "vab"
     assert int(css_rules) > 20  # the report's style sheet (package data report/page.css)
+    # issue #45 item 10: the license ships with the installed package, and its metadata names it
+    (dist_info,) = purelib.glob("pytest_pstbench-*.dist-info")
+    assert (dist_info / "licenses" / "LICENSE").read_bytes() == (REPO / "LICENSE").read_bytes()
+    assert "License-Expression: MIT" in (dist_info / "METADATA").read_text()
 
 
 def test_demo_score_and_plugin_run_from_the_installed_wheel(installed, tmp_path):
