@@ -170,13 +170,11 @@ class RunSession:
         try:
             if isinstance(output, (str, Path)):
                 out_path = Path(output)
+                from pytest_pstbench.paired.tracks import check_inside_outputs, missing_output_error
+
                 if not out_path.is_file():
-                    raise UserError(
-                        f"{out_path} (output): missing output for pair {pair.id}; "
-                        f"fix: write {pair.id}.png into the outputs folder"
-                    )
+                    raise missing_output_error(out_path, pair.id)
                 if self.outputs_dir is not None:  # checked again here: the folder may have changed since
-                    from pytest_pstbench.paired.tracks import check_inside_outputs
 
                     outside = check_inside_outputs(out_path, self.outputs_dir, allow=self.allow_outside_links)
                 result.output = str(out_path)

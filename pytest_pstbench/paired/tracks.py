@@ -176,6 +176,26 @@ def resolve_outputs(track: Track, outputs_dir: Path, allow_outside_links: bool =
     return outputs
 
 
+def missing_output_error(out_path: Path, pair_id: str) -> UserError:
+    """The error for a pair whose `<pair_id>.png` is not there, naming a file of that pair under another
+    name (another extension, another case: `demo-03.jpg`, `demo-03.PNG`) and the rule it breaks."""
+    out_path = Path(out_path)
+    head = f"{out_path} (output): missing output for pair {pair_id}"
+    try:
+        near = sorted(e.name for e in os.scandir(out_path.parent) if e.name != out_path.name
+                      and (e.name.lower() == out_path.name.lower() or Path(e.name).stem == pair_id))[:3]
+    except OSError:
+        near = []
+    if not near:
+        return UserError(f"{head}; fix: write {pair_id}.png into the outputs folder")
+    found = ", ".join(near)
+    if any(Path(n).suffix.lower() == ".png" for n in near):
+        return UserError(f"{head}; found {found}: an output's name must be exactly <pair_id>.png (lower-case .png); "
+                         f"fix: rename it {pair_id}.png")
+    return UserError(f"{head}; found {found}: outputs must be PNG files named <pair_id>.png (a JPEG or other format "
+                     f"is not read); fix: save the output as PNG, {pair_id}.png (lossless, not a renamed JPEG)")
+
+
 def check_inside_outputs(path: Path, outputs_dir: Path, allow: bool = False) -> str | None:
     """An output must be a file inside the outputs folder once links are resolved: a link that leaves
     the folder (e.g. to the track's ground truth) is refused, unless `allow` (--allow-outside-links),
