@@ -135,6 +135,7 @@ class ManifestForm:
     required: tuple[str, ...]  # the fields every item must have
     keys: str  # the top-level rule, after "it must be a mapping with "
     ids: FolderNameIds | PatternIds
+    example: str = ""  # what a good manifest looks like, in one line of YAML (every error ends with it)
 
 
 class TrackManifest:
@@ -146,30 +147,42 @@ class TrackManifest:
             raise UserError(f"{path}: {form.what} not found; fix: give the path of an existing track.yaml")
         self.path, self.form, self.base = path, form, path.parent
         self.data = read_yaml(path, form.what)
+        self._index: dict[str, int] = {}  # item id -> its position in the item list (for an error's line)
         if not isinstance(self.data, dict) or "id" not in self.data or form.items not in self.data:
             raise self.bad(f"it must be a mapping with {form.keys}")
 
-    def bad(self, rule: str) -> UserError:
-        return UserError(f"{self.path}: invalid {self.form.what}: {rule}")
+    def bad(self, rule: str, at: tuple = (), item: str | None = None) -> UserError:
+        """The error `rule` about this manifest: `path:line` of the value at `at` (keys from the top, or from
+        item `item`'s entry), the rule, and an example of a good manifest."""
+        from pytest_pstbench.core.files.yamlfile import yaml_line
+
+        if item is not None and item in self._index:
+            at = (self.form.items, self._index[item], *at)
+        line = yaml_line(self.path, at)
+        where = f"{self.path}:{line}" if line is not None else f"{self.path}"
+        example = f"; expected e.g. `{self.form.example}`" if self.form.example else ""
+        return UserError(f"{where}: invalid {self.form.what}: {rule}{example}")
 
     def track_id(self) -> str:
-        return self.form.ids.track_id(self.data["id"], self.bad)
+        return self.form.ids.track_id(self.data["id"], lambda rule: self.bad(rule, ("id",)))
 
     def items(self) -> Iterator[tuple[str, dict]]:
         """(item id, item mapping) in manifest order, each mapping with the required fields, ids unique."""
         form = self.form
         raw = self.data[form.items]
         if not isinstance(raw, list) or not raw:
-            raise self.bad(f"`{form.items}` must be a non-empty list of {{{', '.join(form.fields)}}}")
+            raise self.bad(f"`{form.items}` must be a non-empty list of {{{', '.join(form.fields)}}}", (form.items,))
         seen: set[str] = set()
         for i, entry in enumerate(raw):
             if not isinstance(entry, dict):
-                raise self.bad(f"{form.items}[{i}] must be a mapping with {', '.join(form.fields)}")
+                raise self.bad(f"{form.items}[{i}] must be a mapping with {', '.join(form.fields)}", (form.items, i))
             missing = [key for key in form.required if key not in entry]
             if missing:
-                raise self.bad(f"{form.items}[{i}] lacks {', '.join(missing)}")
-            item_id = form.ids.item_id(entry["id"], i, seen, form, self.bad)
+                raise self.bad(f"{form.items}[{i}] lacks {', '.join(missing)}; fix: give every {form.item} "
+                               f"{', '.join(form.required)}", (form.items, i))
+            item_id = form.ids.item_id(entry["id"], i, seen, form, lambda rule, i=i: self.bad(rule, (form.items, i, "id")))
             seen.add(item_id)
+            self._index[item_id] = i
             yield item_id, entry
 
     def file(self, relative: str, item_id: str, role: str) -> Path:
@@ -178,7 +191,8 @@ class TrackManifest:
         f = Path(os.path.realpath(self.base / relative))
         if not f.is_file():
             why = "is a link that loops or leads nowhere" if os.path.islink(f) else "does not exist"
-            raise self.bad(f"{self.form.item} {item_id}: {role} file {f} {why}; fix the path (relative to the manifest)")
+            raise self.bad(f"{self.form.item} {item_id}: {role} file {f} {why}; fix the path (relative to the manifest)",
+                           (role,), item=item_id)
         return f
 
     def track_fields(self, track_id: str, digest: Callable[[], str]) -> dict:

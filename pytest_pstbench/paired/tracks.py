@@ -36,6 +36,7 @@ PAIRED_MANIFEST = ManifestForm(
     required=("id", *ROLES),
     keys="keys `id` and `pairs`",
     ids=FolderNameIds(),
+    example="{id: my-track, pairs: [{id: p01, content: content/p01.png, style: style/p01.png, reference: reference/p01.png}]}",
 )
 
 

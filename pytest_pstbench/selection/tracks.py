@@ -51,6 +51,7 @@ SELECTION_MANIFEST = ManifestForm(
     required=("id", "candidates", "best"),
     keys="keys kind, id and tasks",
     ids=PatternIds(),
+    example="{kind: selection, id: my-track, tasks: [{id: t01, candidates: [t01/a.png, t01/b.png, t01/c.png], best: 0, worst: 2}]}",
 )
 
 
@@ -152,25 +153,29 @@ def load_selection_manifest(path: Path, source: str = "local") -> SelectionTrack
     votes = manifest.data.get("votes")
     if votes is not None:
         if not isinstance(votes, str) or not votes:
-            raise manifest.bad("`votes` must be the path of a votes CSV (task_id,k,judge,best,worst), relative to the manifest")
+            raise manifest.bad("`votes` must be the path of a votes CSV (task_id,k,judge,best,worst), relative to the manifest",
+                               ("votes",))
         votes = (manifest.base / votes).resolve()
         if not votes.is_file():
-            raise manifest.bad(f"votes file {votes} does not exist; fix the path (relative to the manifest) or drop `votes`")
+            raise manifest.bad(f"votes file {votes} does not exist; fix the path (relative to the manifest) or drop `votes`",
+                               ("votes",))
     return SelectionTrack(tasks=tasks, source=source, votes=votes,
                           **manifest.track_fields(track_id, lambda: files_revision(tasks)))
 
 
 def _task(manifest: TrackManifest, tid: str, entry: dict) -> Task:
     """Task `tid` from its manifest entry: candidate files, best and worst indices, the rest kept as info."""
-    bad = manifest.bad
+    def bad(rule: str, *at) -> UserError:  # the error's line: task `tid`'s entry, at key `at`
+        return manifest.bad(rule, at, item=tid)
+
     cands = entry["candidates"]
     if not isinstance(cands, list) or len(cands) < 2:
-        raise bad(f"task {tid}: `candidates` must list at least 2 image files")
+        raise bad(f"task {tid}: `candidates` must list at least 2 image files", "candidates")
     files, cinfo = [], []
     for j, c in enumerate(cands):
         rel = c.get("file") if isinstance(c, dict) else c
         if not isinstance(rel, str) or not rel:
-            raise bad(f"task {tid}: candidates[{j}] must be a file path or a mapping with `file`")
+            raise bad(f"task {tid}: candidates[{j}] must be a file path or a mapping with `file`", "candidates", j)
         files.append(manifest.file(rel, tid, "candidate"))
         cinfo.append({k: v for k, v in c.items() if k != "file"} if isinstance(c, dict) else {})
     k = len(files)
@@ -178,7 +183,7 @@ def _task(manifest: TrackManifest, tid: str, entry: dict) -> Task:
     def index(key: str):
         v = entry.get(key)
         if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < k:
-            raise bad(f"task {tid}: `{key}` must be a candidate index 0..{k - 1} (0-based, in the order listed), got {v!r}")
+            raise bad(f"task {tid}: `{key}` must be a candidate index 0..{k - 1} (0-based, in the order listed), got {v!r}", key)
         return v
 
     best = index("best")
@@ -189,7 +194,7 @@ def _task(manifest: TrackManifest, tid: str, entry: dict) -> Task:
     else:
         raise bad(f"task {tid}: `worst` is required when a task has {k} candidates")
     if worst == best:
-        raise bad(f"task {tid}: best and worst are both candidate {best}; they must differ")
+        raise bad(f"task {tid}: best and worst are both candidate {best}; they must differ", "worst")
     return Task(
         id=tid,
         seed=entry["id"],

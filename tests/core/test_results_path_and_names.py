@@ -86,7 +86,7 @@ def test_bad_track_ids_are_refused(tmp_path, capsys, track_id, rule):
     assert score_cli(tmp_path, manifest, outputs, proto) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
-    assert err.startswith(f"pstbench: error: {manifest}: invalid track manifest: {rule}")
+    assert err.startswith(f"pstbench: error: {manifest}:1: invalid track manifest: {rule}")  # `id` is on line 1
     assert not (tmp_path / "results").exists()
 
 

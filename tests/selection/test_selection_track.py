@@ -7,6 +7,7 @@ import itertools
 import json
 import math
 import random
+import re
 import shutil
 import time
 from fractions import Fraction
@@ -670,7 +671,9 @@ def test_local_manifest_and_errors(tmp_path, demo_manifest):
         path.write_text(yaml.safe_dump(data))
         with pytest.raises(UserError) as e:
             load_selection_manifest(path)
-        assert str(e.value) == f"{path}: invalid selection track manifest: {message}"
+        # issue #45 item 4: the file and line, the rule, an example of a good manifest
+        assert re.fullmatch(rf"{re.escape(str(path))}:\d+: invalid selection track manifest: {re.escape(message)}"
+                            r"; expected e\.g\. `\{kind: selection, id: my-track, tasks: \[.*\]\}`", str(e.value)), str(e.value)
 
     refused(lambda d: d["tasks"][0].pop("worst"), "task 7: `worst` is required when a task has 3 candidates")
     refused(lambda d: d["tasks"][0].update(best=3), "task 7: `best` must be a candidate index 0..2 (0-based, in the order listed), got 3")

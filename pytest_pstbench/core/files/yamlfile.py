@@ -156,6 +156,38 @@ def parse_yaml(raw: bytes | str, source: Path | str, what: str):
     return data
 
 
+def yaml_line(path: Path, keys: tuple = ()) -> int | None:
+    """The 1-based line of the value at `keys` (mapping keys and list indices, e.g. ("pairs", 0, "best")) in
+    the YAML file `path`, or of the deepest part of it that exists; None if the file cannot be composed.
+    For messages: called after `read_yaml` read the same file, so the file is known to be within the bounds."""
+    import yaml
+
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+        loader = _loader_class()(text)
+        try:
+            node = loader.get_single_node()
+        finally:
+            loader.dispose()
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, _Refused, ValueError, RecursionError):
+        return None
+    if node is None:
+        return None
+    line = node.start_mark.line + 1
+    for key in keys:
+        if isinstance(node, yaml.SequenceNode) and isinstance(key, int) and 0 <= key < len(node.value):
+            node = node.value[key]
+        elif isinstance(node, yaml.MappingNode):
+            found = [v for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == str(key)]
+            if not found:
+                break
+            node = found[0]
+        else:
+            break
+        line = node.start_mark.line + 1
+    return line
+
+
 # sha256 of a YAML text -> its data: the pure-Python parser is the slow part of reading the kit's files (every
 # track lookup reads the dataset manifests), so a text already parsed in this process is not parsed again. Keyed
 # by content, never by name; each caller gets its own copy.
