@@ -128,18 +128,26 @@ def gate_against_baselines(result, run_dir: Path, baselines, protocol, metrics, 
     result.reasons.extend(comparison_failures(comp, kind, protocol))
 
 
-def comparison_failures(comp, kind: RunKind, protocol) -> list[str]:
-    """Why a comparison fails a gate (`pstbench compare --fail-on-worse` too): a reason per test worse than
-    its baseline; with none worse, the reason it could not have found one (`cannot_detect`), if so."""
+# What a comparison that cannot detect a worse run advises, in each front door's own options.
+GATE_FIX = ("fix: gate on a track with more items, on fewer metrics (--pstbench-gate-metrics), "
+            "or with bounds (--pstbench-min/--pstbench-max) instead of a baseline")
+COMPARE_FIX = ("fix: compare on a track with more items or on fewer metrics (--metrics), "
+               "or drop --fail-on-worse and judge the run by its values")
+
+
+def comparison_failures(comp, kind: RunKind, protocol, fix: str = GATE_FIX) -> list[str]:
+    """Why a comparison fails a gate (`pstbench compare --fail-on-worse` too, with `fix` = COMPARE_FIX): a
+    reason per test worse than its baseline; with none worse, the reason it could not have found one
+    (`cannot_detect`), if so."""
     reasons = [kind.worse_reason(r, comp) for r in comp.worse]
     if comp.rows and not reasons:
-        blind = cannot_detect(comp.rows, comp.alpha, kind, protocol)
+        blind = cannot_detect(comp.rows, comp.alpha, kind, protocol, fix)
         if blind:
             reasons.append(blind)
     return reasons
 
 
-def cannot_detect(rows, alpha: float, kind: RunKind, protocol) -> str | None:
+def cannot_detect(rows, alpha: float, kind: RunKind, protocol, fix: str = GATE_FIX) -> str | None:
     """Why a comparison could not have found any test worse, whatever the runs' values: with too few pairs
     (or tasks), Holm's smallest adjusted p-value, m times the smallest p any test can give, is not below
     alpha. A gate that cannot fail proves nothing, so it fails and says so; None when it can detect."""
@@ -150,8 +158,7 @@ def cannot_detect(rows, alpha: float, kind: RunKind, protocol) -> str | None:
     n = min(r.n for r in rows)
     return (f"the baseline comparison cannot detect a worse run: with {n} {kind.unit} per test the smallest p-value a "
             f"test can give is {smallest:.4g}, and Holm's correction over its {m} tests makes that {min(1.0, m * smallest):.4g}, "
-            f"not below alpha {alpha}; fix: gate on a track with more items, on fewer metrics (--pstbench-gate-metrics), "
-            "or with bounds (--pstbench-min/--pstbench-max) instead of a baseline")
+            f"not below alpha {alpha}; {fix}")
 
 
 def unique_baselines(baselines, kind: RunKind, notes: list[str]) -> list[Path]:
@@ -184,7 +191,7 @@ def fail_on_worse(args, comp, kind_name: str, protocol) -> int:
 
     if not getattr(args, "fail_on_worse", False):
         return 0
-    reasons = comparison_failures(comp, get(kind_name), protocol)
+    reasons = comparison_failures(comp, get(kind_name), protocol, COMPARE_FIX)
     for reason in reasons:
         print(f"pstbench compare: FAILED: {reason}", file=sys.stderr)
     return 1 if reasons else 0
