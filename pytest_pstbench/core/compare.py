@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.errors import UserError, suggest
 from pytest_pstbench.core.kinds import RunKind, get, kind_of_runs
 
 
@@ -106,7 +106,7 @@ def check_metric_names(names, known, message) -> list[str]:
     names = list(names) if names else list(known)
     unknown = [m for m in names if m not in known]
     if unknown:
-        raise UserError(message(unknown))
+        raise UserError(message(unknown) + suggest(unknown[0], known))
     return names
 
 

@@ -7,3 +7,25 @@ Its message names the file (or option), the rule that was broken and the fix. Fr
 
 class UserError(Exception):
     """A problem with the user's input, not a bug in pstbench."""
+
+
+
+def closest(word, choices) -> str | None:
+    """The known name closest to `word` (difflib's ratio of at least 0.6), or None: every lookup of a name
+    (track, protocol, metric, judge, option) suggests the one meant."""
+    import difflib
+
+    found = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def did_you_mean(word, choices) -> str:
+    """` (did you mean NAME?)` after a name that is not known, or ""."""
+    name = closest(word, choices)
+    return f" (did you mean {name}?)" if name else ""
+
+
+def suggest(word, choices) -> str:
+    """`; did you mean NAME?` at the end of a message that already lists `choices`, or ""."""
+    name = closest(word, choices)
+    return f"; did you mean {name}?" if name else ""

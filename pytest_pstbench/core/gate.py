@@ -5,7 +5,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.errors import UserError, suggest
 
 
 def parse_number_items(items, option: str, names: list[str], *, example: str, unknown, check=None,
@@ -23,7 +23,7 @@ def parse_number_items(items, option: str, names: list[str], *, example: str, un
         if not sep:
             raise UserError(f"{option} {item!r}: expected {example}")
         if name not in names:
-            raise UserError(f"{option} {item!r}: {unknown(name)}")
+            raise UserError(f"{option} {item!r}: {unknown(name)}{suggest(name, names)}")
         if check_name is not None:
             check_name(item, name)
         try:

@@ -14,7 +14,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.errors import UserError, did_you_mean
 
 # ---- numeric ranges: the rules every kind's protocol validation applies to a number (docs/protocol.md, "Ranges")
 MAX_RESAMPLES = 10_000_000  # a bootstrap beyond this is a typo (and would not fit in memory)
@@ -247,9 +247,10 @@ def load_protocol(spec: str | Path | None = None) -> Protocol:
     """Load a protocol by id (a file shipped in `protocols/`) or by path. Default: `pstbench`."""
     path = protocol_path(spec)
     if not path.is_file():
+        shipped = sorted(p.stem for p in protocols_dir().glob("*.yaml"))
         raise UserError(
-            f"{path}: protocol file not found; give a protocol id shipped with pstbench "
-            f"({', '.join(sorted(p.stem for p in protocols_dir().glob('*.yaml')))}) or a path to a YAML file"
+            f"{path}: protocol file not found{did_you_mean(spec, shipped)}; give a protocol id shipped with pstbench "
+            f"({', '.join(shipped)}) or a path to a YAML file"
         )
     raw = path.read_bytes()
     digest = hashlib.sha256(raw).hexdigest()

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from pytest_pstbench.core.compare import check_runs_comparable, checked_runs, protocol_for, run_pairs
-from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.errors import UserError, suggest
 from pytest_pstbench.paired.runs import Run, load_run
 
 BETTER, WORSE, NO_DIFF = "better", "worse", "no significant difference"
@@ -166,7 +166,8 @@ def compare_two(baseline: Run, candidate: Run, protocol, metrics: list[str] | No
     pair_ids = list(baseline.scores)
     for m in names:
         if m not in protocol.metrics:
-            raise UserError(f"metric {m!r} is not in protocol {protocol.id} (metrics: {', '.join(protocol.metric_names)})")
+            raise UserError(f"metric {m!r} is not in protocol {protocol.id} (metrics: {', '.join(protocol.metric_names)})"
+                            f"{suggest(m, protocol.metric_names)}")
         hib = per_pair_higher_is_better(protocol, m)  # per-pair MSE (pooled_mse) is lower-is-better
         a = np.array([baseline.scores[p][m] for p in pair_ids], dtype=np.float64)
         b = np.array([candidate.scores[p][m] for p in pair_ids], dtype=np.float64)

@@ -8,7 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from pytest_pstbench.core.compare import checked_runs
-from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.errors import UserError, suggest
 from pytest_pstbench.core.papertable import (Cell, Column, Table, cell_text, check_alphas, check_confidence, group_by_track,
                                              rank_column, reference_of, refuse_row_name, unique_names)
 from pytest_pstbench.paired.aggregation import entry_value, heading_suffix
@@ -53,7 +53,7 @@ def build_paired_table(paths: list[Path], *, metrics: list[str] | None, against:
         if unknown:
             raise UserError(
                 f"--metrics: {', '.join(unknown)} not in protocol {protocol.id} ({protocol.path}); fix: use some of "
-                f"{', '.join(protocol.metric_names)}"
+                f"{', '.join(protocol.metric_names)}{suggest(unknown[0], protocol.metric_names)}"
             )
         by_row = {"Identity": identity[0], **{r.name: r for r in others}}
         for r in others:

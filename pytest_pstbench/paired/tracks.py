@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.errors import UserError, did_you_mean
 from pytest_pstbench.core.files.images import sniff_format
 from pytest_pstbench.core.tracks import (
     FolderNameIds,
@@ -74,7 +74,7 @@ def resolve_track(spec: str, progress=None) -> Track:
     if path.suffix in (".yaml", ".yml") or path.exists():
         return load_manifest(manifest_path(path), source="local")
     raise UserError(
-        f"--track {spec}: unknown track; give a built-in track ({', '.join(BUILTIN_TRACKS)}), "
+        f"--track {spec}: unknown track{did_you_mean(spec, [*BUILTIN_TRACKS, *remote_ids])}; give a built-in track ({', '.join(BUILTIN_TRACKS)}), "
         f"a remote track ({', '.join(remote_ids)}) "
         "or the path to a local track manifest (a YAML file with `id` and `pairs`)"
     )

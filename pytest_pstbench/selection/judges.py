@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.errors import UserError, did_you_mean
 from pytest_pstbench.selection.answers import OK, answer_record, complete_derived
 from pytest_pstbench.selection.permutations import orders_for
 
@@ -102,7 +102,9 @@ def load_judge(spec: str, *, base: Path | None = None, default_num_trials: int =
             prov.update({"file": str(Path(mfile).resolve()), "file_sha256": hashlib.sha256(Path(mfile).read_bytes()).hexdigest()})
     fn = getattr(module, func_name, None)
     if fn is None:
-        raise UserError(f"--judge {spec}: {target} has no attribute {func_name}; fix: name a function defined there")
+        known = [n for n, v in vars(module).items() if callable(v) and not n.startswith("_")]
+        raise UserError(f"--judge {spec}: {target} has no attribute {func_name}{did_you_mean(func_name, known)}; "
+                        "fix: name a function defined there")
     if not callable(fn):
         raise UserError(f"--judge {spec}: {target}.{func_name} is not callable; fix: name a function f(image) -> float")
     prov["function"] = func_name

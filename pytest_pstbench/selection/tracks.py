@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, ClassVar
 
-from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.errors import UserError, did_you_mean
 from pytest_pstbench.core.tracks import (
     MANIFEST_NAME,
     ManifestForm,
@@ -117,7 +117,7 @@ def resolve_selection_track(spec: str, progress: Callable[[str], None] | None = 
     if path.is_file():
         return load_selection_manifest(path, source="local")
     raise UserError(
-        f"--track {spec}: unknown selection track; give a built-in one ({', '.join(BUILTIN_SELECTION_TRACKS)}) "
+        f"--track {spec}: unknown selection track{did_you_mean(spec, BUILTIN_SELECTION_TRACKS)}; give a built-in one ({', '.join(BUILTIN_SELECTION_TRACKS)}) "
         "or the path to a local selection manifest (a YAML file with kind: selection, id and tasks)"
     )
 
