@@ -41,7 +41,13 @@ from pytest_pstbench.data.pipfetch import PipDownloadFailed, one_line, pip_downl
 Progress = Callable[[str], None] | None
 
 MARKER = "pstbench-wheel.json"
-BASELINES_EXTRA_FIX = "pip install 'pytest-pstbench[baselines]'"
+
+
+def baselines_extra_fix() -> str:
+    """The fix for a missing dependency of the `[baselines]` extra: adding it to this installation."""
+    from pytest_pstbench.core.install import extra_install
+
+    return extra_install("baselines")
 
 
 @dataclass(frozen=True)
@@ -185,7 +191,7 @@ def load_pinned(wheel: PinnedWheel, module: str, progress: Progress = None, *, u
     for need in wheel.needs:
         if importlib.util.find_spec(need) is None:
             raise UserError(
-                f"{wheel.requirement} needs the module {need}, which is not installed; fix: {BASELINES_EXTRA_FIX}"
+                f"{wheel.requirement} needs the module {need}, which is not installed; fix: {baselines_extra_fix()}"
             )
     installed = _installed_root(wheel) if use_installed else None
     root = installed if installed is not None else ensure_cached(wheel, progress)
@@ -203,7 +209,7 @@ def load_pinned(wheel: PinnedWheel, module: str, progress: Progress = None, *, u
         else:
             mod = _import_from_folder(wheel, root, module)
     except ImportError as exc:
-        raise UserError(f"cannot import {module} of {wheel.requirement} from {root} ({one_line(exc)}); fix: {BASELINES_EXTRA_FIX}") from None
+        raise UserError(f"cannot import {module} of {wheel.requirement} from {root} ({one_line(exc)}); fix: {baselines_extra_fix()}") from None
     info = {
         "package": wheel.dist,
         "version": wheel.version,

@@ -52,9 +52,11 @@ def _parquet(m: DatasetManifest):
     try:
         import pyarrow.parquet as pq
     except ImportError:
+        from pytest_pstbench.core.install import extra_install
+
         raise UserError(
             f"dataset {m.name}: its files are parquet, and reading them needs pyarrow, which is not installed; "
-            "fix: pip install 'pytest-pstbench[vab]'"
+            f"fix: {extra_install('vab')}"
         ) from None
     return pq
 

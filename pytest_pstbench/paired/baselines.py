@@ -144,15 +144,15 @@ def _dist_version(dist: str) -> str | None:
 
 
 def _color_matcher(method: str):
-    from pytest_pstbench.data.pinned_packages import BASELINES_EXTRA_FIX
+    from pytest_pstbench.core.install import extra_install
 
     version = _dist_version("color-matcher")
     if version is None:
-        raise UserError(f"baseline {method} needs color-matcher {COLOR_MATCHER_VERSION}, which is not installed; fix: {BASELINES_EXTRA_FIX}")
+        raise UserError(f"baseline {method} needs color-matcher {COLOR_MATCHER_VERSION}, which is not installed; fix: {extra_install('baselines')}")
     if version != COLOR_MATCHER_VERSION:
         raise UserError(
             f"baseline {method} is pinned to color-matcher {COLOR_MATCHER_VERSION}, but {version} is installed; "
-            f"fix: pip install color-matcher=={COLOR_MATCHER_VERSION} (or {BASELINES_EXTRA_FIX})"
+            f"fix: pip install color-matcher=={COLOR_MATCHER_VERSION} (or {extra_install('baselines')})"
         )
     from color_matcher import ColorMatcher
 

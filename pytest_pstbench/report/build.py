@@ -18,6 +18,7 @@ from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.files.write import write_new
+from pytest_pstbench.core.install import extra_install
 from pytest_pstbench.core.files.write import staging_dir, swap_dir_into_place
 from pytest_pstbench.report.figures import assign_colors, metric_figures, sensitivity_figures
 from pytest_pstbench.report.html import render
@@ -25,7 +26,6 @@ from pytest_pstbench.report.model import (
     DEFAULT_MAX_PAIRS,
     DEFAULT_THUMB_SIZE,
     GENERATOR,
-    INSTALL_HINT,
     build_page,
     check_paired,
     check_same_setting,
@@ -95,7 +95,7 @@ def _require_matplotlib() -> None:
         import matplotlib  # noqa: F401
     except ImportError:
         raise UserError(
-            f"matplotlib is not installed; `pstbench report` draws its figures with it; fix: {INSTALL_HINT}"
+            f"matplotlib is not installed; `pstbench report` draws its figures with it; fix: {extra_install('report')}"
         ) from None
 
 

@@ -17,7 +17,6 @@ DEFAULT_THUMB_SIZE = 192
 DEFAULT_MAX_PAIRS = 50
 GENERATOR = "pstbench report"
 ANALYSIS_FILE = "analysis.json"
-INSTALL_HINT = "pip install 'pytest-pstbench[report]'"
 
 
 @dataclass

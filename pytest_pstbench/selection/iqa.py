@@ -27,7 +27,6 @@ from pathlib import Path
 from pytest_pstbench.core.errors import UserError
 
 PREFIX = "pyiqa:"
-INSTALL = "pip install 'pytest-pstbench[iqa]'"
 
 
 def is_pyiqa_spec(spec) -> bool:
@@ -55,7 +54,9 @@ def _import_pyiqa(spec: str):
     except ImportError as exc:
         missing = getattr(exc, "name", None)
         why = "pyiqa is not installed" if missing in (None, "pyiqa") else f"importing pyiqa failed ({_one_line(exc)})"
-        raise UserError(f"--judge {spec}: {why}; fix: {INSTALL}") from None
+        from pytest_pstbench.core.install import extra_install
+
+        raise UserError(f"--judge {spec}: {why}; fix: {extra_install('iqa')}") from None
 
 
 def _metric_names(pyiqa, mode: str | None) -> list[str]:

@@ -29,7 +29,8 @@ from pytest_pstbench.cli import main
 from pytest_pstbench.core.errors import UserError
 
 PCT = pp.PYTHON_COLOR_TRANSFER
-FIX = "pip install 'pytest-pstbench[baselines]'"
+# issue #45 item 6: the extra added to the installation in use (the tests run from a source tree, editable)
+FIX = f"pip install -e '{Path(__import__('pytest_pstbench').__file__).resolve().parents[1]}[baselines]'"
 
 
 def _rgb(path: Path) -> np.ndarray:

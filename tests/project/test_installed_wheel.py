@@ -9,6 +9,7 @@ processed: `pytest_pstbench` can only come from the installed wheel, which the t
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -82,6 +83,11 @@ def test_the_wheel_ships_the_package_and_its_data(installed, tmp_path):
     (dist_info,) = purelib.glob("pytest_pstbench-*.dist-info")
     assert (dist_info / "licenses" / "LICENSE").read_bytes() == (REPO / "LICENSE").read_bytes()
     assert "License-Expression: MIT" in (dist_info / "METADATA").read_text()
+    # issue #45 item 6: an extra is added to this installation from the wheel it came from
+    r = _run([str(bin_dir / "python"), "-c", "from pytest_pstbench.core.install import extra_install; print(extra_install('iqa'))"],
+             tmp_path, env)
+    assert r.returncode == 0, r.stderr
+    assert re.fullmatch(r"pip install '/\S+/dist/pytest_pstbench-0\.1\.0-py3-none-any\.whl\[iqa\]'", r.stdout.strip()), r.stdout
 
 
 def test_demo_score_and_plugin_run_from_the_installed_wheel(installed, tmp_path):

@@ -20,6 +20,8 @@ from helpers.protocols import protocol_without_lpips
 from helpers.tracks import make_outputs, make_track
 from pytest_pstbench.cli import main
 
+SOURCE = Path(__import__("pytest_pstbench").__file__).resolve().parents[1]  # the tests run from a source tree
+
 N_PAIRS = 4
 
 
@@ -329,7 +331,7 @@ def test_missing_matplotlib_is_a_one_line_error(setup, tmp_path, capsys, monkeyp
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises ImportError
     code, err = run_cli(["report", str(setup["runs"][0]), "--out", str(tmp_path / "rep")], capsys)
     assert code == 2
-    assert "pip install 'pytest-pstbench[report]'" in error_line(err)
+    assert f"fix: pip install -e '{SOURCE}[report]'" in error_line(err)  # issue #45 item 6: this source tree's extra
 
 
 def test_module_import_is_cheap():
