@@ -179,9 +179,16 @@ def cmd_compare(args) -> int:
 
         runs = [kind.load(p) for p in args.runs]
         margins = margins_to_apply(args.margin, protocol_for(runs, args.protocol), option="--margin", tested=args.metrics)
+    if args.worst is not None and kind.worst is None:
+        raise UserError(f"--worst {args.worst}: {kind.name} runs have no per-item losses to list; fix: drop --worst "
+                        "(`pstbench report` shows each item of a selection run)")
     comp, protocol, runs = kind.compare_paths(args.runs, protocol_spec=args.protocol, against_first=args.against_first,
                                               metrics=args.metrics, margins=margins)
-    print(json.dumps(comp.to_json(), indent=2) if args.json else kind.compare_text(comp, runs, protocol))
+    worst = kind.worst(comp, runs, protocol, args.worst, args.against_first) if args.worst is not None else None
+    if args.json:
+        print(json.dumps({**comp.to_json(), **({"worst": worst[1]} if worst else {})}, indent=2))
+    else:
+        print(kind.compare_text(comp, runs, protocol) + (f"\n\n{worst[0]}" if worst else ""))
     return fail_on_worse(args, comp, kind.name, protocol)
 
 
@@ -241,6 +248,17 @@ class _Parser(argparse.ArgumentParser):
         return out
 
 
+def _positive_int(text: str) -> int:
+    """argparse type of a count: a whole number >= 1 (argparse names the option in its one-line error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid count {text[:60]!r}: expected a whole number >= 1") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"invalid count {value}: expected a whole number >= 1")
+    return value
+
+
 def command_parser(parser: argparse.ArgumentParser, argv) -> argparse.ArgumentParser:
     """The (sub)command parser that `argv` reaches: `pstbench vab score ...` -> the parser of `vab score`."""
     for action in parser._actions:
@@ -287,6 +305,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="non-inferiority margin (repeatable; paired runs): a one-sided Wilcoxon test of the per-pair "
                    "differences shifted by DELTA (metrics.csv units); verdicts worse beyond margin / within margin / "
                    "better; 0 (default): no margin")
+    p.add_argument("--worst", type=_positive_int, default=None, metavar="N",
+                   help="paired runs: list, per tested metric and run pair, the N pairs the candidate lost most on "
+                   "(both values, the loss, the pair's content and style files when the track is here); JSON: `worst`")
     p.add_argument("--fail-on-worse", action="store_true",
                    help="exit 1 when the gate would fail: a test is significantly worse (beyond its margin), or the "
                    "comparison has too few pairs/tasks to find one after Holm's correction; each reason on stderr")

@@ -74,6 +74,9 @@ class RunKind:
     item_file: str  # the per-item file (metrics.csv / per_task.csv): its content tells runs apart
     smallest_pvalue: Callable[[Any, Any], float]  # (row, protocol) -> the smallest p its test can give with its n
     unit: str  # what a test's n counts ("pairs")
+    # (comparison, runs, protocol, n, against_first) -> (text, JSON) of the items the candidate lost most on
+    # (`pstbench compare --worst N`); None: the kind has no per-item losses, and `--worst` is refused
+    worst: Callable[..., tuple[str, list]] | None = None
 
 
 # ---- the registry ------------------------------------------------------------------------------------

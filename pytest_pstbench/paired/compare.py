@@ -290,6 +290,16 @@ def _compare_text(comp: Comparison, runs: list[Run], protocol) -> str:
             f"alpha={comp.alpha}\n{comparison_table(comp, protocol)}")
 
 
+def _worst(comp: Comparison, runs: list[Run], protocol, n: int, against_first: bool) -> tuple[str, list]:
+    """`pstbench compare --worst N` on paired runs: the pairs each candidate lost most on, per tested metric."""
+    from pytest_pstbench.paired.worst import track_files, worst_json, worst_pairs, worst_text
+
+    files = track_files(runs[0].summary)
+    metrics = list(dict.fromkeys(r.metric for r in comp.rows))
+    worst = worst_pairs(run_pairs(runs, against_first), metrics, protocol, n, files)
+    return worst_text(worst, protocol, n, files is not None, runs[0].summary.get("track")), worst_json(worst)
+
+
 def _accept_margins(what: str, fix: str) -> None:
     """Paired runs take margins (a shifted Wilcoxon): nothing to refuse."""
 
@@ -302,7 +312,7 @@ def _make_kind():
         name="paired", run_files=RUN_FILES, load=load_run, check_comparable=check_comparable, validate=validate_run,
         item_file="metrics.csv", smallest_pvalue=_smallest_pvalue, unit="pairs",
         compare_two=compare_two, finish=finish_comparison, worse_reason=_worse_reason, compare_paths=_compare_paths,
-        compare_text=_compare_text, check_margins=_accept_margins,
+        compare_text=_compare_text, check_margins=_accept_margins, worst=_worst,
     )
 
 
