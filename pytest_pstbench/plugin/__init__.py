@@ -29,7 +29,18 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "pstbench: a test that scores method outputs with pytest-pstbench (set by the pstbench fixtures)"
     )
+    if _pstbench_words(config):  # an option's value taken for a test path when pytest chose its ini file
+        from pytest_pstbench.plugin.config import moved_ini_problem
+
+        problem = moved_ini_problem(config)
+        if problem:
+            raise pytest.UsageError(f"pstbench: {problem}")
     if option_value(config, "track"):
+        if getattr(config.option, "dist", None) == "each" and not hasattr(config, "workerinput"):
+            raise pytest.UsageError(
+                "pstbench: --dist each: pytest-xdist runs every item on every worker, so each pair or task would be "
+                "scored once per worker while a run holds one result for each; fix: let the workers share the items: "
+                "-n N alone (--dist load), or --dist load, loadscope, loadfile, loadgroup or worksteal")
         _passive_openmp_under_xdist(config)
         from pytest_pstbench.core.errors import UserError
         from pytest_pstbench.core.kinds import pytest_run_class, track_kind
@@ -43,6 +54,15 @@ def pytest_configure(config: pytest.Config) -> None:
         if problem:
             raise pytest.UsageError(f"pstbench: {problem}")
         config.pluginmanager.register(pytest_run_class(kind).from_config(config), "pstbench-run")
+
+
+def _pstbench_words(config: pytest.Config) -> bool:
+    """A pstbench option is on the command line or in PYTEST_ADDOPTS (the only places its space form can
+    change the ini file pytest reads)."""
+    import os
+
+    return any(str(a).startswith("--pstbench-") for a in config.invocation_params.args) or "--pstbench-" in os.environ.get(
+        "PYTEST_ADDOPTS", "")
 
 
 def _xdist_path_argument(config: pytest.Config) -> str | None:

@@ -123,9 +123,73 @@ def baseline_records(config: pytest.Config) -> list[dict]:
     return [s.record() for s in getattr(config, "_pstbench_baselines", [])]
 
 
-def bound_items(config: pytest.Config, which: str) -> list:
-    """The raw `--pstbench-min` / `--pstbench-max` items (else the ini's)."""
-    return config.getoption(f"pstbench_{which}", default=None) or config.getini(f"pstbench_{which}")
+def key_values(config: pytest.Config, suffix: str, parse):
+    """`parse(items)` of the KEY=VALUE items of `--pstbench-SUFFIX` (min, max, gate-margin), else of the ini key
+    `pstbench_SUFFIX`: the kind's one parser, which refuses a KEY given twice with two values in either place. Its
+    one-line errors name the command-line option; for ini lines that name is replaced by where they were read
+    (`/proj/pytest.ini: pstbench_min: two values for psnr (25 and 10); fix: give one`, or `-o pstbench_min`)."""
+    dest = "pstbench_" + suffix.replace("-", "_")
+    items = config.getoption(dest, default=None)
+    if items:
+        return parse(items)
+    try:
+        return parse(config.getini(dest))
+    except UserError as exc:
+        option, message = f"--pstbench-{suffix}", str(exc)
+        if not message.startswith(option):
+            raise
+        overridden = any(str(o).partition("=")[0].strip() == dest for o in (getattr(config.option, "override_ini", None) or []))
+        where = f"-o {dest}" if overridden or config.inipath is None else f"{config.inipath}: {dest}"
+        raise UserError(where + message[len(option):]) from None
+
+
+def moved_ini_problem(config: pytest.Config) -> str | None:
+    """`--pstbench-NAME PATH` (space form) where PATH exists and made pytest read another ini file (or none).
+
+    pytest chooses its rootdir and ini file from the command line's paths before any plugin's options are
+    known, so the value of a plugin option given as its own argument counts as a test path there: with PATH
+    outside the project pytest reads no pytest.ini at all (its pstbench_min lines, its track, unread; exit 0, no
+    gate). A plugin cannot choose again (addopts, conftests and sys.path are set from that choice), so the
+    choice is checked here, against pytest's own `determine_setup` with the test paths alone: a one-line
+    problem with the `=` form as the fix where they differ; None where they agree (the space form is then
+    the same configuration as the `=` form) or on an xdist worker."""
+    import inspect
+    import os
+    import shlex
+
+    from pytest_pstbench.options import BY_NAME
+
+    if is_worker(config):
+        return None
+    here = Path(config.invocation_params.dir)
+    words = [*shlex.split(os.environ.get("PYTEST_ADDOPTS", "")), *(str(a) for a in config.invocation_params.args)]
+    spaced = [(opt, value) for opt, value in zip(words, words[1:]) if opt.startswith("--pstbench-")
+              and opt[len("--pstbench-"):] in BY_NAME and BY_NAME[opt[len("--pstbench-"):]].kind != "flag" and _exists(here / value)]
+    if not spaced:
+        return None
+    try:
+        from _pytest.config.findpaths import determine_setup  # the function pytest chose with (its arguments vary by version)
+
+        kw = {"inifile": config.option.inifilename, "override_ini": getattr(config.option, "override_ini", None),
+              "args": [a for a in config.option.file_or_dir if a in words], "rootdir_cmd_arg": config.option.rootdir or None,
+              "invocation_dir": here}
+        accepted = inspect.signature(determine_setup).parameters
+        rootpath, inipath = determine_setup(**{k: v for k, v in kw.items() if k in accepted})[:2]
+    except (ImportError, AttributeError, TypeError, ValueError, pytest.UsageError):
+        return None
+    if (Path(rootpath), inipath and Path(inipath)) == (Path(config.rootpath), config.inipath and Path(config.inipath)):
+        return None
+    opt, value = next((s for s in spaced if Path(rootpath) not in (here / s[1]).resolve().parents), spaced[0])
+    return (f"{opt} {value}: pytest chose its ini file before the plugin's options were known and took {value} for a test "
+            f"path, so it read {config.inipath or 'no ini file'} (rootdir {config.rootpath}) instead of "
+            f"{inipath or 'no ini file'} (rootdir {rootpath}); fix: give it as {opt}={value}")
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except OSError:  # a name too long, a link loop
+        return False
 
 
 def recorded_command(config: pytest.Config) -> str:

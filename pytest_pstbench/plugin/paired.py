@@ -22,7 +22,7 @@ from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.plugin.config import (
     as_on_controller,
     baseline_paths,
-    bound_items,
+    key_values,
     path_value,
     recorded_command,
     track_value,
@@ -38,8 +38,8 @@ def gate_options(config: pytest.Config, protocol) -> dict:
     return {
         "baselines": baseline_paths(config),
         "metrics": metrics,
-        "mins": parse_bounds(bound_items(config, "min"), "min", protocol),
-        "maxs": parse_bounds(bound_items(config, "max"), "max", protocol),
+        "mins": key_values(config, "min", lambda items: parse_bounds(items, "min", protocol)),
+        "maxs": key_values(config, "max", lambda items: parse_bounds(items, "max", protocol)),
         "margins": gate_margins(config, protocol, metrics),
     }
 
@@ -48,8 +48,7 @@ def gate_margins(config: pytest.Config, protocol, metrics) -> dict[str, float]:
     """`--pstbench-gate-margin METRIC=DELTA` (else ini `pstbench_gate_margin`) of a paired run; 0 means no margin."""
     from pytest_pstbench.core.gate import margins_to_apply
 
-    items = config.getoption("pstbench_gate_margin", default=None) or config.getini("pstbench_gate_margin")
-    return margins_to_apply(items, protocol, tested=metrics)
+    return key_values(config, "gate-margin", lambda items: margins_to_apply(items, protocol, tested=metrics))
 
 
 class PairItem(pytest.Item):

@@ -34,12 +34,12 @@ from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.plugin.config import (
     as_on_controller,
     baseline_paths,
-    bound_items,
     controller_dir,
     from_cli,
     given,
     ini_base,
     is_worker,
+    key_values,
     path_value,
     recorded_command,
     track_value,
@@ -65,8 +65,8 @@ def _gate_options(config, protocol) -> dict:
     return {
         "baselines": baseline_paths(config),
         "metrics": parse_metrics(option_value(config, "gate-metrics"), protocol),
-        "mins": parse_selection_bounds(bound_items(config, "min"), "min", protocol),
-        "maxs": parse_selection_bounds(bound_items(config, "max"), "max", protocol),
+        "mins": key_values(config, "min", lambda items: parse_selection_bounds(items, "min", protocol)),
+        "maxs": key_values(config, "max", lambda items: parse_selection_bounds(items, "max", protocol)),
     }
 
 
