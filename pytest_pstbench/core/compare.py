@@ -139,7 +139,7 @@ def comparison_failures(comp, kind: RunKind, protocol, fix: str = GATE_FIX) -> l
     """Why a comparison fails a gate (`pstbench compare --fail-on-worse` too, with `fix` = COMPARE_FIX): a
     reason per test worse than its baseline; with none worse, the reason it could not have found one
     (`cannot_detect`), if so."""
-    reasons = [kind.worse_reason(r, comp) for r in comp.worse]
+    reasons = [kind.worse_reason(r, comp, protocol) for r in comp.worse]
     if comp.rows and not reasons:
         blind = cannot_detect(comp.rows, comp.alpha, kind, protocol, fix)
         if blind:

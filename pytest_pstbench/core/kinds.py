@@ -66,7 +66,7 @@ class RunKind:
     check_comparable: Callable[[list], None]  # UserError naming the field when runs cannot be compared
     compare_two: Callable[..., list]  # (baseline, candidate, protocol, metrics, margins) -> test rows
     finish: Callable[[list, Any], Any]  # (rows, protocol) -> a comparison (Holm over the rows): .worse, .alpha
-    worse_reason: Callable[[Any, Any], str]  # (row, comparison) -> the gate's reason for a worse row
+    worse_reason: Callable[[Any, Any, Any], str]  # (row, comparison, protocol) -> the gate's reason for a worse row
     compare_paths: Callable[..., Any]  # (paths, *, protocol_spec, against_first, metrics, margins) -> (comparison, protocol, runs)
     compare_text: Callable[[Any, list, Any], str]  # (comparison, runs, protocol) -> what `pstbench compare` prints
     check_margins: Callable[[str, str], None]  # (option as given, what to drop): UserError where the kind has no margins

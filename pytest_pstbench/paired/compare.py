@@ -251,11 +251,14 @@ def load_runs(paths: list[str | Path]) -> list[Run]:
 
 
 # ---- the paired run kind (pytest_pstbench.core.kinds.RunKind) -------------------------------------------------
-def _worse_reason(r: MetricComparison, comp: Comparison) -> str:
+def _worse_reason(r: MetricComparison, comp: Comparison, protocol) -> str:
+    """The gate's reason for a worse row; the metric named as the tables name it, its id beside the label."""
+    params = protocol.metrics[r.metric]
+    metric = f"{params['label']}{'↑' if params['higher_is_better'] else '↓'} ({r.metric})"
     if r.margin is None:
-        return (f"{r.metric} is significantly worse than baseline run {r.baseline}: "
+        return (f"{metric} is significantly worse than baseline run {r.baseline}: "
                 f"mean diff {r.mean_diff:+.6g}, Holm-adjusted p = {r.p_holm:.4g} < alpha {comp.alpha}")
-    return (f"{r.metric} is significantly worse than baseline run {r.baseline} by more than the margin "
+    return (f"{metric} is significantly worse than baseline run {r.baseline} by more than the margin "
             f"{r.margin:g}: mean diff {r.mean_diff:+.6g} [{r.diff_ci_low:+.6g}, {r.diff_ci_high:+.6g}], "
             f"one-sided Holm-adjusted p = {r.p_holm:.4g} < alpha {comp.alpha}")
 

@@ -14,7 +14,12 @@ def evaluate_gate(run_dir: Path, summary: dict, protocol, *, baselines: list[Pat
     """Compare the run in `run_dir` with each baseline (Holm over all tests) and check the bounds;
     `margins` (metric -> delta > 0) makes a metric fail only when significantly worse by more than delta."""
     result = GateResult()
+    def label(m: str) -> str:  # as the tables name the metric, its id beside the label
+        p = protocol.metrics[m]
+        return f"{p['label']}{'↑' if p['higher_is_better'] else '↓'} ({m})"
+
     result.reasons.extend(check_bounds({m: entry_value(summary["metrics"][m]) for m in {**mins, **maxs}}, mins, maxs,
+                                       label=label,
                                        statistic=lambda m: statistic_of(protocol, m).replace("pooled_mse", "pooled-MSE PSNR")))
     if baselines:
         gate_against_baselines(result, run_dir, baselines, protocol, metrics, margins)

@@ -23,12 +23,14 @@ from pathlib import Path
 import pytest
 
 from pytest_pstbench.plugin.config import baseline_records, is_worker, path_value
-from pytest_pstbench.plugin.verdict import Collection, Verdict, fail, junit_xml, update_baseline, write_markdown
+from pytest_pstbench.plugin.verdict import (Collection, Verdict, count_in_last_line, fail, junit_xml, update_baseline,
+                                            write_markdown)
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.files.jsonfile import loads
 
 
 # ---- items ------------------------------------------------------------------------------------
+
 class ItemFailure(Exception):
     """An item (a pair or a task) could not be scored; shown as its one-line message."""
 
@@ -308,6 +310,13 @@ class TrackRun:
         """The gate's comparison table as Markdown."""
         raise NotImplementedError
 
+    def _count_in_last_line(self, tr) -> None:
+        """A session that pstbench failed says so in pytest's last line (`plugin.verdict.count_in_last_line`)."""
+        if self.error or self.summary_error:
+            count_in_last_line(tr, "pstbench error")
+        elif self.gate is not None and self.gate.failed:
+            count_in_last_line(tr, "pstbench gate failed")
+
     def _write_markdown_summary(self, session) -> None:
         """--pstbench-summary FILE and $GITHUB_STEP_SUMMARY (`plugin.verdict.write_markdown`)."""
         target = path_value(self.config, "summary")
@@ -328,6 +337,7 @@ class TrackRun:
         if is_worker(config) or exitstatus == pytest.ExitCode.USAGE_ERROR:  # pytest prints the one-line error
             return
         tr = terminalreporter
+        self._count_in_last_line(tr)
         tr.section("pstbench")
         if self.summary_error:
             tr.write_line(f"pstbench: error: {self.summary_error}", red=True)

@@ -185,3 +185,23 @@ def update_baseline(target: Path, outcome, n_items: int, noun: str):
     return None, (f"baseline {target} updated from this run ({run_dir}, {outcome.run.get('n_scored')} "
                   f"{noun}s); the session fails so that a baseline is never updated silently: review and "
                   "commit it, then run without --pstbench-update-baseline")
+
+
+class SessionMark:
+    """One count in pytest's last line for what failed the session (`count_in_last_line`)."""
+
+    count_towards_summary = True
+
+    def __init__(self, what: str):
+        self.what = what
+
+    def __repr__(self) -> str:
+        return f"SessionMark({self.what!r})"
+
+
+def count_in_last_line(tr, what: str) -> None:
+    """`10 passed, 1 pstbench gate failed in 5.68s`, red: a session pstbench failed says so in pytest's last
+    line, not only above it. An entry in the terminal reporter's counts under `what`, and an empty "failed"
+    list, which turns the line red and counts nothing."""
+    tr.stats.setdefault(what, []).append(SessionMark(what))
+    tr.stats.setdefault("failed", [])

@@ -240,7 +240,7 @@ def overall_means(summary: dict) -> dict[str, float | None]:
     return {f"{m}.{a}": v.get("mean") for m, aggs in cell["metrics"].items() for a, v in aggs.items()}
 
 
-def _worse_reason(r, comp) -> str:
+def _worse_reason(r, comp, protocol=None) -> str:
     return (
         f"{r.metric} {r.outcome} is significantly worse than baseline run {r.baseline}: accuracy "
         f"{r.acc_candidate:.4g} vs {r.acc_baseline:.4g} (b={r.b}, c={r.c}, n={r.n}), "

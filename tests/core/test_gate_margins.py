@@ -235,7 +235,7 @@ def test_gate_margin_on_brightened_outputs(pytester):
     r = pytester.runpytest_subprocess(*base, f"--pstbench-gate-margin=delta_e00={small:.6g}")
     assert r.ret == pytest.ExitCode.TESTS_FAILED
     r.stdout.fnmatch_lines(["*ΔE00↓*baseline*cand*worse beyond margin*",
-                            "*pstbench gate FAILED: delta_e00 is significantly worse than baseline run baseline by more than the margin*"])
+                            "*pstbench gate FAILED: ΔE00↓ (delta_e00) is significantly worse than baseline run baseline by more than the margin*"])
     # without a margin the same candidate fails as before
     r = pytester.runpytest_subprocess(*base)
     assert r.ret == pytest.ExitCode.TESTS_FAILED

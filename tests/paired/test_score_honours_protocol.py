@@ -170,4 +170,4 @@ def test_bounds_name_the_protocols_statistic(setup, pytester):
     assert r.ret == 1
     summary = json.loads((pytester.path / "results" / "small" / "half" / "summary.json").read_text())
     median = summary["metrics"]["psnr"]["value"]
-    r.stdout.fnmatch_lines([f"*pstbench gate FAILED: psnr median {median:.6g} is below the minimum 99 (--pstbench-min)*"])
+    r.stdout.fnmatch_lines([f"*pstbench gate FAILED: PSNR↑ (psnr) median {median:.6g} is below the minimum 99 (--pstbench-min)*"])

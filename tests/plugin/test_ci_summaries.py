@@ -50,7 +50,7 @@ def test_github_step_summary_and_summary_file(pytester, setup, monkeypatch):
     assert {row[0] for row in comparison[1:]} == {"PSNR↑", "SSIM↑", "ΔE00↓", "H-Corr(gt)↑"}
     assert all(row[-1] == "worse" for row in comparison[1:] if row[0] == "PSNR↑")
     assert "**Gate: FAILED**" in text
-    assert "- psnr is significantly worse than baseline run baseline" in text
+    assert "- PSNR↑ (psnr) is significantly worse than baseline run baseline" in text
     assert "Run files: `results/small/cand` (8 of 8 pairs scored)" in text
 
 
@@ -83,7 +83,7 @@ def test_compare_fail_on_worse(pytester, setup, capsys):
     assert cli_main(["compare", str(runs / "baseline"), str(runs / "worse"), "--fail-on-worse"]) == 1
     err = capsys.readouterr().err.splitlines()
     assert err and all(line.startswith("pstbench compare: FAILED: ") for line in err)
-    assert "pstbench compare: FAILED: psnr is significantly worse than baseline run baseline: mean diff" in err[0]
+    assert "pstbench compare: FAILED: PSNR↑ (psnr) is significantly worse than baseline run baseline: mean diff" in err[0]
     assert cli_main(["compare", str(runs / "baseline"), str(runs / "worse"), "--fail-on-worse", "--json"]) == 1
 
 

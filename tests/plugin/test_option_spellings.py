@@ -66,7 +66,7 @@ def test_every_spelling_gives_the_same_gate_outcome(pytester, monkeypatch, spell
     r = pytester.runpytest_inprocess("-p", "no:cacheprovider", *args)
     out = "\n".join(r.outlines + r.errlines)
     assert r.ret == (pytest.ExitCode.OK if passes else pytest.ExitCode.TESTS_FAILED), out
-    assert ("pstbench gate passed" if passes else "pstbench gate FAILED: psnr mean") in out
+    assert ("pstbench gate passed" if passes else "pstbench gate FAILED: PSNR↑ (psnr) mean") in out
     assert (pytester.path / "results" / "small" / "m" / "run.json").is_file()
 
 
@@ -87,7 +87,7 @@ def test_space_form_path_that_moves_the_ini_file_is_refused(pytester, outside):
     # the `=` form reads the ini file: its bound fails the gate
     r = pytester.runpytest_inprocess("-p", "no:cacheprovider", f"--pstbench-track={manifest}")
     assert r.ret == pytest.ExitCode.TESTS_FAILED
-    r.stdout.fnmatch_lines(["*pstbench gate FAILED: psnr mean * is below the minimum 1000*"])
+    r.stdout.fnmatch_lines(["*pstbench gate FAILED: PSNR↑ (psnr) mean * is below the minimum 1000*"])
 
 
 def test_space_form_path_that_keeps_the_ini_file_is_accepted(pytester, outside):
@@ -98,7 +98,7 @@ def test_space_form_path_that_keeps_the_ini_file_is_accepted(pytester, outside):
     pytester.makepyfile(TEST_FILE)
     r = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-c", str(ini), "--pstbench-track", str(manifest))
     assert r.ret == pytest.ExitCode.TESTS_FAILED, "\n".join(r.outlines + r.errlines)
-    r.stdout.fnmatch_lines(["*pstbench gate FAILED: psnr mean * is below the minimum 1000*"])
+    r.stdout.fnmatch_lines(["*pstbench gate FAILED: PSNR↑ (psnr) mean * is below the minimum 1000*"])
 
 
 @pytest.mark.parametrize("key, lines", [("pstbench_min", ("psnr=1000", "psnr=10")), ("pstbench_max", ("psnr=10", "psnr=50")),

@@ -32,7 +32,7 @@ def test_gate_fails_on_degraded_candidate(pytester, gate_setup):
     r.stdout.fnmatch_lines([
         "*baseline gate (paired Wilcoxon, Holm, alpha 0.05):*",
         "*PSNR↑*baseline*bad*0/0/8*worse*",
-        "*pstbench gate FAILED: psnr is significantly worse than baseline run baseline*",
+        "*pstbench gate FAILED: PSNR↑ (psnr) is significantly worse than baseline run baseline*",
     ])
     props = {p.get("name"): p.get("value") for p in ET.parse(pytester.path / "report.xml").iter("property")}
     assert props["pstbench_gate"] == "failed"
@@ -58,7 +58,7 @@ def test_gate_metrics_and_bounds(pytester, gate_setup):
     r = pytester.runpytest_subprocess(*base, f"--pstbench-outputs={good}", "--pstbench-min", "psnr=99",
                                       "--pstbench-max", "delta_e00=100")
     assert r.ret == pytest.ExitCode.TESTS_FAILED
-    r.stdout.fnmatch_lines(["*pstbench gate FAILED: psnr mean * is below the minimum 99 (--pstbench-min)*"])
+    r.stdout.fnmatch_lines(["*pstbench gate FAILED: PSNR↑ (psnr) mean * is below the minimum 99 (--pstbench-min)*"])
     r = pytester.runpytest_subprocess(*base, f"--pstbench-outputs={good}", "--pstbench-min", "nonesuch=1")
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     r.stderr.fnmatch_lines(["*--pstbench-min 'nonesuch=1': unknown metric 'nonesuch'*"])

@@ -512,8 +512,8 @@ def test_selection_bounds_with_a_judge_function(pytester):
 @pytest.mark.parametrize(
     "option,message",
     [
-        ("--pstbench-max=tb1.pass3=0.3", "--pstbench-max 'tb1.pass3=0.3': unknown key 'tb1.pass3'; protocol vab has {keys}"),
-        ("--pstbench-min=TB-1.pass^3=0.3", "--pstbench-min 'TB-1.pass^3=0.3': unknown key 'TB-1.pass^3'; protocol vab has {keys}"),
+        ("--pstbench-max=tb1.pass3=0.3", "--pstbench-max 'tb1.pass3=0.3': unknown key 'tb1.pass3'; protocol vab has {keys}; did you mean tb1.pass^3?"),
+        ("--pstbench-min=TB-1.pass^3=0.3", "--pstbench-min 'TB-1.pass^3=0.3': unknown key 'TB-1.pass^3'; protocol vab has {keys}; did you mean tb1.pass^3?"),
         ("--pstbench-min=tb1.pass^3", "--pstbench-min 'tb1.pass^3': expected METRIC.AGGREGATION=VALUE, e.g. tb1.pass^3=0.3"),
         ("--pstbench-min=tb1.pass^3=30", "--pstbench-min 'tb1.pass^3=30': '30' is outside [0, 1], the range of these means"),
         ("--pstbench-max=tb1.pass^3=high", "--pstbench-max 'tb1.pass^3=high': 'high' is not a number"),
