@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.files.write import write_new
-from pytest_pstbench.core.files.write import staging_dir, swap_dir_into_place
+from pytest_pstbench.core.files.write import refuse_overwriting_inputs, staging_dir, swap_dir_into_place
 from pytest_pstbench.report.figures import assign_colors, metric_figures, sensitivity_figures
 from pytest_pstbench.report.html import render
 from pytest_pstbench.report.model import (
@@ -59,6 +59,13 @@ def build_report(
     sources = [d if isinstance(d, RunSource) else RunSource(Path(d)) for d in run_dirs]
     out = Path(out)
     _check_out_dir(out)
+    from pytest_pstbench.core.protocol import protocol_path
+
+    refuse_overwriting_inputs(  # before any work: the folder replaced whole never holds or lies in what is read
+        "--out", [out], files=[("the sensitivity analysis", sensitivity),
+                               ("the track manifest", track_spec if track_spec and os.path.exists(track_spec) else None),
+                               ("protocol file", protocol_path(protocol_spec) if protocol_spec else None)],
+        folders=[("run folder", s.path) for s in sources])
     seen: dict[Path, str] = {}
     for s in sources:
         key = Path(os.path.realpath(s.path))  # not Path.resolve(): a link to itself raises RuntimeError there

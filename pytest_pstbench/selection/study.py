@@ -308,6 +308,9 @@ def study_csv(result: dict) -> str:
     return buf.getvalue()
 
 
+STUDY_FILES = ("study.csv", "study.json")  # what `write_study` writes into its folder
+
+
 def write_study(result: dict, out_dir: Path | str) -> None:
     """study.csv and study.json (the seal, written last) into `out_dir`, all or none."""
     import json

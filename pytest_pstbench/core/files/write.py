@@ -236,3 +236,29 @@ def link_or_copy(src, dst) -> None:
         os.link(src, dst)
     except OSError:
         shutil.copy2(src, dst)
+
+
+def refuse_overwriting_inputs(option: str, outputs, *, files=(), folders=()) -> None:
+    """Refuse, before any work, an output that would replace what the command reads: `outputs` are the paths
+    it writes (files, or folders replaced whole), `files` (label, path) the input files it reads and
+    `folders` (label, path) the folders it reads every file of (a run folder, an outputs folder). An output
+    that is an input file or holds one, or that is, holds or lies inside an input folder, is one UserError
+    naming `option`, the input and the fix. Paths are compared as real paths (links and `..` resolved)."""
+    def real(p) -> str:
+        return os.path.realpath(os.fspath(p))
+
+    def inside(a: str, b: str) -> bool:  # a lies inside folder b
+        return a.startswith(b.rstrip(os.sep) + os.sep)
+
+    for out in outputs:
+        o = real(out)
+        for kinds, entries in ((False, files), (True, folders)):
+            for label, path in entries:
+                if path is None:
+                    continue
+                i = real(path)
+                how = ("is" if o == i else "holds" if inside(i, o) else
+                       "lies inside" if kinds and inside(o, i) else None)
+                if how:
+                    raise UserError(f"{option} {out}: {how} {label} {path}, which this command reads; writing there "
+                                    f"would replace what it reads; fix: give {option} another path")
