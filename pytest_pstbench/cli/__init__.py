@@ -349,6 +349,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    from pytest_pstbench.core.paths import refuse_non_utf8
+
+    try:
+        refuse_non_utf8(argv)  # before any work: run files, pages and tables record the command and its paths as UTF-8
+    except UserError as exc:
+        print(f"pstbench: error: {exc}", file=sys.stderr)
+        return 2
     parser = build_parser()
     _Parser.argv = argv
     args = parser.parse_args(argv)

@@ -44,6 +44,12 @@ def cmd_baseline(args) -> int:
     for _, target in targets:
         check_out_dir(target, args.overwrite)
     track = resolve_track(args.track, progress=_progress)
+    from pytest_pstbench.core.files.write import refuse_overwriting_inputs
+
+    # before any work: an outputs folder replaced whole never holds the track's files or the protocol
+    refuse_overwriting_inputs("--out", [t for _, t in targets], files=[
+        ("the track manifest", track.manifest), ("protocol file", protocol.path),
+        *((f"pair {pr.id}'s {role} image", getattr(pr, role)) for pr in track.pairs for role in ("content", "style", "reference"))])
     for p, target in targets:
         try:
             write_reference_baseline(p, track, target, protocol=protocol, overwrite=args.overwrite,

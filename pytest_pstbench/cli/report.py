@@ -26,11 +26,11 @@ def add_report_command(subparsers) -> None:
 
 
 def cmd_report(args) -> int:
-    from pytest_pstbench.cli.runs import local_runs
+    from pytest_pstbench.core.store.backends import resolve_runs
     from pytest_pstbench.report.build import build_report
 
     out = build_report(
-        local_runs(args.runs, args.protocol),
+        resolve_runs(args.runs, option="RUN_DIR", protocol_spec=args.protocol, progress=_progress),  # published runs marked
         args.out,
         sensitivity=args.sensitivity,
         thumb_size=args.thumb_size,

@@ -33,6 +33,12 @@ def cmd_sensitivity(args) -> int:
     from pytest_pstbench.core.store.names import check_results_writable
 
     check_results_writable(out_dir, out_dir, option="--out", what="analysis files")  # before minutes of scoring, not after
+    from pytest_pstbench.core.files.write import refuse_overwriting_inputs
+    from pytest_pstbench.paired.sensitivity_analysis import ANALYSIS_FILES
+
+    refuse_overwriting_inputs("--out", [out_dir / name for name in ANALYSIS_FILES], files=[
+        ("the track manifest", track.manifest), ("protocol file", base.path),
+        *(("variant file", v.file) for v in variants), *((f"an output of {m.name}", p) for m in methods for p in m.outputs.values())])
     nets = sorted({str(m.get("net", "alex")) for v in variants for m in v.protocol.metrics.values() if m.get("kind") == "lpips"})
     if nets:  # resolve (fetch) the backbone weights up front, with progress, not in the middle of the run
         from pytest_pstbench.core.errors import UserError

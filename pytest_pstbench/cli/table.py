@@ -14,6 +14,12 @@ def cmd_table(args) -> int:
 
     runs = run_paths(args.runs, option="RUN_DIR", protocol_spec=args.protocol,
                      progress=lambda msg: print(msg, file=sys.stderr, flush=True))
+    if args.out:  # before any work: the table never replaces a file of a run it reads, nor the protocol
+        from pytest_pstbench.core.files.write import refuse_overwriting_inputs
+        from pytest_pstbench.core.protocol import protocol_path
+
+        refuse_overwriting_inputs("--out", [args.out], files=[("protocol file", protocol_path(args.protocol) if args.protocol else None)],
+                                  folders=[("run folder", r) for r in runs])
     table = build_table(runs, metrics=args.metrics, against=args.against, protocol_spec=args.protocol)
     text = render(table, args.format)
     if args.out:

@@ -217,7 +217,7 @@ def cmd_consensus(args) -> int:
 
     from pytest_pstbench.core.errors import UserError
     from pytest_pstbench.core.protocol import load_protocol
-    from pytest_pstbench.core.files.write import write_atomic
+    from pytest_pstbench.core.files.write import refuse_overwriting_inputs, write_atomic
     from pytest_pstbench.selection.consensus import decide, read_votes, thresholds_for
     from pytest_pstbench.selection.null_model import monte_carlo_pass_probability
     from pytest_pstbench.selection.protocol import DEFAULT_SELECTION_PROTOCOL, SelectionParams
@@ -229,6 +229,8 @@ def cmd_consensus(args) -> int:
     if args.verify_mc is not None and args.verify_mc < 1:
         raise UserError(f"--verify-mc {args.verify_mc}: give a positive number of Monte Carlo draws (e.g. 100000)")
     votes_path = Path(args.votes)
+    if args.out:  # before any work: the accepted tasks never replace the votes or the protocol
+        refuse_overwriting_inputs("--out", [args.out], files=[("the votes file", votes_path), ("protocol file", protocol.path)])
     tasks = read_votes(votes_path, k_range=(params.k_min, params.k_max), protocol_id=protocol.id)
     rows = thresholds_for(tasks, params.consensus, alpha=args.alpha, path=votes_path,
                           progress=lambda msg: print(msg, file=sys.stderr, flush=True))
@@ -291,8 +293,15 @@ def cmd_consensus(args) -> int:
 def cmd_study(args) -> int:
     """The ranking-vs-scoring protocol study of an annotations CSV (selection/study.py)."""
     from pytest_pstbench.report.study_table import study_tables
-    from pytest_pstbench.selection.study import run_study, write_study
+    from pytest_pstbench.selection.study import STUDY_FILES, run_study, write_study
 
+    if args.out:  # before any work: study.json and study.csv never replace the annotations or the protocol
+        from pytest_pstbench.core.files.write import refuse_overwriting_inputs
+        from pytest_pstbench.core.protocol import protocol_path
+
+        written = [Path(args.out) / name for name in STUDY_FILES]
+        refuse_overwriting_inputs("--out", written, files=[("the annotations file", args.annotations),
+                                                           ("protocol file", protocol_path(args.protocol) if args.protocol else None)])
     result = run_study(Path(args.annotations), protocol=args.protocol, majority=args.majority, max_w=args.max_w)
     print(study_tables(result))
     if args.out:

@@ -18,6 +18,28 @@ def data_dir() -> Path:
     return Path(env).expanduser() if env else cache_dir() / "data"
 
 
+def shown(text: str) -> str:
+    """`text` as it can be printed: a byte of a file-system name that is not UTF-8 (held as a lone surrogate,
+    Python's surrogateescape) shown as \\xNN."""
+    return str(text).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def refuse_non_utf8(args, *, what: str = "argument") -> None:
+    """Refuse, before any work, an argument holding a byte that is not UTF-8 (a path as the OS gives it): the
+    command and its paths are recorded as UTF-8 text (run files are JSON, pages and tables UTF-8), where such a
+    name cannot be written; one UserError naming it."""
+    from pytest_pstbench.core.errors import UserError
+
+    for arg in args:
+        try:
+            str(arg).encode("utf-8")
+        except UnicodeEncodeError:
+            raise UserError(
+                f"{what} {shown(arg)}: holds a byte that is not UTF-8; pstbench records its command and paths as "
+                "UTF-8 text (run files are JSON), so such a name is refused before any work; fix: rename it to a "
+                "UTF-8 name (or give it through a link that has one)") from None
+
+
 def file_sha256(path: Path) -> str:
     """Hex sha256 of a file's bytes, read in 1 MiB blocks."""
     h = hashlib.sha256()

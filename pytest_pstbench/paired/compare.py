@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pytest_pstbench.core.compare import check_runs_comparable, checked_runs, protocol_for, run_pairs
 from pytest_pstbench.core.errors import UserError, suggest
-from pytest_pstbench.paired.runs import Run, load_run
+from pytest_pstbench.paired.runs import Run, check_record_lists, load_run
 
 BETTER, WORSE, NO_DIFF = "better", "worse", "no significant difference"
 # Verdicts of a test with a margin (non-inferiority gate, `--margin` / `--pstbench-gate-margin`).
@@ -77,11 +77,13 @@ def validate_run(run: Run, protocol) -> None:
     number (an incomplete one: a failed pair's row is empty); summary.json is an object that agrees with
     run.json (name, track, protocol, dataset revision, complete, n) and each metric's entry is the one
     recomputed from metrics.csv's scored pairs (`aggregation.summary_entry`: the statistic, its CI and pm,
-    relative 1e-9)."""
+    relative 1e-9); run.json's outputs, failures and deviations are lists of the entries this kit writes
+    (`runs.check_record_lists`)."""
     import math
 
     from pytest_pstbench.paired.aggregation import summary_entry
 
+    check_record_lists(run)
     fix = "fix: score that run again with this kit (or give another baseline)"
     csv_path, summary_path = run.path / "metrics.csv", run.path / "summary.json"
     names = protocol.metric_names

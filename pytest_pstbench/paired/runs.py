@@ -43,6 +43,37 @@ class Run(RunFolder):
     record: RunRecord | None = None
 
 
+def _shape(value) -> str:
+    return "null" if value is None else {dict: "an object", list: "a list", str: "text", bool: "a boolean"}.get(
+        type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__)
+
+
+def check_record_lists(run: Run) -> None:
+    """The run.json fields that pages and tables read beyond the identity (`outputs`, `outputs_dir`, `failures`,
+    `deviations`) are of the shapes this kit writes, or absent: each problem one line naming the field."""
+    path, data = run.path / "run.json", run.run
+    fix = "fix: score the run again with this kit"
+    shapes = {  # field -> (what each entry holds, its keys and their allowed types)
+        "outputs": ("an object with a pair, a path and a sha256", {"pair": (str,), "path": (str,), "sha256": (str, type(None))}),
+        "failures": ("an object with a pair and a message", {"pair": (str,), "message": (str, type(None))}),
+        "deviations": ("an object with a kind", {"kind": (str,)}),
+    }
+    for key, (what, fields) in shapes.items():
+        entries = data.get(key)
+        if entries is None:
+            continue
+        if not isinstance(entries, list):
+            raise UserError(f"{path}: {key} is {_shape(entries)}, not a list (each entry {what}); {fix}")
+        for i, entry in enumerate(entries):
+            bad = [k for k, types in fields.items() if not isinstance(entry, dict) or not isinstance(entry.get(k), types)
+                   or isinstance(entry.get(k), bool)]
+            if bad:
+                shown = _shape(entry) if not isinstance(entry, dict) else f"{bad[0]} {_shape(entry.get(bad[0]))}"
+                raise UserError(f"{path}: {key}[{i}] has {shown}, not {what}; {fix}")
+    if not isinstance(data.get("outputs_dir"), (str, type(None))):
+        raise UserError(f"{path}: outputs_dir is {_shape(data.get('outputs_dir'))}, not a folder's path (or null); {fix}")
+
+
 def load_run(run_dir: Path) -> Run:
     run_dir = Path(run_dir)
     summary, record = read_run_folder(run_dir, RUN_FILES, "run")

@@ -295,6 +295,9 @@ def analysis_markdown(analysis: dict, base: Protocol) -> str:
     return "\n".join(lines) + "\n"
 
 
+ANALYSIS_FILES = ("scores.csv", "analysis.md", "analysis.json")  # what `write_outputs` writes into its folder
+
+
 def write_outputs(out_dir: Path, result: SensitivityResult, analysis: dict) -> None:
     """scores.csv, analysis.md, then analysis.json, all or none (`core.files.write.write_files`: on failure the
     previous files stay; analysis.json, which vouches for the others, is replaced last)."""

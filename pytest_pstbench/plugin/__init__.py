@@ -44,8 +44,13 @@ def pytest_configure(config: pytest.Config) -> None:
         _passive_openmp_under_xdist(config)
         from pytest_pstbench.core.errors import UserError
         from pytest_pstbench.core.kinds import pytest_run_class, track_kind
+        from pytest_pstbench.core.paths import refuse_non_utf8
         from pytest_pstbench.plugin.config import track_value
 
+        try:  # before any work: run.json records the command line and the paths as UTF-8 text
+            refuse_non_utf8([str(a) for a in config.invocation_params.args], what="pytest argument")
+        except UserError as exc:
+            raise pytest.UsageError(f"pstbench: {exc}") from None
         try:  # the kind that claims the track (built-in names, a manifest's `kind:` line), through the registry
             kind = track_kind(track_value(config))
         except UserError as exc:  # an unknown kind in the manifest: one line, no traceback

@@ -121,6 +121,7 @@ class PairedRun(TrackRun):
     def from_config(cls, config: pytest.Config) -> "PairedRun":
         from pytest_pstbench.core.store.names import refuse_baseline_is_run_dir
         from pytest_pstbench.paired.identity import is_identity_spec
+        from pytest_pstbench.plugin.verdict import refuse_summary_over_inputs
         from pytest_pstbench.paired.request import ScoreRequest, open_scoring
 
         try:
@@ -145,6 +146,7 @@ class PairedRun(TrackRun):
             ))
             opts = gate_options(config, scoring.protocol)
             refuse_baseline_is_run_dir(opts["baselines"], scoring.session.run_dir)
+            refuse_summary_over_inputs(config, opts["baselines"], scoring.session.run_dir, scoring.track, scoring.protocol)
         except UserError as exc:
             raise pytest.UsageError(f"pstbench: {exc}") from None
         return cls(config, scoring.track, scoring.protocol, scoring.session, scoring.outputs, opts)

@@ -166,6 +166,7 @@ class SelectionRun(TrackRun):
     def from_config(cls, config: pytest.Config) -> "SelectionRun":
         from pytest_pstbench.core.protocol import load_protocol
         from pytest_pstbench.core.store.names import refuse_baseline_is_run_dir
+        from pytest_pstbench.plugin.verdict import refuse_summary_over_inputs
         from pytest_pstbench.selection.protocol import DEFAULT_SELECTION_PROTOCOL, SelectionParams
         from pytest_pstbench.selection.run_judge import RunJudge, answers_judge, function_judge
         from pytest_pstbench.selection.session import SelectionSession, votes_and_human
@@ -212,6 +213,9 @@ class SelectionRun(TrackRun):
             )
             gate_options = _gate_options(config, protocol)
             refuse_baseline_is_run_dir(gate_options["baselines"], session.run_dir)
+            answers = getattr(chosen.answer_set, "path", None)
+            refuse_summary_over_inputs(config, gate_options["baselines"], session.run_dir, track, protocol,
+                                       files=[("the answers file", answers)])
         except UserError as exc:
             raise pytest.UsageError(f"pstbench: {exc}") from None
         return cls(config, track, protocol, params, session, answer_set=chosen.answer_set, judge=chosen.judge,

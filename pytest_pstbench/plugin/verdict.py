@@ -140,6 +140,22 @@ def junit_xml(config):
     return config.stash.get(xml_key, None)
 
 
+def refuse_summary_over_inputs(config, baselines, run_dir: Path, track, protocol, files=()) -> None:
+    """--pstbench-summary FILE must not replace what the session reads or writes: a baseline run's files, the
+    run folder it writes, the track's manifest, the protocol file or `files` (label, path: the answers file).
+    Refused before anything is scored (`core.files.write.refuse_overwriting_inputs`)."""
+    from pytest_pstbench.core.files.write import refuse_overwriting_inputs
+    from pytest_pstbench.plugin.config import path_value
+
+    target = path_value(config, "summary")
+    if target is None:
+        return
+    refuse_overwriting_inputs(
+        "--pstbench-summary", [target],
+        files=[("the track manifest", getattr(track, "manifest", None)), ("protocol file", protocol.path), *files],
+        folders=[*(("baseline run", b) for b in baselines or []), ("the run folder this session writes", run_dir)])
+
+
 def write_markdown(text: str, target: Path | None) -> tuple[str | None, bool]:
     """--pstbench-summary FILE (`target`, or None) is written whole; $GITHUB_STEP_SUMMARY is appended to, as
     GitHub Actions expects. -> (the last write's error, or None; whether it fails the session: a failure

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.files.write import write_new
+from pytest_pstbench.core.files.write import refuse_overwriting_inputs, staging_dir, swap_dir_into_place
 from pytest_pstbench.core.install import extra_install
-from pytest_pstbench.core.files.write import staging_dir, swap_dir_into_place
 from pytest_pstbench.report.figures import assign_colors, metric_figures, sensitivity_figures
 from pytest_pstbench.report.html import render
 from pytest_pstbench.report.model import (
@@ -28,6 +28,7 @@ from pytest_pstbench.report.model import (
     GENERATOR,
     build_page,
     check_paired,
+    check_reportable,
     check_same_setting,
     load_analysis,
 )
@@ -51,26 +52,38 @@ def build_report(
     if max_pairs < 0:
         raise UserError(f"--max-pairs {max_pairs}: must be 0 (all pairs) or a positive number")
     _require_matplotlib()
-    from pytest_pstbench.paired.runs import load_run
-
-    out = Path(out)
-    _check_out_dir(out)
-    runs = []
-    seen: dict[Path, str] = {}
-    for d in run_dirs:
-        key = Path(os.path.realpath(d))  # not Path.resolve(): a link to itself raises RuntimeError there
-        if key in seen:
-            raise UserError(f"{d}: run folder given twice (also as {seen[key]}); fix: give each run once")
-        seen[key] = str(d)
-        run = load_run(Path(d))
-        check_paired(run)
-        runs.append(run)
-    check_same_setting(runs)
-    from pytest_pstbench.core.compare import checked_runs
+    from pytest_pstbench.core.store.backends import RunSource
+    from pytest_pstbench.core.store.reader import read_runs
     from pytest_pstbench.paired.compare import PAIRED_RUNS
 
-    protocol = checked_runs(PAIRED_RUNS, runs, protocol_spec=protocol_spec)  # the one validating reader of run folders
+    sources = [d if isinstance(d, RunSource) else RunSource(Path(d)) for d in run_dirs]
+    out = Path(out)
+    _check_out_dir(out)
+    from pytest_pstbench.core.protocol import protocol_path
+
+    refuse_overwriting_inputs(  # before any work: the folder replaced whole never holds or lies in what is read
+        "--out", [out], files=[("the sensitivity analysis", sensitivity),
+                               ("the track manifest", track_spec if track_spec and os.path.exists(track_spec) else None),
+                               ("protocol file", protocol_path(protocol_spec) if protocol_spec else None)],
+        folders=[("run folder", s.path) for s in sources])
+    seen: dict[Path, str] = {}
+    for s in sources:
+        key = Path(os.path.realpath(s.path))  # not Path.resolve(): a link to itself raises RuntimeError there
+        if key in seen:
+            raise UserError(f"{s}: run folder given twice (also as {seen[key]}); fix: give each run once")
+        seen[key] = str(s)
+        check_reportable(s.path)
+
+    def one_setting(runs) -> None:
+        for run in runs:
+            check_paired(run)
+        check_same_setting(runs)
+
+    # the one validating reader of run folders (core.store.reader), its checks after the report's own
+    _kind, runs, protocol = read_runs([s.path for s in sources], protocol_spec=protocol_spec, kind=PAIRED_RUNS,
+                                      check=one_setting)
     page = build_page(runs, max_pairs, protocol)
+    page.published = [s.uri is not None for s in sources]  # their paths are read inside the run folder only
     page.thumb_size = thumb_size
     if sensitivity is not None:
         page.sensitivity_path = str(sensitivity)

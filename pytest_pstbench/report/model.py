@@ -77,21 +77,25 @@ class Page:
     sensitivity_path: str | None = None
     sensitivity_figures: dict = field(default_factory=dict)  # "tau" or metric -> relative path
     thumb_size: int = DEFAULT_THUMB_SIZE
+    published: list[bool] = field(default_factory=list)  # per run: pulled from the Hub (paths read inside its folder only)
 
 
+def check_reportable(run_dir) -> None:
+    """Refuse a run folder of a kind whose runs `pstbench report` does not cover (its KindSpec's `html_report`),
+    before it is read by a loader."""
+    from pytest_pstbench.core.kinds import registered, run_kind
 
-def check_paired(run) -> None:
-    """Refuse a run of a kind whose runs `pstbench report` does not cover (its KindSpec's `html_report`), and a
-    summary without per-metric entries."""
-    from pytest_pstbench.core.kinds import registered
-
-    kind, specs = run.summary.get("kind") or run.run.get("kind"), registered()
+    kind, specs = run_kind(run_dir), registered()
     if isinstance(kind, str) and kind in specs and not specs[kind].html_report:
         covered = [s for s in specs.values() if s.html_report]
         raise UserError(
-            f"{run.path}: is a {kind} run (kind: {kind}); pstbench report covers {' or '.join(s.name for s in covered)} "
+            f"{run_dir}: is a {kind} run (kind: {kind}); pstbench report covers {' or '.join(s.name for s in covered)} "
             f"runs only; fix: give run folders of a {covered[0].name} track (e.g. results/{covered[0].demo_track}/<name>)"
         )
+
+
+def check_paired(run) -> None:
+    """Refuse a summary without per-metric entries (a run of a kind the report covers: `check_reportable`)."""
     metrics = run.summary.get("metrics")
     if not isinstance(metrics, dict) or not metrics:
         raise UserError(f"{run.path / 'summary.json'}: has no `metrics` mapping, so it is not a paired run; fix: score the run again")

@@ -12,8 +12,11 @@ from pytest_pstbench.report.model import Image, Page
 def track_for(page: Page, track_spec: str | None, progress):
     from pytest_pstbench.paired.tracks import resolve_track
 
-    # a local track is found by the manifest path run.json records (when that file still exists)
-    spec = track_spec or (page.manifest if page.manifest and Path(page.manifest).is_file() else page.track_id)
+    # a local track is found by the manifest path run.json records (when that file still exists); never for a
+    # published run: its record names a file of the machine that scored it, not of this one
+    local = not any(page.published)
+    spec = track_spec or (page.manifest if local and isinstance(page.manifest, str) and Path(page.manifest).is_file()
+                          else page.track_id)
     try:
         track = resolve_track(spec, progress=progress)
     except UserError as exc:
@@ -72,13 +75,21 @@ class Thumbs:
         return Image(rel, size=size)
 
 
-def _find_output(run, pair_id: str) -> tuple[Path | None, str | None, str | None]:
-    """(path, recorded sha256, reason when not found) of a run's output for a pair."""
+def _inside(path: Path, folder: Path) -> bool:
+    real, root = os.path.realpath(path), os.path.realpath(folder)
+    return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _find_output(run, pair_id: str, published: bool = False) -> tuple[Path | None, str | None, str | None]:
+    """(path, recorded sha256, reason when not found) of a run's output for a pair. A published run's paths
+    are read inside its run folder only (what its run.json names elsewhere is a file of the machine that
+    scored it, never one of this machine's); a local run's as recorded, relative to the current folder and
+    to the run folder's parents."""
     recorded = {o.get("pair"): o for o in run.run.get("outputs") or [] if isinstance(o, dict)}
     entry = recorded.get(pair_id)
     if entry is not None and entry.get("path") == "<array>":
         return None, None, "scored from an in-memory array (pstbench_score); there is no file"
-    bases = [Path.cwd(), *run.path.resolve().parents]
+    bases = [run.path] if published else [Path.cwd(), *run.path.resolve().parents]
     candidates: list[Path] = []
 
     def add(p: str | Path | None) -> None:
@@ -93,11 +104,16 @@ def _find_output(run, pair_id: str) -> tuple[Path | None, str | None, str | None
         add(Path(run.run["outputs_dir"]) / f"{pair_id}.png")
     candidates.append(run.path / "outputs" / f"{pair_id}.png")
     for c in candidates:
+        if published and not _inside(c, run.path):
+            continue
         if c.is_file():
             return c, (entry or {}).get("sha256"), None
     if entry is None and not run.run.get("outputs_dir"):
         return None, None, "run.json records no output file for this pair"
     shown = (entry or {}).get("path") or str(Path(run.run["outputs_dir"]) / f"{pair_id}.png")
+    if published:
+        return None, None, (f"output file {shown} is not in the published run's folder (a published run's paths are "
+                            "read inside its folder only, never elsewhere on this machine)")
     return None, None, f"output file {shown} not found (looked relative to the current folder and to the run folder's parents)"
 
 
@@ -130,7 +146,7 @@ def thumbnails(page: Page, track, stage: Path, size: int, progress) -> None:
             if pid not in run.scores:
                 page.pair_images[(pid, i)] = Image(None, missing="pair not in this run")
                 continue
-            path, sha, reason = _find_output(run, pid)
+            path, sha, reason = _find_output(run, pid, bool(page.published and page.published[i]))
             if path is None:
                 img = Image(None, missing=reason)
             else:

@@ -96,4 +96,4 @@ def read_annotations(path: Path | str, *, k_range: tuple[int, int], protocol_id:
         if len(t.annotators) < 2:
             raise UserError(f"{path}:{t.line}: task {t.task_id} has one annotator ({t.annotators[0]}); the study compares "
                             "annotators; fix: give at least 2 annotators per task")
-    return list(tasks.values())
+    return rows.of(tasks.values())  # with the digest of the bytes read (csvfile.Read)

@@ -138,7 +138,7 @@ def read_votes(path: Path, *, k_range: tuple[int, int], protocol_id: str) -> lis
             raise bad(f"task {tid}: votes name {len(named)} different candidates but k = {k}; fix: check k or the candidate names")
     if not tasks:
         raise UserError(f"{path}: no votes; fix: give one row per task and judge")
-    return list(tasks.values())
+    return rows.of(tasks.values())  # with the digest of the bytes read (csvfile.Read)
 
 
 @dataclass(frozen=True)

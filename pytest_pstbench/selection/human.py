@@ -32,7 +32,6 @@ depends on which experts were asked (not on which tasks).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 from pathlib import Path
 
@@ -62,9 +61,9 @@ def _candidate_names(task, track) -> dict[str, set[int]]:
     return names
 
 
-def read_track_votes(path: Path, track, params) -> tuple[dict[str, dict[str, tuple[int, int]]], list[str]]:
+def read_track_votes(path: Path, track, params) -> tuple[dict[str, dict[str, tuple[int, int]]], list[str], str]:
     """{task id: {expert: (best, worst)}} in track order (dataset indices; for k = 2 the worst is the other
-    candidate), and the ids of voted tasks the track does not have."""
+    candidate), the ids of voted tasks the track does not have, and the sha256 of the bytes read."""
     from pytest_pstbench.selection.consensus import read_votes
 
     path = Path(path)
@@ -100,7 +99,7 @@ def read_track_votes(path: Path, track, params) -> tuple[dict[str, dict[str, tup
                 raise UserError(f"{path}: task {task.id}: judge {judge} votes candidate {bi} both best and worst; fix: best and worst must differ")
             votes[judge] = (bi, wi)
         found[task.id] = votes
-    return {t.id: found[t.id] for t in track.tasks if t.id in found}, ignored
+    return {t.id: found[t.id] for t in track.tasks if t.id in found}, ignored, voted.sha256
 
 
 class _Thresholds:
@@ -156,7 +155,7 @@ def human_reference(track, votes_path: Path, params) -> dict:
     from pytest_pstbench.selection.accuracy import cell_means, cells_of, trial_outcomes
 
     votes_path = Path(votes_path)
-    votes, ignored = read_track_votes(votes_path, track, params)
+    votes, ignored, digest = read_track_votes(votes_path, track, params)
     threshold = _Thresholds(params.consensus)
     experts: list[str] = []
     for per_task in votes.values():
@@ -212,7 +211,7 @@ def human_reference(track, votes_path: Path, params) -> dict:
         "label": LABEL.format(n=n_scored),
         "rule": RULE,
         "interval": INTERVAL,
-        "votes_sha256": hashlib.sha256(votes_path.read_bytes()).hexdigest(),
+        "votes_sha256": digest,  # of the bytes read (a pipe is read once)
         "experts": n_scored,
         "tasks": len(covered),
         "judgments": sum(len(scored[e]) for e in experts),

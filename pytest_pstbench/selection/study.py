@@ -36,7 +36,6 @@ Definitions (docs/selection.md "Protocol study" says the same with a worked exam
 """
 from __future__ import annotations
 
-import hashlib
 import math
 from collections import Counter
 from fractions import Fraction
@@ -248,8 +247,7 @@ def run_study(path: Path | str, *, protocol=None, majority: int | None = None, m
                             "kendall_tau_b": _mean([r["_taus"][a] for r in mine], boot),
                             "tau_undefined": sum(1 for r in mine if r["_taus"][a] is None),
                             "top1_self_consistency": _mean([r["_consistency"][a] for r in mine], boot)}
-    with open(path, "rb") as fh:
-        digest = hashlib.sha256(fh.read()).hexdigest()
+    digest = tasks.sha256  # of the bytes read (a pipe, `<(...)`, is read once: csvfile.Read)
     return {
         "study": "ranking vs scoring (VAB paper section 2, appendix F)",
         "annotations": {"path": str(path), "sha256": digest},
@@ -308,6 +306,9 @@ def study_csv(result: dict) -> str:
     for r in result["per_task"]:
         w.writerow([cell(r[c]) for c in CSV_COLUMNS])
     return buf.getvalue()
+
+
+STUDY_FILES = ("study.csv", "study.json")  # what `write_study` writes into its folder
 
 
 def write_study(result: dict, out_dir: Path | str) -> None:

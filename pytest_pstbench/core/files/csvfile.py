@@ -11,6 +11,7 @@ than the header, a cell the csv module refuses (over its field size limit, a NUL
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,20 @@ from pytest_pstbench.core.errors import UserError
 MAX_BYTES = 64 * 1024 * 1024  # an annotation table of a few hundred thousand rows fits
 
 
+class Read(list):
+    """What was read from one input file (a list: its rows, or what a caller made of them), with `sha256`, the
+    digest of the bytes read: the digest a run file records is of those bytes (a pipe, `/dev/stdin` or
+    `<(...)`, is read once; reading it again for its digest would hash nothing)."""
+
+    sha256: str = ""
+
+    def of(self, items) -> "Read":
+        """`items` (e.g. the tasks made of these rows), with this file's digest."""
+        out = Read(items)
+        out.sha256 = self.sha256
+        return out
+
+
 @dataclass(frozen=True)
 class CSVRow:
     line: int  # the physical line the row ends on (1 = the header)
@@ -27,8 +42,8 @@ class CSVRow:
 
 
 def read_csv(path: Path | str, *, what: str, columns: tuple[str, ...], fix: str,
-             max_bytes: int = MAX_BYTES, first: str | None = None, fix_all: str | None = None) -> list[CSVRow]:
-    """The rows of the CSV file `path` (see the module docstring). `what` names the file in messages
+             max_bytes: int = MAX_BYTES, first: str | None = None, fix_all: str | None = None) -> Read:
+    """The rows of the CSV file `path` (see the module docstring), with the sha256 of the bytes read (`Read`). `what` names the file in messages
     ("annotations file"); `fix` is the fix for a missing or empty file. `first`: the column the header
     must start with. `fix_all`: the fix of every problem (a file the kit wrote: "score the run again")."""
     path = Path(path)
@@ -53,7 +68,8 @@ def read_csv(path: Path | str, *, what: str, columns: tuple[str, ...], fix: str,
         line = raw[: exc.start].count(b"\n") + 1
         raise UserError(f"{path}:{line}: not UTF-8 text; fix: {fix_all or f'save the {what} as a UTF-8 CSV'}") from None
     reader = csv.reader(io.StringIO(text, newline=""))
-    rows: list[CSVRow] = []
+    rows = Read()
+    rows.sha256 = hashlib.sha256(raw).hexdigest()
     header: list[str] | None = None
     try:
         for cells in reader:

@@ -48,16 +48,28 @@ def _fill(fd: int, data: bytes, durable: bool = True) -> None:
         os.fsync(fd)
 
 
-def _encode(text: str | bytes) -> bytes:
-    return text if isinstance(text, bytes) else text.encode("utf-8")
+def _encode(text: str | bytes, path) -> bytes:
+    """UTF-8 bytes of `text`; text that holds a byte of a file-system name that is not UTF-8 (a lone surrogate)
+    cannot be written as UTF-8: one UserError naming the file (the commands refuse such arguments first)."""
+    if isinstance(text, bytes):
+        return text
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        from pytest_pstbench.core.paths import shown
+
+        bad = shown(exc.object[max(0, exc.start - 40):exc.end + 10])
+        raise UserError(f"{shown(path)}: not written: its text holds a byte that is not UTF-8 (...{bad}..., e.g. a path "
+                        "as the OS gives it); fix: rename that file or folder to a UTF-8 name") from None
 
 
 def write_new(path: Path, text: str | bytes) -> None:
     """Create the new file `path` (it must not exist; mode 0666 less the umask) holding `text` (UTF-8),
     fsynced. OSError propagates: for files inside a staging folder, which is discarded whole."""
+    data = _encode(text, path)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
-        _fill(fd, _encode(text))
+        _fill(fd, data)
     finally:
         os.close(fd)
 
@@ -90,7 +102,7 @@ def write_files(folder: Path, files: dict[str, str | bytes], *, what: str | None
             staged.append((name, Path(tmp), current))
             try:
                 os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes it 0600; an output follows the umask
-                _fill(fd, _encode(text), durable)
+                _fill(fd, _encode(text, current), durable)
             finally:
                 os.close(fd)
         if len(staged) > 1 and staged[-1][2].exists():
@@ -224,3 +236,29 @@ def link_or_copy(src, dst) -> None:
         os.link(src, dst)
     except OSError:
         shutil.copy2(src, dst)
+
+
+def refuse_overwriting_inputs(option: str, outputs, *, files=(), folders=()) -> None:
+    """Refuse, before any work, an output that would replace what the command reads: `outputs` are the paths
+    it writes (files, or folders replaced whole), `files` (label, path) the input files it reads and
+    `folders` (label, path) the folders it reads every file of (a run folder, an outputs folder). An output
+    that is an input file or holds one, or that is, holds or lies inside an input folder, is one UserError
+    naming `option`, the input and the fix. Paths are compared as real paths (links and `..` resolved)."""
+    def real(p) -> str:
+        return os.path.realpath(os.fspath(p))
+
+    def inside(a: str, b: str) -> bool:  # a lies inside folder b
+        return a.startswith(b.rstrip(os.sep) + os.sep)
+
+    for out in outputs:
+        o = real(out)
+        for kinds, entries in ((False, files), (True, folders)):
+            for label, path in entries:
+                if path is None:
+                    continue
+                i = real(path)
+                how = ("is" if o == i else "holds" if inside(i, o) else
+                       "lies inside" if kinds and inside(o, i) else None)
+                if how:
+                    raise UserError(f"{option} {out}: {how} {label} {path}, which this command reads; writing there "
+                                    f"would replace what it reads; fix: give {option} another path")

@@ -13,12 +13,15 @@ from pytest_pstbench.core.kinds import RunKind, kind_of_runs
 
 
 def read_runs(paths, *, protocol=None, protocol_spec: str | None = None, comparable: bool = False,
-              kind: RunKind | None = None) -> tuple[RunKind, list, object]:
+              kind: RunKind | None = None, check=None) -> tuple[RunKind, list, object]:
     """(the runs' kind, the runs, their protocol) of the run folders `paths`. Each folder is read by its
-    kind's loader, then checked by `checked_runs`. Every problem is one line naming the file and the fix."""
+    kind's loader, then checked by `checked_runs`. Every problem is one line naming the file and the fix.
+    `check(runs)`: a command's own checks of the loaded runs, made before theirs (e.g. the report's one setting)."""
     paths = [Path(p) for p in paths]
     if not paths:
         raise UserError("no run folder given; fix: give at least one run folder")
     kind = kind or kind_of_runs(paths)
     runs = [kind.load(p) for p in paths]
+    if check is not None:
+        check(runs)
     return kind, runs, checked_runs(kind, runs, protocol=protocol, protocol_spec=protocol_spec, comparable=comparable)
