@@ -91,7 +91,7 @@ def annotations(path: Path, tasks: int, seed: int = 0) -> Path:
 def step(kind: str, path: Path, timeout: float) -> str:
     try:
         out = subprocess.run([sys.executable, "-c", STEP, kind, str(path)], capture_output=True, text=True,
-                             timeout=timeout, check=True).stdout
+                             timeout=timeout, check=True, cwd=path.parent).stdout  # the package: from sys.path / PYTHONPATH
     except subprocess.TimeoutExpired:
         return f"> {timeout:g} s"
     r = json.loads(out.strip().splitlines()[-1])
