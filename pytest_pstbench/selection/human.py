@@ -5,7 +5,8 @@ Votes: the consensus filter's file (`task_id,k,judge,best,worst`, read by `conse
 points to it with `votes:` in its track.yaml (vab-demo ships its simulated panel's), or `--votes FILE`.
 A vote names a candidate by its 0-based index in the track's `candidates`, its `label` (a candidate
 mapping's key, as the letters of the `vab` track), its file path as the manifest gives it, or its file
-name; a name that fits two candidates, or none, is refused. Votes for tasks the track does not have (tasks
+name; a name that fits two candidates, or none, is refused. Names are resolved to candidates before votes
+are counted (forms may be mixed row by row). Votes for tasks the track does not have (tasks
 the filter rejected) are ignored and counted; a task's k must be the track's.
 
 The rule, for expert e and task t with n voters (e among them):
@@ -27,7 +28,9 @@ The rule, for expert e and task t with n voters (e among them):
 Per cell (overall, domain, topic, k) an expert's value is that metric over the expert's tasks in the
 cell; the human row is the mean over the experts with a value, with a percentile bootstrap over experts
 (`core.stats.bootstrap_mean_ci`, the protocol's aggregation.bootstrap): the interval says how much the row
-depends on which experts were asked (not on which tasks).
+depends on which experts were asked (not on which tasks). Experts are taken sorted by name, so the row does
+not depend on the order of the file's rows. The label says the row's coverage where it rests on part of the
+track's tasks (`LABEL_PART`). Linear in the votes: a task's panel is counted once (`loo_target`).
 """
 from __future__ import annotations
 
