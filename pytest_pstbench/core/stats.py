@@ -23,11 +23,16 @@ class MeanCI:
         return (self.ci_high - self.ci_low) / 2.0
 
 
+#: Resampled values held at once by `_resampled` (indices and values: 16 bytes each, so about 16 MB).
+BLOCK_VALUES = 1_000_000
+
+
 def _resampled(x: np.ndarray, rows, *, resamples: int, seed: int, chunk: int) -> np.ndarray:
     """`rows(block)` of every resample: resample i draws n indices with `rng.integers(0, n, n)` from
-    `numpy.random.default_rng(seed)`, in blocks of `chunk` resamples (the block size does not change
-    the stream)."""
+    `numpy.random.default_rng(seed)`, in blocks of `chunk` resamples, fewer where n is large (at most
+    BLOCK_VALUES values a block; the block size does not change the stream)."""
     n = x.size
+    chunk = max(1, min(chunk, BLOCK_VALUES // n))  # memory bounded whatever n (20,000 tasks: not 1000 x n x 16 bytes)
     rng = np.random.default_rng(seed)
     stats = np.empty(resamples, dtype=np.float64)
     done = 0

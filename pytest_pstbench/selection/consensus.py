@@ -32,26 +32,28 @@ class Decision:
     reason: str
 
 
-def _top(votes: list[str]) -> tuple[str | None, int, bool]:
-    """Most-voted label, its count, and whether another label ties with it."""
-    if not votes:
+def _top(votes) -> tuple[str | None, int, bool]:
+    """Most-voted label, its count, and whether another label ties with it (`votes`: the labels voted, or a
+    Counter of them; labels with no vote left count as not voted)."""
+    counts = (+Counter(votes)).most_common()
+    if not counts:
         return None, 0, False
-    counts = Counter(votes).most_common()
     label, count = counts[0]
     tied = len(counts) > 1 and counts[1][1] == count
     return label, count, tied
 
 
-def decide(k: int, best_votes: list[str], worst_votes: list[str] | None, m: int) -> Decision:
-    """Apply the filter to one task's votes (labels are any hashable candidate names)."""
-    best, nb, tied_b = _top(list(best_votes))
+def decide(k: int, best_votes, worst_votes, m: int) -> Decision:
+    """Apply the filter to one task's votes (labels are any hashable candidate names): the labels voted
+    best and worst (worst None for k = 2), each as a list or a Counter of the votes."""
+    best, nb, tied_b = _top(best_votes)
     if k == 2:
         if nb < m:
             return Decision(False, best, nb, None, 0, f"best votes {nb} < {m}")
         if tied_b:
             return Decision(False, best, nb, None, 0, "tie for best")
         return Decision(True, best, nb, None, 0, "accepted")
-    worst, nw, tied_w = _top(list(worst_votes or []))
+    worst, nw, tied_w = _top(worst_votes or [])
     reasons = []
     if nb < m:
         reasons.append(f"best votes {nb} < {m}")
@@ -85,17 +87,22 @@ class TaskVotes:
 REQUIRED_COLUMNS = ("task_id", "k", "judge", "best", "worst")
 
 
-def read_votes(path: Path, *, k_range: tuple[int, int], protocol_id: str) -> list[TaskVotes]:
+def read_votes(path: Path, *, k_range: tuple[int, int], protocol_id: str, candidate=None) -> list[TaskVotes]:
     """Read a votes CSV (columns task_id, k, judge, best, worst; worst empty when k = 2). Each task's k must
     lie in `k_range`, the candidate-set sizes protocol `protocol_id` covers (candidates.min/max): the exact
     null probability's work grows with k (its sum nests one level per candidate), the filter is for tasks
-    the protocol can score."""
+    the protocol can score. `candidate(task_id, name)`, where given, says which candidate a vote's name is
+    (a track's reader: an index and a file name of one candidate are one candidate); the rules "at most k
+    different candidates" and "best and worst differ" count candidates so. Linear in the rows."""
     from pytest_pstbench.core.files.csvfile import read_csv
 
     path = Path(path)
     rows = read_csv(path, what="votes file", columns=REQUIRED_COLUMNS,
                     fix=f"give a CSV with columns {', '.join(REQUIRED_COLUMNS)}")
     tasks: dict[str, TaskVotes] = {}
+    judges: dict[str, set[str]] = {}  # per task: its judges, and the candidates its votes name
+    named: dict[str, set] = {}
+    which = candidate or (lambda _tid, name: name)
     for csv_row in rows:
         line, row = csv_row.line, csv_row.cells
 
@@ -121,21 +128,23 @@ def read_votes(path: Path, *, k_range: tuple[int, int], protocol_id: str) -> lis
             raise bad(f"task {tid}: empty best vote; fix: give the candidate the judge voted best")
         if k >= 3 and not worst:
             raise bad(f"task {tid}: empty worst vote with k = {k}; fix: give the worst vote (empty only when k = 2)")
-        if k >= 3 and worst == best:
+        if k >= 3 and (worst == best or which(tid, worst) == which(tid, best)):
             raise bad(f"task {tid}: judge {judge} voted {best} both best and worst; fix: best and worst must differ")
         t = tasks.get(tid)
         if t is None:
             t = tasks[tid] = TaskVotes(tid, k)
+            judges[tid], named[tid] = set(), set()
         elif t.k != k:
             raise bad(f"task {tid}: k = {k} here but k = {t.k} on an earlier row; fix: one k per task")
-        if judge in t.judges:
+        if judge in judges[tid]:
             raise bad(f"task {tid}: judge {judge} votes twice; fix: one row per task and judge")
+        judges[tid].add(judge)
         t.judges.append(judge)
         t.best.append(best)
         t.worst.append(worst if k >= 3 else "")
-        named = set(t.best) | (set(t.worst) - {""})
-        if len(named) > k:
-            raise bad(f"task {tid}: votes name {len(named)} different candidates but k = {k}; fix: check k or the candidate names")
+        named[tid].update(which(tid, v) for v in ((best, worst) if k >= 3 else (best,)))
+        if len(named[tid]) > k:
+            raise bad(f"task {tid}: votes name {len(named[tid])} different candidates but k = {k}; fix: check k or the candidate names")
     if not tasks:
         raise UserError(f"{path}: no votes; fix: give one row per task and judge")
     return rows.of(tasks.values())  # with the digest of the bytes read (csvfile.Read)

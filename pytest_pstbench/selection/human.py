@@ -5,7 +5,8 @@ Votes: the consensus filter's file (`task_id,k,judge,best,worst`, read by `conse
 points to it with `votes:` in its track.yaml (vab-demo ships its simulated panel's), or `--votes FILE`.
 A vote names a candidate by its 0-based index in the track's `candidates`, its `label` (a candidate
 mapping's key, as the letters of the `vab` track), its file path as the manifest gives it, or its file
-name; a name that fits two candidates, or none, is refused. Votes for tasks the track does not have (tasks
+name; a name that fits two candidates, or none, is refused. Names are resolved to candidates before votes
+are counted (forms may be mixed row by row). Votes for tasks the track does not have (tasks
 the filter rejected) are ignored and counted; a task's k must be the track's.
 
 The rule, for expert e and task t with n voters (e among them):
@@ -27,17 +28,34 @@ The rule, for expert e and task t with n voters (e among them):
 Per cell (overall, domain, topic, k) an expert's value is that metric over the expert's tasks in the
 cell; the human row is the mean over the experts with a value, with a percentile bootstrap over experts
 (`core.stats.bootstrap_mean_ci`, the protocol's aggregation.bootstrap): the interval says how much the row
-depends on which experts were asked (not on which tasks).
+depends on which experts were asked (not on which tasks). Experts are taken sorted by name, so the row does
+not depend on the order of the file's rows. The label says the row's coverage where it rests on part of the
+track's tasks (`LABEL_PART`). Linear in the votes: a task's panel is counted once (`loo_target`).
 """
 from __future__ import annotations
 
 import dataclasses
 import os
+from collections import Counter
 from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
 
 LABEL = "Human (leave-one-out, {n} experts)"
+LABEL_PART = "Human (leave-one-out, {n} experts, {tasks} of {of} tasks)"  # a row on part of its track says how much
+
+
+def plural(n: int, word: str) -> str:
+    """"1 task", "3 tasks": a count with its noun (`word` singular; English -s plural)."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def coverage(human: dict) -> str | None:
+    """"3 of 30 tasks" when the row rests on part of its track's tasks, else None (summary.json `human`)."""
+    of = human.get("track_tasks")
+    if not isinstance(of, int) or isinstance(of, bool) or human.get("tasks") == of:
+        return None
+    return f"{human.get('tasks')} of {plural(of, 'task')}"
 RULE = ("each expert's vote is a judge's answer in every trial, scored against the consensus of the other experts: "
         "the protocol's consensus rule with the threshold of the full panel lowered by one; a task without consensus "
         "among the others is left out for that expert")
@@ -63,12 +81,26 @@ def _candidate_names(task, track) -> dict[str, set[int]]:
 
 def read_track_votes(path: Path, track, params) -> tuple[dict[str, dict[str, tuple[int, int]]], list[str], str]:
     """{task id: {expert: (best, worst)}} in track order (dataset indices; for k = 2 the worst is the other
-    candidate), the ids of voted tasks the track does not have, and the sha256 of the bytes read."""
+    candidate), the ids of voted tasks the track does not have, and the sha256 of the bytes read. A vote's
+    name is resolved to its candidate before votes are counted (an index on one row and the file name on
+    another are one candidate)."""
     from pytest_pstbench.selection.consensus import read_votes
 
     path = Path(path)
-    voted = read_votes(path, k_range=(params.k_min, params.k_max), protocol_id=params.protocol.id)
     by_id = {t.id: t for t in track.tasks}
+    known: dict[str, dict[str, set[int]]] = {}
+
+    def names(task) -> dict[str, set[int]]:
+        if task.id not in known:
+            known[task.id] = _candidate_names(task, track)
+        return known[task.id]
+
+    def candidate(tid: str, name: str):
+        task = by_id.get(tid)
+        hits = names(task).get(name, ()) if task is not None else ()
+        return next(iter(hits)) if len(hits) == 1 else name  # an unknown name: refused below, naming it
+
+    voted = read_votes(path, k_range=(params.k_min, params.k_max), protocol_id=params.protocol.id, candidate=candidate)
     found: dict[str, dict[str, tuple[int, int]]] = {}
     ignored = []
     for tv in voted:
@@ -79,10 +111,9 @@ def read_track_votes(path: Path, track, params) -> tuple[dict[str, dict[str, tup
         if tv.k != task.k:
             raise UserError(f"{path}: task {task.id} has k = {tv.k} in the votes but {task.k} candidates in track {track.id}; "
                             "fix: give the votes of this track's tasks (--votes, or votes: in its track.yaml)")
-        names = _candidate_names(task, track)
 
         def index(name: str, judge: str) -> int:
-            hits = names.get(name, set())
+            hits = names(task).get(name, set())
             if len(hits) != 1:
                 what = "fits candidates " + " and ".join(map(str, sorted(hits))) if hits else "is none of its candidates"
                 raise UserError(
@@ -125,17 +156,25 @@ class _Thresholds:
         return self.used[key]
 
 
-def loo_target(k: int, others: list[tuple[int, int]], m: int | None) -> tuple[int, int] | None:
-    """The consensus (best, worst) of the other voters at threshold max(1, m - 1), or None when there is none."""
+def loo_target(k: int, best_counts: Counter, worst_counts: Counter | None, vote: tuple[int, int],
+               m: int | None) -> tuple[int, int] | None:
+    """The consensus (best, worst) of the other voters at threshold max(1, m - 1), or None when there is none:
+    `best_counts` / `worst_counts` count the whole panel's votes (worst None for k = 2), `vote` is the left-out
+    voter's. O(k) per voter: the panel is counted once per task, not once per voter."""
     from pytest_pstbench.selection.consensus import decide
 
-    if m is None or not others:
+    if m is None or sum(best_counts.values()) <= 1:
         return None
-    d = decide(k, [str(b) for b, _w in others], [str(w) for _b, w in others] if k >= 3 else None, max(1, m - 1))
+    best = best_counts.copy()
+    best[vote[0]] -= 1
+    worst = None
+    if k >= 3:
+        worst = worst_counts.copy()
+        worst[vote[1]] -= 1
+    d = decide(k, best, worst, max(1, m - 1))
     if not d.accepted:
         return None
-    best = int(d.best)
-    return best, (int(d.worst) if k >= 3 else 1 - best)
+    return d.best, (d.worst if k >= 3 else 1 - d.best)
 
 
 def vote_answers(task, best: int, worst: int, params) -> dict[str, list[dict]]:
@@ -157,11 +196,9 @@ def human_reference(track, votes_path: Path, params) -> dict:
     votes_path = Path(votes_path)
     votes, ignored, digest = read_track_votes(votes_path, track, params)
     threshold = _Thresholds(params.consensus)
-    experts: list[str] = []
-    for per_task in votes.values():
-        for e in per_task:
-            if e not in experts:
-                experts.append(e)
+    # experts in one canonical order (by name), whatever the order of the file's rows: the bootstrap over
+    # experts resamples this list, so the row does not depend on how the file was sorted
+    experts = sorted({e for per_task in votes.values() for e in per_task})
     scored: dict[str, list] = {e: [] for e in experts}  # expert -> [(task view, outcomes)]
     excluded = {e: 0 for e in experts}
     disagree = []
@@ -170,12 +207,13 @@ def human_reference(track, votes_path: Path, params) -> dict:
         task = by_id[tid]
         n = len(per_task)
         m = threshold(task.k, n)
-        full = decide(task.k, [str(b) for b, _w in per_task.values()],
-                      [str(w) for _b, w in per_task.values()] if task.k >= 3 else None, m) if m is not None else None
-        if full is None or not full.accepted or int(full.best) != task.best or (task.k >= 3 and int(full.worst) != task.worst):
+        best_counts = Counter(b for b, _w in per_task.values())
+        worst_counts = Counter(w for _b, w in per_task.values()) if task.k >= 3 else None
+        full = decide(task.k, best_counts, worst_counts, m) if m is not None else None
+        if full is None or not full.accepted or full.best != task.best or (task.k >= 3 and full.worst != task.worst):
             disagree.append(tid)
-        for e, (b, w) in per_task.items():
-            target = loo_target(task.k, [v for j, v in per_task.items() if j != e], m)
+        for e, (b, w) in sorted(per_task.items()):
+            target = loo_target(task.k, best_counts, worst_counts, (b, w), m)
             if target is None:
                 excluded[e] += 1
                 continue
@@ -186,11 +224,11 @@ def human_reference(track, votes_path: Path, params) -> dict:
     per_expert = {e: cell_means([v for v, _o in scored[e]], [o for _v, o in scored[e]], params) if scored[e] else {}
                   for e in experts}
     boot = params.bootstrap
+    judged = Counter(v.id for e in experts for v, _o in scored[e])  # judgments per task, counted once
     cells = []
     for group, value, idx in cells_of(covered) if covered else []:
-        ids = {covered[i].id for i in idx}
         cell = {"group": group, "value": value, "n_tasks": len(idx),
-                "n_judgments": sum(1 for e in experts for v, _o in scored[e] if v.id in ids), "metrics": {}}
+                "n_judgments": sum(judged[covered[i].id] for i in idx), "metrics": {}}
         n_experts = 0
         for metric in params.metrics:
             cell["metrics"][metric] = {}
@@ -207,13 +245,15 @@ def human_reference(track, votes_path: Path, params) -> dict:
         cell["n_experts"] = n_experts
         cells.append(cell)
     n_scored = sum(1 for e in experts if scored[e])
+    part = len(covered) != len(track.tasks)
     return {
-        "label": LABEL.format(n=n_scored),
+        "label": (LABEL_PART if part else LABEL).format(n=n_scored, tasks=len(covered), of=len(track.tasks)),
         "rule": RULE,
         "interval": INTERVAL,
         "votes_sha256": digest,  # of the bytes read (a pipe is read once)
         "experts": n_scored,
         "tasks": len(covered),
+        "track_tasks": len(track.tasks),
         "judgments": sum(len(scored[e]) for e in experts),
         "excluded_no_consensus": sum(excluded.values()),
         "tasks_without_votes": [t.id for t in track.tasks if t.id not in votes],

@@ -80,8 +80,11 @@ def _count_pass_majority(k: int, n: int, m: int) -> int:
     worst count >= m. At most one candidate can reach m best votes, and one m worst votes, so the
     events (candidate i best >= m, candidate j worst >= m) are disjoint: the count is
     k * #(B_1 >= m, W_1 >= m) + k(k-1) * #(B_1 >= m, W_2 >= m), each a sum over multinomial counts of
-    the judges' per-judge categories (O(n^3) integer terms)."""
-    fact = math.factorial
+    the judges' per-judge categories. The innermost sum of the second is a binomial tail, tabulated once
+    (Pascal's rule), so both are O(n^2) integer terms (n = 500 judges: well under a second)."""
+    fact = [1] * (n + 1)
+    for i in range(1, n + 1):
+        fact[i] = fact[i - 1] * i
     pairs = k * (k - 1)
     total = 0
     # same candidate: best = 1 (k-1 pairs), worst = 1 (k-1 pairs), neither ((k-1)(k-2) pairs)
@@ -89,21 +92,23 @@ def _count_pass_majority(k: int, n: int, m: int) -> int:
     for a in range(m, n + 1):
         for b in range(m, n - a + 1):
             rest = n - a - b
-            same += fact(n) // (fact(a) * fact(b) * fact(rest)) * (k - 1) ** a * (k - 1) ** b * ((k - 1) * (k - 2)) ** rest
+            same += fact[n] // (fact[a] * fact[b] * fact[rest]) * (k - 1) ** (a + b) * ((k - 1) * (k - 2)) ** rest
     total += k * same
-    if k >= 2:
-        # candidates 1 (best) and 2 (worst): (1, 2): 1 pair; (1, not 2): k-2; (not 1, 2): k-2; neither: the rest
-        neither = pairs - 1 - 2 * (k - 2)
-        diff = 0
-        for c11 in range(0, n + 1):
-            for c10 in range(max(0, m - c11), n - c11 + 1):
-                for c01 in range(max(0, m - c11), n - c11 - c10 + 1):
-                    rest = n - c11 - c10 - c01
-                    if rest and not neither:
-                        continue
-                    diff += (fact(n) // (fact(c11) * fact(c10) * fact(c01) * fact(rest))
-                             * (k - 2) ** c10 * (k - 2) ** c01 * neither ** rest)
-        total += pairs * diff
+    # candidates 1 (best) and 2 (worst): (1, 2): 1 pair; (1, not 2): k-2; (not 1, 2): k-2; neither: the rest.
+    # For c11 judges on (1, 2) and c10 on (1, not 2), the r = n - c11 - c10 others split into c01 on
+    # (not 1, 2) and the rest on neither: sum over c01 >= lo of C(r, c01) x^c01 y^(r - c01) = tail[r][lo].
+    x, y = k - 2, pairs - 1 - 2 * (k - 2)
+    diff = 0
+    row = [1]  # row[lo] = tail(r, lo) for lo = 0..r; tail(r, lo) = x tail(r-1, lo-1) + y tail(r-1, lo) (Pascal)
+    for r in range(0, n + 1):
+        if r:
+            prev = row + [0]
+            row = [(x + y) ** r] + [x * prev[lo - 1] + y * prev[lo] for lo in range(1, r + 1)]
+        for c11 in range(0, n - r + 1):
+            c10, lo = n - r - c11, max(0, m - c11)
+            if c10 >= lo and lo <= r:
+                diff += fact[n] // (fact[c11] * fact[c10] * fact[r]) * x ** c10 * row[lo]
+    total += pairs * diff
     return total
 
 
@@ -113,7 +118,7 @@ EXACT_LIMIT = 5_000_000
 
 
 def exact_is_cheap(k: int, n: int, m: int) -> bool:
-    return 2 * m > n or m <= 0 or m > n or math.comb(m - 1 + k, k) * (n + 1) <= EXACT_LIMIT
+    return k == 2 or 2 * m > n or m <= 0 or m > n or math.comb(m - 1 + k, k) * (n + 1) <= EXACT_LIMIT
 
 
 def null_pass_probability(k: int, n: int, m: int) -> Fraction:
@@ -124,6 +129,8 @@ def null_pass_probability(k: int, n: int, m: int) -> Fraction:
         return Fraction(1)
     if m > n:
         return Fraction(0)
+    if k == 2:  # the worst is the other candidate: P(max(X, n - X) >= m), X ~ Bin(n, 1/2); O(n)
+        return Fraction(sum(math.comb(n, x) for x in range(n + 1) if max(x, n - x) >= m), 2**n)
     if 2 * m > n:  # disjoint events: polynomial in n
         return Fraction(_count_pass_majority(k, n, m), (k * (k - 1)) ** n)
     p_a = Fraction(bounded_words(n, [m] * k), k**n)
@@ -132,6 +139,7 @@ def null_pass_probability(k: int, n: int, m: int) -> Fraction:
 
 
 MC_DRAWS = 200_000  # Monte Carlo draws where the exact sum is too large (see EXACT_LIMIT)
+MC_BLOCK_VALUES = 1_000_000  # judges' votes drawn per block (draws x n): a few MB whatever the panel's size
 
 
 def _draw_max_votes(rng, k: int, n: int, size: int):
@@ -143,9 +151,9 @@ def _draw_max_votes(rng, k: int, n: int, size: int):
     best = pair // (k - 1)
     w = pair % (k - 1)
     worst = w + (w >= best)
-    cand = np.arange(k)
-    best_max = (best[:, :, None] == cand).sum(axis=1).max(axis=1)
-    worst_max = (worst[:, :, None] == cand).sum(axis=1).max(axis=1)
+    offset = (np.arange(size) * k)[:, None]  # per draw, its candidates' counts: one bincount, O(size n)
+    best_max = np.bincount((best + offset).ravel(), minlength=size * k).reshape(size, k).max(axis=1)
+    worst_max = np.bincount((worst + offset).ravel(), minlength=size * k).reshape(size, k).max(axis=1)
     return best_max, worst_max
 
 
@@ -156,6 +164,7 @@ class _NullDraws:
     def __init__(self, k: int, n: int, draws: int, seed: int, chunk: int = 20000):
         import numpy as np
 
+        chunk = max(1, min(chunk, MC_BLOCK_VALUES // max(1, n)))  # memory bounded in n; the stream is the same
         rng = np.random.default_rng([seed, k, n])
         self.draws = draws
         parts = []
@@ -247,6 +256,7 @@ def monte_carlo_pass_probability(k: int, n: int, m: int, draws: int, *, seed: in
     rng = np.random.default_rng(seed)
     hits = 0
     done = 0
+    chunk = max(1, min(chunk, MC_BLOCK_VALUES // max(1, n)))
     while done < draws:
         size = min(chunk, draws - done)
         best_max, worst_max = _draw_max_votes(rng, k, n, size)

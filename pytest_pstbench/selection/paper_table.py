@@ -12,7 +12,7 @@ from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.papertable import (Cell, Column, Table, cell_text, check_alphas, check_confidence, group_by_track,
                                              rank_column, reference_of, refuse_row_name, unique_names)
 from pytest_pstbench.selection.compare import SELECTION_RUNS, WORSE, check_metrics, compare_two, finish_comparison
-from pytest_pstbench.selection.human import human_row
+from pytest_pstbench.selection.human import coverage, human_row
 from pytest_pstbench.selection.kind import KIND
 from pytest_pstbench.selection.protocol import SelectionParams, comparison_params
 from pytest_pstbench.selection.runs import load_selection_runs
@@ -22,8 +22,9 @@ SELECTION_DECIMALS = 3  # as the selection terminal tables
 
 def _human_rows(groups: dict) -> tuple[dict, str | None]:
     """Per track, the human reference row its runs carry (summary.json `human`, the same in every run that has
-    one), and the row's name: the label (`Human (leave-one-out, N experts)`), or `Human (leave-one-out)` when
-    tracks differ in N."""
+    one), and the row's name: the label (`Human (leave-one-out, N experts)`, with `, T of N tasks` where it covers
+    part of its track), or `Human (leave-one-out)` when tracks differ in these (the legend then says each
+    track's coverage)."""
     humans = {track: human_row([(r.path / "summary.json", r.summary) for r in group]) for track, group in groups.items()}
     labels = {h["label"] for h in humans.values() if h}
     if not labels:
@@ -59,8 +60,8 @@ def build_selection_table(paths: list[Path], *, metrics: list[str] | None, again
         s = group[0].summary
         entry = {"track": track, "protocol": protocol.id, "dataset_revision": s.get("dataset_revision"), "n": s.get("n_tasks", s.get("n"))}
         if human:
-            entry["human"] = {k: human.get(k) for k in ("label", "votes_sha256", "experts", "tasks", "judgments",
-                                                        "excluded_no_consensus", "rule", "interval")}
+            entry["human"] = {k: human.get(k) for k in ("label", "votes_sha256", "experts", "tasks", "track_tasks",
+                                                        "judgments", "excluded_no_consensus", "rule", "interval")}
         tracks.append(entry)
         human_overall = next((c for c in human["cells"] if c.get("group") == "overall"), None) if human else None
         for m in names:
@@ -110,6 +111,11 @@ def build_selection_table(paths: list[Path], *, metrics: list[str] | None, again
                      f"consensus among the others is left out for that expert), the mean over experts ± half the {conf:g}% "
                      "bootstrap CI over experts; ap@1 = pass^3 for an expert (one vote answers every trial). A reference "
                      "row: not ranked, not tested (docs/selection.md, the human reference row).")
+        for entry in tracks:  # a row on part of a track says how much, in every format
+            part = coverage(humans[entry["track"]]) if humans.get(entry["track"]) else None
+            if part:
+                notes.append(f"{human_name} on track {entry['track']}: {part} (the tasks with votes and a consensus "
+                             "among the other experts); its values are over those tasks only.")
     confidence = check_confidence(protocols)
     return Table(KIND.name, rows, "Random", tracks, columns, alpha, against, len(tests), "exact McNemar",
                  confidence, notes, references,

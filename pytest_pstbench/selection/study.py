@@ -240,9 +240,12 @@ def run_study(path: Path | str, *, protocol=None, majority: int | None = None, m
         reproducibility[lab]["mcnemar"]["p_bonferroni"] = min(1.0, p * len(pvalues))
     ent = {p: [r[f"entropy_{p}"] for r in kept] for p in PROTOCOLS}
     uni = {p: [float(r[f"unanimous_{p}"]) for r in kept] for p in PROTOCOLS}
-    per_annotator = {}
+    per_annotator, by_annotator = {}, {a: [] for a in annotators}
+    for r in kept:  # one pass: each annotator's kept tasks (not annotators x tasks)
+        for a in r["_taus"]:
+            by_annotator[a].append(r)
     for a in annotators:
-        mine = [r for r in kept if a in r["_taus"]]
+        mine = by_annotator[a]
         per_annotator[a] = {"tasks": len(mine),
                             "kendall_tau_b": _mean([r["_taus"][a] for r in mine], boot),
                             "tau_undefined": sum(1 for r in mine if r["_taus"][a] is None),

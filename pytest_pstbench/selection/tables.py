@@ -45,47 +45,58 @@ def tables(summary: dict, params, decimals: int = 3, tablefmt: str = "simple") -
 
 
 def human_tables(summary: dict, params, decimals: int = 3, tablefmt: str = "simple") -> str | None:
-    """The human reference row of summary.json (`human`, leave-one-out; None without one): per aggregation one
-    table, one row per cell, `mean ± pm` over experts, then one line on what was left out."""
+    """The human reference row of summary.json (`human`, leave-one-out; None without one): one table per score
+    as printed (aggregations whose rows read the same share one block: an expert's one vote answers every trial,
+    so pass^3 = ap@1, up to the last bit), one row per cell, `mean ± pm` over experts, the cell's tasks out of
+    the track's where the row covers part of them, then one line on what was left out."""
     from tabulate import tabulate
 
     human = summary.get("human")
     if not human:
         return None
     conf = float(params.bootstrap["confidence"]) * 100
-    aggs = list(params.aggregations)
-    same = all(len({json.dumps(c["metrics"][m][a], sort_keys=True) for a in aggs}) == 1
-               for c in human["cells"] for m in params.metrics)
-    groups = [aggs] if same else [[a] for a in aggs]  # an expert's one vote answers every trial: pass^3 = ap@1
-    blocks = []
-    for group in groups:
-        agg = group[0]
-        label = " = ".join(params.data["aggregations"][a].get("label", a) for a in group)
-        headers = ["cell", "experts", "tasks"] + [params.metrics[m].get("label", m) for m in params.metrics]
-        body = []
+    of = {(c["group"], c["value"]): c.get("n") for c in summary.get("cells") or []}
+
+    def body(agg: str) -> list[list[str]]:
+        rows = []
         for cell in human["cells"]:
-            row = [_cell_name(cell), str(cell["n_experts"]), str(cell["n_tasks"])]
+            n, total = cell["n_tasks"], of.get((cell["group"], cell["value"]))
+            row = [_cell_name(cell), str(cell["n_experts"]), str(n) if total in (None, n) else f"{n} of {total}"]
             for m in params.metrics:
                 e = cell["metrics"][m][agg]
                 row.append("-" if e["mean"] is None else f"{e['mean']:.{decimals}f} ± {e['pm']:.{decimals}f}")
-            body.append(row)
+            rows.append(row)
+        return rows
+
+    groups: dict[str, tuple[list[str], list[list[str]]]] = {}  # one block per table as printed
+    for agg in params.aggregations:
+        rows = body(agg)
+        groups.setdefault(repr(rows), ([], rows))[0].append(agg)
+    headers = ["cell", "experts", "tasks"] + [params.metrics[m].get("label", m) for m in params.metrics]
+    blocks = []
+    for aggs, rows in groups.values():
+        label = " = ".join(params.data["aggregations"][a].get("label", a) for a in aggs)
         blocks.append(f"{human['label']}, {label} (mean over experts ± half the {conf:g}% bootstrap CI over experts)\n"
                       + ("\n" if tablefmt == "github" else "")
-                      + tabulate(body, headers=headers, tablefmt=tablefmt, disable_numparse=True))
+                      + tabulate(rows, headers=headers, tablefmt=tablefmt, disable_numparse=True))
     return "\n\n".join(blocks) + "\n" + human_line(human)
 
 
 def human_line(human: dict) -> str:
-    """What the human row rests on and what it left out."""
-    parts = [f"human: {human['judgments']} expert-task votes of {human['experts']} experts on {human['tasks']} tasks, each "
-             "against the consensus of the other experts (threshold one below the full panel's)"]
+    """What the human row rests on (its tasks out of the track's where it covers part of them) and what it left out."""
+    from pytest_pstbench.selection.human import coverage, plural
+
+    on = coverage(human) or plural(human["tasks"], "task")
+    parts = [f"human: {plural(human['judgments'], 'expert-task vote')} of {plural(human['experts'], 'expert')} on {on}, "
+             "each against the consensus of the other experts (threshold one below the full panel's)"]
     if human["excluded_no_consensus"]:
         parts.append(f"{human['excluded_no_consensus']} left out (no consensus among the others)")
     if human["tasks_without_votes"]:
-        parts.append(f"{len(human['tasks_without_votes'])} tasks without votes")
+        parts.append(f"{plural(len(human['tasks_without_votes']), 'task')} without votes")
     if human["label_disagreements"]:
-        parts.append(f"{len(human['label_disagreements'])} tasks whose full-panel consensus is not the track's label "
-                     f"({', '.join(map(str, human['label_disagreements'][:5]))}{', ...' if len(human['label_disagreements']) > 5 else ''})")
+        n = len(human["label_disagreements"])
+        parts.append(f"{plural(n, 'task')} whose full-panel consensus is not the track's label "
+                     f"({', '.join(map(str, human['label_disagreements'][:5]))}{', ...' if n > 5 else ''})")
     return "; ".join(parts)
 
 
