@@ -165,6 +165,8 @@ def test_case6_answers_for_2_of_30_tasks_make_an_incomplete_run(world, tmp_path)
     assert run["n_scored"] == 2 and summary["n"] == 2 and run["n_tasks"] == 30
     assert {"kind": "tasks_not_answered", "tasks": unanswered} in run["deviations"]
     assert "incomplete: 2 of 30 tasks" in out
+    assert err.startswith(f"pstbench: error: {answers}: answers none of the trials of 28 of the track's 30 tasks (")
+    assert err.count("\n") == 1
     # every command sees the same: no command ranks, compares or gates it
     for command in ("table", "compare"):
         code, out, err = _cli(command, world["runs"]["good"], two)
