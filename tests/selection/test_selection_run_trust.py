@@ -188,3 +188,18 @@ def test_case6_complete_run_numbers_agree_between_score_table_and_compare(world)
     good = _overall(json.loads((runs["good"] / "summary.json").read_text()))["metrics"]
     for t in tests:
         assert t["acc_baseline"] == pytest.approx(good[t["metric"]][t["outcome"]]["mean"], abs=1e-12), t
+
+
+def test_case6_a_complete_run_whose_value_counts_fewer_tasks_still_fails_the_coverage_check(world, tmp_path):
+    """issue #44 case 6: a task answered for Top-1 but not for Bot-1 is answered (the run is complete), and a
+    bound on Bot-1, which counts 29 of the 30 tasks, fails (comparison.min_counted_fraction 1)."""
+    path = write_answers(tmp_path / "nobot.jsonl", world["demo"], world["params"], pattern(0, PERFECT))
+    first = world["demo"].tasks[0].id
+    lines = [x for x in path.read_text().splitlines()
+             if not (json.loads(x)["task_id"] == first and json.loads(x)["prompt_type"] == "pick_worst")]
+    path.write_text("".join(x + "\n" for x in lines))
+    code, _, _ = _cli("vab", "score", "--track", "vab-demo", "--answers", path, "--name", "nobot", "--results", tmp_path / "r")
+    run_dir = tmp_path / "r" / "vab-demo" / "nobot"
+    assert code == 0 and json.loads((run_dir / "run.json").read_text())["complete"] is True
+    result = evaluate_selection_gate(run_dir, world["protocol"], baselines=[], metrics=None, mins={"bot1.ap@1": 0.5})
+    assert [r.split(" (")[0] for r in result.reasons] == ["bot1 ap@1 counts 29 of the track's 30 tasks"]
