@@ -168,12 +168,28 @@ def cmd_score(args) -> int:
             print(f"{protocol2.id}: {note}")
         print(f"run files: {outcome2.run_dir}")
     if not outcome.complete:
-        failures = outcome.run["failures"]
-        print(f"pstbench: error: {len(failures)} of {outcome.run['n_tasks']} tasks failed; run.json says complete: false", file=sys.stderr)
+        return _incomplete(outcome, args.answers)
+    return 0
+
+
+def _incomplete(outcome, answers) -> int:
+    """Exit 1 with what made a scored run incomplete: one line for the tasks the answers file does not answer
+    (issue #44: such a run is never complete), then the tasks that failed, one line each."""
+    from pytest_pstbench.selection.run_check import NO_ANSWER
+
+    run = outcome.run
+    unanswered = [f["task"] for f in run["failures"] if f["message"] == NO_ANSWER]
+    failures = [f for f in run["failures"] if f["message"] != NO_ANSWER]
+    if unanswered:
+        shown = ", ".join(unanswered[:5]) + (", ..." if len(unanswered) > 5 else "")
+        print(f"pstbench: error: {answers}: answers none of the trials of {len(unanswered)} of the track's {run['n_tasks']} "
+              f"tasks ({shown}); run.json says complete: false (incomplete: {run['n_scored']} of {run['n_tasks']} tasks); "
+              "fix: answer every task (pstbench vab run resumes its answers file) and score again", file=sys.stderr)
+    if failures:
+        print(f"pstbench: error: {len(failures)} of {run['n_tasks']} tasks failed; run.json says complete: false", file=sys.stderr)
         for f in failures:
             print(f"  {f['task']}: {f['message']}", file=sys.stderr)
-        return 1
-    return 0
+    return 1
 
 
 def cmd_run(args) -> int:

@@ -285,7 +285,8 @@ class SelectionRun(TrackRun):
     def evaluate_gate(self):
         from pytest_pstbench.selection.gate import evaluate_selection_gate
 
-        return evaluate_selection_gate(self.outcome.run_dir, self.protocol, summary=self.outcome.summary, **self.gate_options)
+        return evaluate_selection_gate(self.outcome.run_dir, self.protocol, summary=self.outcome.summary, track=self.track,
+                                       **self.gate_options)
 
     def junit_verdict(self, r) -> tuple[str, str]:
         return f"{r.metric} {r.outcome}", f"{r.verdict}; b {r.b}; c {r.c}; p {r.pvalue:.4g}; p_holm {r.p_holm:.4g}"

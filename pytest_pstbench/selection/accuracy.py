@@ -184,7 +184,9 @@ def _entry(agg: str, recs_list: list[list[dict]], key: str, trials: int, boot, r
     per_trial = [(c / d if d else None) for c, d in zip(num, den)]
     if agg == "pass^3":
         values = _pass_values(recs_list, key, trials)
-        if values:
+        if values and boot is None:  # the mean only (run_check: a cell whose CI is not recomputed)
+            mean, low, high, pm = entry_mean(agg, recs_list, key, trials), None, None, None
+        elif values:
             ci = bootstrap_mean_ci(values, confidence=boot["confidence"], resamples=boot["resamples"], seed=boot["seed"])
             mean, low, high, pm = entry_mean(agg, recs_list, key, trials), ci.ci_low, ci.ci_high, ci.pm
         else:
@@ -192,7 +194,7 @@ def _entry(agg: str, recs_list: list[list[dict]], key: str, trials: int, boot, r
         e = {"mean": mean, "ci_low": low, "ci_high": high, "pm": pm, "n": len(values)}
     else:
         mean = entry_mean(agg, recs_list, key, trials)
-        if mean is None:
+        if mean is None or boot is None:
             low = high = pm = None
         else:
             rows = [[1 if r["rule"] == COUNTED else 0 for r in recs[:trials]] for recs in recs_list]
@@ -219,13 +221,14 @@ def cells_of(tasks) -> list[tuple[str, str, list[int]]]:
     return cells
 
 
-def aggregate(tasks, outcomes: list[dict[str, list[dict]]], params) -> list[dict]:
+def aggregate(tasks, outcomes: list[dict[str, list[dict]]], params, ci_groups=None) -> list[dict]:
     """Every cell: n (tasks scored), and per metric and aggregation mean, CI, pm, the random baseline,
-    the tasks / trials counted and the per-trial accuracies; and tb1_parts (best_only / worst_only)."""
-    boot = params.bootstrap
+    the tasks / trials counted and the per-trial accuracies; and tb1_parts (best_only / worst_only).
+    `ci_groups`: the groups whose CIs are computed (default all; elsewhere ci_low, ci_high and pm are None)."""
     trials = params.trials
     out = []
     for group, value, idx in cells_of(tasks):
+        boot = params.bootstrap if ci_groups is None or group in ci_groups else None
         cell = {"group": group, "value": value, "n": len(idx), "metrics": {}}
         for m in params.metrics:
             recs_list = [outcomes[i][m] for i in idx]

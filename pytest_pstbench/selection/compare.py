@@ -35,9 +35,10 @@ BETTER, WORSE, NO_DIFF = "better", "worse", "no significant difference"
 def validate_run(run: SelectionRunFiles, protocol) -> None:
     """Refuse a selection run folder the kit would not have written: per_task.csv has one row per task of
     run.json's count (a complete run; an incomplete one at most that many) and, in a complete run, no task
-    with an error; each counted trial cell 0, 1 or - (checked when the outcomes are read); summary.json
-    agrees with run.json (name, track, protocol, dataset revision, complete, n scored) and its cells have
-    the kit's shape (`_check_cells`)."""
+    with an error; summary.json agrees with run.json (name, track, protocol, dataset revision, complete, n
+    scored) and its cells have the kit's shape (`_check_cells`); then every number is what the files give
+    (`_check_against_files`: outcomes recomputed from picks and labels, summary cells from the outcomes, a
+    run that says complete: true with an unanswered task refused)."""
     fix = "fix: score that run again with this kit (or give another baseline)"
     n_tasks = run.run.get("n_tasks")
     complete = run.run.get("complete") is True
@@ -54,6 +55,23 @@ def validate_run(run: SelectionRunFiles, protocol) -> None:
         if summary.get(key) != want:
             raise UserError(f"{run.path / 'summary.json'}: {key} is {summary.get(key)!r} but run.json says {want!r}; {fix}")
     _check_cells(run.path / "summary.json", summary.get("cells"), fix)
+    _check_against_files(run, protocol, complete)
+
+
+def _check_against_files(run: SelectionRunFiles, protocol, complete: bool) -> None:
+    """The run's numbers are what its files give (`selection.run_check`): correctness cells from the picks and
+    labels, summary.json's cells from those outcomes, completeness from the answers."""
+    from pytest_pstbench.selection.protocol import SelectionParams
+    from pytest_pstbench.selection.run_check import FIX, check_summary_cells, rebuilt
+
+    tasks, outcomes, no_answer = rebuilt(run, SelectionParams.of(protocol))
+    if complete and no_answer:
+        raise UserError(f"{run.path / 'per_task.csv'}: task {no_answer[0]} has no answer (every trial missing or an API "
+                        f"error in run.json answers.problems; {len(no_answer)} such tasks) in a run that says complete: true; {FIX}")
+    if run.run.get("n_scored") != len(tasks):
+        raise UserError(f"{run.path / 'run.json'}: n_scored is {run.run.get('n_scored')!r} but per_task.csv has {len(tasks)} "
+                        f"answered tasks without an error; {FIX}")
+    check_summary_cells(run.path / "summary.json", run.summary["cells"], tasks, outcomes, SelectionParams.of(protocol))
 
 
 def _check_cells(path: Path, cells, fix: str) -> None:

@@ -46,9 +46,10 @@ def coverage_reasons(summary: dict, keys: list[str], protocol, basis: list[str])
 
 def evaluate_selection_gate(run_dir: Path, protocol, *, baselines: list[Path], metrics: list[str] | None,
                             mins: dict[str, float] | None = None, maxs: dict[str, float] | None = None,
-                            summary: dict | None = None):
+                            summary: dict | None = None, track=None):
     """The candidate run in `run_dir`: bounds on its overall means (`summary`, else its summary.json),
-    then against each baseline run (Holm over all tests) -> gate.GateResult."""
+    then against each baseline run (Holm over all tests) -> gate.GateResult. With `track` (the pytest
+    gate's), each baseline's task rows must hold the track's labels (`run_check.check_labels_against_track`)."""
     from pytest_pstbench.core.gate import GateResult, check_bounds
 
     result = GateResult()
@@ -70,6 +71,14 @@ def evaluate_selection_gate(run_dir: Path, protocol, *, baselines: list[Path], m
     if not baselines:
         return result
     from pytest_pstbench.core.compare import gate_against_baselines as against
+
+    if track is not None:
+        from pytest_pstbench.selection.run_check import check_labels_against_track
+        from pytest_pstbench.selection.runs import load_selection_run
+
+        for b in baselines:
+            if (Path(b) / "per_task.csv").is_file():  # otherwise the loader names what is missing
+                check_labels_against_track(load_selection_run(b), track)
 
     against(result, run_dir, baselines, protocol, metrics)
     return result

@@ -6,8 +6,10 @@ Run files under `results/<track>/<name>/`, the folder replaced as a whole under 
   worst (dataset indices), then per trial t the answers as dataset indices (`best_t` from
   pick_best, `worst_t` from pick_worst, `bw_best_t` / `bw_worst_t` from pick_best_and_worst; empty
   when missing or unparseable) and per metric the correctness (`top1_t` ... 1 or 0), then the
-  judge's scores (scoring-function judges) and the error of a task that could not be scored. A
-  correctness cell is "-" when the trial is not counted (the protocol's answers.records).
+  judge's scores (scoring-function judges) and the error of a task that could not be scored (a task
+  whose every trial is missing or an API error was not answered: its error says so, it is not scored and
+  the run is not complete). A correctness cell is "-" when the trial is not counted (the protocol's
+  answers.records).
 * `summary.json`: every cell (overall, domain, topic, k) with n and, per metric and aggregation,
   mean, CI, pm, the random baseline, tasks/trials counted and per-trial accuracies, and tb1_parts
   (best-only / worst-only accuracy inside best+worst answers); with a votes file (the track's `votes:`,
@@ -31,6 +33,7 @@ from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.store.folder import RUN_FORMAT, ItemResult
 from pytest_pstbench.selection.answers import ERROR, MISSING, OK, UNPARSEABLE
 from pytest_pstbench.selection.protocol import SelectionParams
+from pytest_pstbench.selection.run_check import NO_ANSWER
 
 
 @dataclass
@@ -80,6 +83,7 @@ class SelectionSession:
         self.command = command if command is not None else " ".join(sys.argv)
         self.baselines: list[dict] = []  # a gated session's baselines (pinned records), set by the pytest frame
         self.results: dict[str, TaskResult] = {}
+        self.unanswered: list[str] = []  # tasks whose every trial is missing or an API error (set by finish)
         # results computed in other processes (pytest-xdist workers): [(their environment, worker id, task id)]
         self.computed_in: list[tuple[dict, str | None, str]] | None = None
         # the human reference row: from the votes file given, else the track's (`votes:`); computed (and a bad
@@ -115,7 +119,11 @@ class SelectionSession:
         order = [t for t in self.track.tasks if t.id in self.results]
         if not order:
             raise UserError(f"track {self.track.id}: no task was scored, so no run files were written; fix: check the judge or answers")
-        scored = [t for t in order if self.results[t.id].ok]
+        from pytest_pstbench.selection.run_check import unanswered
+
+        # a task whose every trial is missing or an API error was not answered: not scored, and the run not complete
+        self.unanswered = [t.id for t in order if self.results[t.id].ok and unanswered(self.results[t.id].answers, self.params, t.k)]
+        scored = [t for t in order if self.results[t.id].ok and t.id not in self.unanswered]
         correct = {t.id: trial_outcomes(t, self.results[t.id].answers, self.params) for t in scored}
         cells = aggregate(scored, [correct[t.id] for t in scored], self.params) if scored else []
         complete = len(scored) == len(self.track.tasks)
@@ -159,8 +167,9 @@ class SelectionSession:
         for task in order:
             r = self.results[task.id]
             row = [task.id, task.domain, task.topic, task.k, task.best, task.worst]
+            answered = r.ok and task.id in correct
             for t in trials:
-                if r.ok:
+                if answered:
                     a = r.answers
                     pb = a.get("pick_best", [{}] * len(trials))[t]
                     pw = a.get("pick_worst", [{}] * len(trials))[t]
@@ -171,7 +180,7 @@ class SelectionSession:
                 else:
                     row += [""] * (4 + len(metrics))
             row.append(";".join(repr(float(s)) for s in r.scores) if r.scores is not None else "")
-            row.append(r.error or "")
+            row.append(r.error or ("" if answered else NO_ANSWER))
             w.writerow(row)
         return buf.getvalue()
 
@@ -186,7 +195,7 @@ class SelectionSession:
 
         expected = missing = unparseable = errors = 0
         problems = []
-        for task in scored:
+        for task in [t for t in order if self.results[t.id].ok]:  # the unanswered tasks' trials are counted too
             answers = self.results[task.id].answers
             for ptype in self.params.prompt_types_for(task.k):  # derived answers are not counted
                 for t, a in enumerate(answers[ptype]):
@@ -203,6 +212,8 @@ class SelectionSession:
         deviations = []
         if not_scored:
             deviations.append({"kind": "tasks_not_scored", "tasks": not_scored})
+        if self.unanswered:
+            deviations.append({"kind": "tasks_not_answered", "tasks": list(self.unanswered)})
         if missing or unparseable or errors:
             rules = {st: {p: self.params.record_rule(st, p) for p in ("pick_best", "pick_worst", "pick_best_and_worst")}
                      for st in (MISSING, ERROR, UNPARSEABLE)}
@@ -229,7 +240,8 @@ class SelectionSession:
                         "parser": {"patterns": self.params.data["answers"]["patterns"], "match": self.params.answer_match,
                                    "flags": list(self.params.data["answers"].get("flags") or [])},
                         "problems": problems},
-            "failures": [{"task": t.id, "message": self.results[t.id].error} for t in order if not self.results[t.id].ok],
+            "failures": [{"task": t.id, "message": self.results[t.id].error or NO_ANSWER} for t in order
+                         if not self.results[t.id].ok or t.id in self.unanswered],
             "deviations": deviations,
             "environment": env,
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),

@@ -10,6 +10,8 @@ def header_line(summary: dict, dataset_id: str, judge: str | None = None) -> str
         f"track: {summary['track']}   protocol: {summary['protocol']}   "
         f"dataset: {dataset_id}@{summary['dataset_revision']}   n={summary['n']} tasks"
     )
+    if summary.get("complete") is False:  # a run with tasks not scored or not answered (run.json failures)
+        line += f"   incomplete: {summary['n']} of {summary.get('n_tasks')} tasks"
     return line + (f"   judge: {judge}" if judge else "")
 
 

@@ -255,7 +255,11 @@ ACCEPTED: dict[tuple[tuple[str, ...] | str, tuple[str, ...], tuple[str, ...] | s
         "a listing: each dataset's state is shown (a damaged lock file as such), not an error",
     (("score", "pytest-paired"), ("method.yaml",), ("inner-lists", "numbers-as-text", "yaml-dates")):
         "method.yaml is free-form provenance: any mapping is recorded in run.json as given (dates as ISO 8601 text)",
-    (("vab-score", "pytest-selection"), ("answers", "t0 answers"), ("truncated",)):
+    (("pytest-selection",), ("answers", "t0 answers"), ("truncated",)):
+        "answers missing from a file cut short are scored as missing (no record, the official counting; the cut "
+        "last line is dropped), and run.json counts them (the tasks left without any answer make the run "
+        "complete: false; `vab score` exits 1 naming the file, issue #44 case 6)",
+    (("vab-score",), ("t0 answers",), ("truncated",)):
         "answers missing from a file cut short are scored as missing (no record, the official counting; the cut "
         "last line is dropped), and run.json counts them",
     (("vab-export-retry",), ("retry answers",), ("truncated",)):

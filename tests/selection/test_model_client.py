@@ -456,7 +456,10 @@ def test_an_answers_file_with_line_separators_stays_readable(servers, tmp_path, 
     old.write_text(json.dumps({"task_id": "task0", "trial": 0, "prompt_type": "pick_best", "response": f"{weird} BEST: A"},
                               ensure_ascii=False) + "\n", encoding="utf-8")
     assert "\u2028" in old.read_text(encoding="utf-8")
-    assert cli_main(["vab", "score", "--track", str(track), "--answers", str(old), "--results", str(tmp_path / "results3")]) == 0
+    # read and scored; task1 has no answer in this file, so the run is incomplete (exit 1, issue #44 case 6)
+    assert cli_main(["vab", "score", "--track", str(track), "--answers", str(old), "--results", str(tmp_path / "results3")]) == 1
+    run = json.loads((tmp_path / "results3" / "clienttrack" / "old" / "run.json").read_text())
+    assert run["n_scored"] == 1 and {"kind": "tasks_not_answered", "tasks": ["task1"]} in run["deviations"]
 
 
 def test_extra_headers_and_body_fields_are_sent_and_secrets_never_written(servers, tmp_path, monkeypatch, capsys):

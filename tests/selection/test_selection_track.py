@@ -437,7 +437,9 @@ def test_answers_missing_and_unparseable_are_counted(track, params, tmp_path):
     n_expected = sum(len(params.prompt_types_for(t.k)) * 3 for t in track.tasks)
     assert run["answers"]["expected"] == n_expected
     assert (run["answers"]["missing"], run["answers"]["unparseable"]) == (n_expected - 3, 2)
-    assert run["complete"] is True  # every task scored; the missing answers count as wrong
+    # issue #44 case 6: the other tasks have no answer at all, so they are not scored and the run is not complete
+    assert run["complete"] is False and run["n_scored"] == 1
+    assert {"kind": "tasks_not_answered", "tasks": [t.id for t in track.tasks if t.id != task.id]} in run["deviations"]
     row = (outcome.run_dir / "per_task.csv").read_text().splitlines()[3].split(",")
     assert row[:6] == [task.id, task.domain, task.topic, "4", str(task.best), str(task.worst)]
     assert row[6] == str(task.best) and row[10] == "1"  # trial 0: answered, Top-1 right

@@ -1,0 +1,210 @@
+"""What a selection run's files must agree on before any number of it is read (`compare.validate_run`, the
+kind's `RunKind.validate`, so every front door: compare, the gates, table, report, the API, `runs ls`).
+
+Nothing a run states about itself is believed: each task's trial answers are rebuilt from per_task.csv's
+picks (`best_t`, `worst_t`, `bw_best_t`, `bw_worst_t`) and run.json's `answers.problems` (the status of every
+trial that is not ok; k = 2 best+worst answers derived from pick_best, `answers.complete_derived`); the
+correctness cells are recomputed from those answers and the row's labels (`accuracy.trial_outcomes`), and
+summary.json's cells from those outcomes (`accuracy.aggregate`, the bootstrap included: the run's own seed
+makes it exact). Completeness is what the files show: a task whose every trial is missing or an API error
+was not answered, and a run with such a task is not complete, whatever run.json says.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from pytest_pstbench.core.errors import UserError
+
+FIX = "fix: score that run again with this kit (or give another baseline)"
+NO_ANSWER = "no answer: every trial of every prompt type is missing or an API error"
+_PICKS = {"pick_best": (("best", "best_t"),), "pick_worst": (("worst", "worst_t"),),
+          "pick_best_and_worst": (("best", "bw_best_t"), ("worst", "bw_worst_t"))}
+
+
+@dataclass(frozen=True)
+class RowTask:
+    """A task as a run's per_task.csv row states it (what accuracy.trial_outcomes and aggregate read)."""
+
+    id: str
+    domain: str
+    topic: str
+    k: int
+    best: int
+    worst: int
+
+
+def unanswered(answers: dict[str, list[dict]], params, k: int) -> bool:
+    """True when no asked trial of the task has an answer (each is missing or an API error)."""
+    from pytest_pstbench.selection.answers import ERROR, MISSING
+
+    return all(a["status"] in (MISSING, ERROR) for p in params.prompt_types_for(k) for a in answers[p])
+
+
+def _int(value: str, lo: int, hi: int, where: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        n = None
+    if n is None or str(n) != value or not lo <= n < hi:
+        raise UserError(f"{where} is {value!r}, not a whole number in {lo}..{hi - 1}; {FIX}")
+    return n
+
+
+def _statuses(run, params) -> dict[tuple[str, int, str], str]:
+    """run.json answers.problems as (task, trial, prompt type) -> status, each entry checked."""
+    from pytest_pstbench.selection.answers import ERROR, MISSING, UNPARSEABLE
+
+    where = run.path / "run.json"
+    answers = run.run.get("answers")
+    problems = answers.get("problems") if isinstance(answers, dict) else None
+    if not isinstance(problems, list):
+        raise UserError(f"{where}: answers.problems is not a list of the trials that are not ok; {FIX}")
+    out: dict[tuple[str, int, str], str] = {}
+    for i, p in enumerate(problems):
+        ok = (isinstance(p, dict) and isinstance(p.get("task"), str) and isinstance(p.get("trial"), int)
+              and not isinstance(p.get("trial"), bool) and 0 <= p["trial"] < params.trials
+              and p.get("prompt_type") in _PICKS and p.get("status") in (MISSING, UNPARSEABLE, ERROR))
+        key = (p["task"], p["trial"], p["prompt_type"]) if ok else None
+        if not ok or key in out:
+            raise UserError(f"{where}: answers.problems[{i}] is {p!r}, not one trial (task, trial, prompt_type) with status "
+                            f"missing, unparseable or error, listed once; {FIX}")
+        out[key] = p["status"]
+    counts = {s: sum(1 for v in out.values() if v == s) for s in (MISSING, UNPARSEABLE, ERROR)}
+    for status, n in counts.items():
+        if answers.get(status) != n:
+            raise UserError(f"{where}: answers.{status} is {answers.get(status)!r} but answers.problems lists {n}; {FIX}")
+    return out
+
+
+def rebuilt(run, params) -> tuple[list[RowTask], list[dict], list[str]]:
+    """(the scored tasks, their trial outcomes, the unanswered tasks) of a run, from its files; a per_task.csv
+    cell that disagrees with them is refused with the file, the task and the column."""
+    from pytest_pstbench.selection.accuracy import trial_outcomes
+    from pytest_pstbench.selection.answers import OK, answer_record, complete_derived
+
+    f = run.path / "per_task.csv"
+    statuses = _statuses(run, params)
+    tasks, outcomes, no_answer = [], [], []
+    for tid in run.task_ids:
+        row = run.rows[tid]
+        if row.get("error"):
+            continue
+        k = _int(row.get("k", ""), params.k_min, params.k_max + 1, f"{f}: task {tid}: k")
+        task = RowTask(tid, row.get("domain", ""), row.get("topic", ""), k,
+                       _int(row.get("best", ""), 0, k, f"{f}: task {tid}: best"),
+                       _int(row.get("worst", ""), 0, k, f"{f}: task {tid}: worst"))
+        answers: dict[str, list[dict]] = {}
+        for ptype in params.prompt_types_for(k):
+            trials = []
+            for t in range(params.trials):
+                picks = {}
+                for which, col in _PICKS[ptype]:
+                    cell = row.get(f"{col}{t}")
+                    if cell is None:
+                        raise UserError(f"{f}: no column {col}{t}; fix: score the run again under this protocol")
+                    picks[which] = None if cell == "" else _int(cell, 0, k, f"{f}: task {tid}: {col}{t}")
+                status = statuses.get((tid, t, ptype), OK)
+                if status == OK and any(v is None for v in picks.values()):
+                    raise UserError(f"{f}: task {tid}: trial {t} {ptype} has no pick but run.json answers.problems "
+                                    f"does not list it as missing, unparseable or an error; {FIX}")
+                trials.append(answer_record(picks.get("best"), picks.get("worst"), status))
+            answers[ptype] = trials
+        answers = complete_derived(task, answers, params)
+        if k == 2:  # the derived best+worst answers the row shows
+            for t, a in enumerate(answers["pick_best_and_worst"]):
+                for which, col in _PICKS["pick_best_and_worst"]:
+                    shown = row.get(f"{col}{t}")
+                    if shown != ("" if a[which] is None else str(a[which])):
+                        raise UserError(f"{f}: task {tid}: {col}{t} is {shown!r} but it is derived from pick_best "
+                                        f"({'' if a[which] is None else a[which]!r}); {FIX}")
+        if unanswered(answers, params, k):
+            no_answer.append(tid)
+            continue
+        out = trial_outcomes(task, answers, params)
+        for m in params.metrics:
+            for t, rec in enumerate(out[m]):
+                col = f"{m}_t{t}"
+                if col not in row:
+                    raise UserError(f"{f}: no column {col}; fix: score the run again under this protocol")
+                if row[col] not in ("0", "1", "-"):
+                    raise UserError(f"{f}: task {tid}: {col} is {row[col]!r}, expected 0, 1 or - (task not scored?); "
+                                    "fix: score the run again")
+                want = str(int(rec["correct"])) if rec["rule"] == "counted" else "-"
+                if row[col] != want:
+                    raise UserError(f"{f}: task {tid}: {col} is {row[col]} but its picks and labels give {want} "
+                                    f"(run.json answers.problems for the trials that are not ok); {FIX}")
+        tasks.append(task)
+        outcomes.append(out)
+    return tasks, outcomes, no_answer
+
+
+def _same(stated, expected) -> bool:
+    if isinstance(expected, float):
+        return (isinstance(stated, (int, float)) and not isinstance(stated, bool) and math.isfinite(stated)
+                and math.isclose(stated, expected, rel_tol=1e-9, abs_tol=1e-12))
+    if isinstance(expected, list):
+        return isinstance(stated, list) and len(stated) == len(expected) and all(map(_same, stated, expected))
+    return type(stated) is type(expected) and stated == expected
+
+
+CI_KEYS = ("ci_low", "ci_high", "pm")
+#: the cells whose bootstrap CIs are recomputed (the overall cell: what tables and gates read); elsewhere every
+#: other number is recomputed and the CI only checked to be an interval with pm half its width (recomputing
+#: every cell's bootstrap took ~8 s on a 400-task track, the overall cell's ~1.9 s; vab-demo: 1.3 s against 0.14 s)
+CI_GROUPS = ("overall",)
+
+
+def _check_entry(path, where: str, stated, expected, ci: bool) -> None:
+    if not isinstance(stated, dict):
+        raise UserError(f"{path}: {where} is {stated!r}, not the entry per_task.csv gives; {FIX}")
+    if not ci:
+        low, high, pm = (stated.get(k) for k in CI_KEYS)
+        if ((None in (low, high, pm)) != (expected.get("mean") is None)
+                or (None not in (low, high, pm) and not (low <= high and math.isclose(pm, (high - low) / 2, rel_tol=1e-9,
+                                                                                      abs_tol=1e-12)))):
+            raise UserError(f"{path}: {where} CI [{low!r}, {high!r}] ± {pm!r} is not an interval with pm half its width "
+                            f"(null only where per_task.csv counts nothing); {FIX}")
+        stated = {k: v for k, v in stated.items() if k not in CI_KEYS}
+        expected = {k: v for k, v in expected.items() if k not in CI_KEYS}
+    for key in sorted(set(stated) | set(expected), key=lambda k: (k != "mean", k)):
+        if not _same(stated.get(key, KeyError), expected.get(key, KeyError)):
+            raise UserError(f"{path}: {where} {key} is {stated.get(key)!r} but per_task.csv gives {expected.get(key)!r}; {FIX}")
+
+
+def check_summary_cells(path, cells, tasks: list[RowTask], outcomes: list[dict], params) -> None:
+    """summary.json's cells are the ones `accuracy.aggregate` gives from the rebuilt outcomes (relative 1e-9)."""
+    from pytest_pstbench.selection.accuracy import aggregate
+
+    expected = aggregate(tasks, outcomes, params, ci_groups=CI_GROUPS) if tasks else []
+    stated = {(c.get("group"), c.get("value")): c for c in cells}
+    for cell in expected:
+        where, ci = f"cell {cell['group']}={cell['value']}", cell["group"] in CI_GROUPS
+        mine = stated.pop((cell["group"], cell["value"]), None)
+        if mine is None:
+            raise UserError(f"{path}: no {where}, which per_task.csv gives; {FIX}")
+        if not _same(mine.get("n"), cell["n"]):
+            raise UserError(f"{path}: {where}: n is {mine.get('n')!r} but per_task.csv gives {cell['n']}; {FIX}")
+        for m, aggs in cell["metrics"].items():
+            for agg, e in aggs.items():
+                _check_entry(path, f"{where}: {m} {agg}", ((mine.get("metrics") or {}).get(m) or {}).get(agg), e, ci)
+        for part, aggs in (cell.get("tb1_parts") or {}).items():
+            for agg, e in aggs.items():
+                _check_entry(path, f"{where}: tb1_parts {part} {agg}", ((mine.get("tb1_parts") or {}).get(part) or {}).get(agg),
+                             e, ci)
+    if stated:
+        group, value = next(iter(stated))
+        raise UserError(f"{path}: cell {group}={value} has no task in per_task.csv; {FIX}")
+
+
+def check_labels_against_track(run, track) -> None:
+    """Each task row's domain, topic, k and labels are the track's (where the track is at hand: the gate)."""
+    f = run.path / "per_task.csv"
+    tasks = {t.id: t for t in track.tasks}
+    for tid in run.task_ids:
+        task, row = tasks.get(tid), run.rows[tid]
+        if task is None:
+            raise UserError(f"{f}: task {tid} is not a task of track {track.id}; {FIX}")
+        for col, want in (("domain", task.domain), ("topic", task.topic), ("k", task.k), ("best", task.best), ("worst", task.worst)):
+            if row.get(col) != str(want):
+                raise UserError(f"{f}: task {tid}: {col} is {row.get(col)} but track {track.id} says {want}; {FIX}")
