@@ -327,7 +327,9 @@ class TrackRun:
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
         if is_worker(config) or exitstatus == pytest.ExitCode.USAGE_ERROR:  # pytest prints the one-line error
             return
-        tr = terminalreporter
+        from pytest_pstbench.core.text import TerminalLines
+
+        tr = TerminalLines(terminalreporter)  # every line through core.text.for_terminal (names, fields, messages)
         tr.section("pstbench")
         if self.summary_error:
             tr.write_line(f"pstbench: error: {self.summary_error}", red=True)

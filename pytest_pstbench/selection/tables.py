@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from pytest_pstbench.core.text import cell as cell_text
+
 
 def header_line(summary: dict, dataset_id: str, judge: str | None = None) -> str:
     line = (
@@ -28,7 +30,7 @@ def tables(summary: dict, params, decimals: int = 3, tablefmt: str = "simple") -
         headers = ["cell", "n"] + [params.metrics[m].get("label", m) for m in params.metrics]
         body = []
         for cell in summary["cells"]:
-            row = [_cell_name(cell), str(cell["n"])]
+            row = [cell_text(_cell_name(cell), tablefmt), str(cell["n"])]
             for m in params.metrics:
                 e = cell["metrics"][m][agg]
                 if e["mean"] is None:  # nothing counted in this cell (official: printed as 0)
@@ -64,12 +66,12 @@ def human_tables(summary: dict, params, decimals: int = 3, tablefmt: str = "simp
         headers = ["cell", "experts", "tasks"] + [params.metrics[m].get("label", m) for m in params.metrics]
         body = []
         for cell in human["cells"]:
-            row = [_cell_name(cell), str(cell["n_experts"]), str(cell["n_tasks"])]
+            row = [cell_text(_cell_name(cell), tablefmt), str(cell["n_experts"]), str(cell["n_tasks"])]
             for m in params.metrics:
                 e = cell["metrics"][m][agg]
                 row.append("-" if e["mean"] is None else f"{e['mean']:.{decimals}f} ± {e['pm']:.{decimals}f}")
             body.append(row)
-        blocks.append(f"{human['label']}, {label} (mean over experts ± half the {conf:g}% bootstrap CI over experts)\n"
+        blocks.append(f"{cell_text(human['label'], tablefmt)}, {label} (mean over experts ± half the {conf:g}% bootstrap CI over experts)\n"
                       + ("\n" if tablefmt == "github" else "")
                       + tabulate(body, headers=headers, tablefmt=tablefmt, disable_numparse=True))
     return "\n\n".join(blocks) + "\n" + human_line(human)
@@ -145,8 +147,8 @@ def comparison_table(comp, params, tablefmt: str = "simple") -> str:
         body.append([
             params.metrics[r.metric].get("label", r.metric),
             aggs.get(r.outcome, {}).get("label", r.outcome),
-            r.baseline,
-            r.candidate,
+            cell_text(r.baseline, tablefmt),
+            cell_text(r.candidate, tablefmt),
             str(r.n),
             f"{r.b}/{r.c}",
             f"{r.both_right}/{r.both_wrong}",
