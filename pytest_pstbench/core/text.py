@@ -157,9 +157,14 @@ def html_escape(value) -> str:
 # ---- secrets -------------------------------------------------------------------------------------
 def spellings(secret: str) -> list[str]:
     """The ways `secret` may come back in a reply: as sent, JSON-escaped (a body that echoes it in a JSON
-    string, ASCII or not), percent-encoded; longest first."""
-    forms = {secret, json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1], quote(secret, safe=""),
-             quote(secret)}
+    string, ASCII or not, up to three strings deep: an error message quoting a JSON echo), percent-encoded;
+    longest first."""
+    forms = {secret, quote(secret, safe=""), quote(secret)}
+    for ascii_only in (True, False):
+        s = secret
+        for _depth in range(3):
+            s = json.dumps(s, ensure_ascii=ascii_only)[1:-1]
+            forms.add(s)
     return sorted(forms, key=len, reverse=True)
 
 
