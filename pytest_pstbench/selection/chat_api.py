@@ -4,6 +4,8 @@
 MAX_RESPONSE_BYTES of body, and redirects followed only to the same origin (the headers, the key among them,
 never go to another host). `call` is one attempt of the official pipeline: `post`, made again on the
 protocol's `answers.attempts.http` statuses, timeouts and dropped connections (litellm's openai client).
+What comes back has the request headers' secrets redacted (`secrets_of`, `core.text.redact`): an endpoint
+that echoes the request cannot put the key or a `--header` value into an answers file, run.json or the terminal.
 Only the standard library is used (no `openai` package needed).
 """
 from __future__ import annotations
