@@ -358,9 +358,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     parser = build_parser()
     _Parser.argv = argv
-    args = parser.parse_args(argv)
-    args.command_line = "pstbench " + shlex.join(argv)
+    from pytest_pstbench.core.text import TerminalStream
+
+    # Every line a command prints (a usage error too) passes through core.text.for_terminal: a name, field or
+    # message from a file or a server cannot send control sequences to the terminal (progress bars write to the
+    # stream under it).
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = TerminalStream(out), TerminalStream(err)
     try:
+        args = parser.parse_args(argv)
+        args.command_line = "pstbench " + shlex.join(argv)
         return args.func(args)
     except UserError as exc:
         print(f"pstbench: error: {exc}", file=sys.stderr)
@@ -368,6 +375,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("pstbench: interrupted", file=sys.stderr)
         return 130
+    finally:
+        sys.stdout, sys.stderr = out, err
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -21,6 +21,8 @@ import sys
 import threading
 import time
 
+from pytest_pstbench.core.text import for_terminal, raw
+
 
 def stderr_line(msg: str) -> None:
     """One message of a command: a line on stderr, flushed at once."""
@@ -31,7 +33,7 @@ def terminal_progress(done: int, total: int, width: int = 30) -> None:
     """A one-line progress bar on stderr (the official VAB toolkit's layout)."""
     filled = int(width * done / total) if total else width
     end = "\n" if done >= total else ""
-    print(f"\r  [{'=' * filled}{' ' * (width - filled)}] {done}/{total}", end=end, file=sys.stderr, flush=True)
+    print(f"\r  [{'=' * filled}{' ' * (width - filled)}] {done}/{total}", end=end, file=raw(sys.stderr), flush=True)
 
 
 def human(n: float) -> str:
@@ -70,7 +72,7 @@ class Reporter:
 
     def _write(self, msg: str) -> None:
         if self._bar is not None:
-            self._bar.write(msg, file=self.stream)
+            self._bar.write(for_terminal(msg), file=raw(self.stream))  # the bar's own stream: it is cleared first
         else:
             print(msg, file=self.stream, flush=True)
 
@@ -107,7 +109,7 @@ class Progress:
             from huggingface_hub.utils import tqdm as hf_tqdm
 
             self.bar = hf_tqdm(
-                total=nbytes, unit="B", unit_scale=True, unit_divisor=1000, desc=desc, file=reporter.stream,
+                total=nbytes, unit="B", unit_scale=True, unit_divisor=1000, desc=for_terminal(desc), file=raw(reporter.stream),
                 dynamic_ncols=True, leave=False, name="pstbench.data",
             )
             self.bar.set_postfix_str(f"0/{files} files", refresh=False)

@@ -2,6 +2,8 @@
 the comparison table of `pstbench compare` and the gate (`comparison_table`)."""
 from __future__ import annotations
 
+from pytest_pstbench.core.text import cell
+
 
 def _fmt(entry: dict, decimals: int) -> str:
     from pytest_pstbench.paired.aggregation import entry_value
@@ -45,7 +47,7 @@ def run_table(protocol, rows: list[tuple[str, dict]], tablefmt: str = "simple", 
         headers.append(f"{p['label']}{'↑' if p['higher_is_better'] else '↓'}{heading_suffix(protocol, m)}")
     body = []
     for name, summary in rows:
-        line = [row_name(name, summary, n_items)]
+        line = [cell(row_name(name, summary, n_items), tablefmt)]
         for m, p in protocol.metrics.items():
             line.append(_fmt(summary["metrics"].get(m, {}), int(p.get("decimals", 4))))
         body.append(line)
@@ -63,8 +65,8 @@ def comparison_table(comp: Comparison, protocol, tablefmt: str = "simple") -> st
         body.append(
             [
                 f"{params['label']}{'↑' if r.higher_is_better else '↓'}",
-                r.baseline,
-                r.candidate,
+                cell(r.baseline, tablefmt),
+                cell(r.candidate, tablefmt),
                 *([f"{r.margin:g}" if r.margin is not None else "-"] if with_margin else []),
                 f"{r.mean_diff:+.{dec}f} [{r.diff_ci_low:+.{dec}f}, {r.diff_ci_high:+.{dec}f}]",
                 f"{r.wins}/{r.ties}/{r.losses}",

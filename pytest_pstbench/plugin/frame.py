@@ -336,8 +336,10 @@ class TrackRun:
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
         if is_worker(config) or exitstatus == pytest.ExitCode.USAGE_ERROR:  # pytest prints the one-line error
             return
-        tr = terminalreporter
-        self._count_in_last_line(tr)
+        from pytest_pstbench.core.text import TerminalLines
+
+        self._count_in_last_line(terminalreporter)
+        tr = TerminalLines(terminalreporter)  # every line through core.text.for_terminal (names, fields, messages)
         tr.section("pstbench")
         if self.summary_error:
             tr.write_line(f"pstbench: error: {self.summary_error}", red=True)

@@ -227,10 +227,11 @@ class PairedRun(TrackRun):
     def results_markdown(self) -> str:
         from pytest_pstbench.paired.tables import header_line, run_table
 
-        rows = [(name.replace("|", "\\|"), summary) for name, summary in self._table_rows()]
-        n_items = len(self.track.pairs)
-        return (f"`{header_line(self.outcome.summary, self.track.dataset_id, n_items)}`\n\n"
-                + run_table(self.protocol, rows, tablefmt="github", n_items=n_items))
+        from pytest_pstbench.core.text import md_code
+
+        n_items = len(self.track.pairs)  # names are escaped by the table (tablefmt github)
+        return (f"{md_code(header_line(self.outcome.summary, self.track.dataset_id, n_items))}\n\n"
+                + run_table(self.protocol, self._table_rows(), tablefmt="github", n_items=n_items))
 
     def comparison_markdown(self) -> str:
         from pytest_pstbench.paired.tables import comparison_table

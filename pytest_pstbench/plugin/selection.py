@@ -320,8 +320,10 @@ class SelectionRun(TrackRun):
     def results_markdown(self) -> str:
         from pytest_pstbench.selection.tables import header_line, human_tables, tables
 
+        from pytest_pstbench.core.text import md_code
+
         human = human_tables(self.outcome.summary, self.params, tablefmt="github")
-        return (f"`{header_line(self.outcome.summary, self.track.dataset_id, self.judge_label)}`\n\n"
+        return (f"{md_code(header_line(self.outcome.summary, self.track.dataset_id, self.judge_label))}\n\n"
                 + tables(self.outcome.summary, self.params, tablefmt="github") + (f"\n\n{human}" if human else ""))
 
     def comparison_markdown(self) -> str:

@@ -101,23 +101,26 @@ class Verdict:
         return f"all {self.n_scored} {self.noun}s of track {self.track_id} scored; " + "; ".join(parts)
 
     def markdown(self) -> str:
-        """The results and the gate's verdict, for a CI job's summary page."""
-        lines = [f"## pstbench: track `{self.track_id}`", ""]
+        """The results and the gate's verdict, for a CI job's summary page. Every name, path and message in it
+        is Markdown-escaped (`core.text`): a run or a server wrote them, not pstbench."""
+        from pytest_pstbench.core.text import md_code, md_escape
+
+        lines = [f"## pstbench: track {md_code(self.track_id)}", ""]
         if self.error:
-            lines += [f"**Error:** {self.error}", ""]
+            lines += [f"**Error:** {md_escape(self.error)}", ""]
         elif self.run_dir is None:
             lines += [f"No {self.noun} was scored; no run files were written.", ""]
         else:
-            lines += [self.results_markdown, "", f"Run files: `{self.run_dir}` ({self.n_scored} of "
+            lines += [self.results_markdown, "", f"Run files: {md_code(self.run_dir)} ({self.n_scored} of "
                       f"{self.n_total} {self.noun}s scored{'' if self.complete else '; incomplete'})", ""]
         if self.updated:
-            lines += [f"**Baseline updated:** {self.updated}", ""]
+            lines += [f"**Baseline updated:** {md_escape(self.updated)}", ""]
         if self.gate is not None:
             if self.gate.failed:
-                lines += ["**Gate: FAILED**", ""] + [f"- {reason}" for reason in self.gate.reasons] + [""]
+                lines += ["**Gate: FAILED**", ""] + [f"- {md_escape(reason)}" for reason in self.gate.reasons] + [""]
             else:
-                lines += [f"**Gate: passed** ({self.gate_basis()})", ""]
-            lines += [f"- {note}" for note in self.gate.notes] + ([""] if self.gate.notes else [])
+                lines += [f"**Gate: passed** ({md_escape(self.gate_basis())})", ""]
+            lines += [f"- {md_escape(note)}" for note in self.gate.notes] + ([""] if self.gate.notes else [])
             if self.gate.comparison is not None:
                 lines += [self.comparison_markdown, ""]
         return "\n".join(lines)
@@ -125,9 +128,13 @@ class Verdict:
     def junit_properties(self) -> list[tuple[str, str]]:
         """The gate's outcome as JUnit XML test-suite properties: `pstbench_gate`, one
         `pstbench_gate_reason_N` per reason and `pstbench_verdict[BASELINE][KEY]` per test."""
+        from pytest_pstbench.core.text import one_line
+
+        # XML 1.0 has no spelling for most control characters: every text a run or a server wrote is shown
+        # through core.text (pytest escapes & < > " itself)
         out = [("pstbench_gate", "failed" if self.gate.failed else "passed")]
-        out += [(f"pstbench_gate_reason_{i + 1}", reason) for i, reason in enumerate(self.gate.reasons)]
-        out += [(f"pstbench_verdict[{baseline}][{key}]", value) for baseline, key, value in self.junit_rows]
+        out += [(f"pstbench_gate_reason_{i + 1}", one_line(reason)) for i, reason in enumerate(self.gate.reasons)]
+        out += [(f"pstbench_verdict[{one_line(baseline)}][{key}]", one_line(value)) for baseline, key, value in self.junit_rows]
         return out
 
 

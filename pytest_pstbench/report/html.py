@@ -2,18 +2,14 @@
 read from page.css in this package, every link relative)."""
 from __future__ import annotations
 
-import html
 import json
 import math
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
+from pytest_pstbench.core.text import html_escape as esc
 from pytest_pstbench.report.model import ANALYSIS_FILE, GENERATOR, Image, MetricInfo, Page, entry_value, ranks_of, run_field, short
-
-
-def esc(value) -> str:
-    return html.escape(str(value), quote=True)
 
 
 @lru_cache(maxsize=1)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.papertable import DAGGER, Table, legend_lines
+from pytest_pstbench.core.text import NoTexSpelling, md_escape, tex_escape
 
 FORMATS = ("markdown", "latex", "csv", "json")
 
@@ -33,23 +34,6 @@ def build_table(paths, *, metrics=None, against: str = "best", protocol_spec: st
 # ---- renderers ------------------------------------------------------------------------------------
 def _multi_track(t: Table) -> bool:
     return len(t.tracks) > 1
-
-
-_MD_SPECIAL = "\\`*_[]|<>#"
-
-
-def md_escape(text: str) -> str:
-    out = []
-    for ch in str(text):
-        if ch == "<":
-            out.append("&lt;")
-        elif ch == ">":
-            out.append("&gt;")
-        elif ch in _MD_SPECIAL:
-            out.append("\\" + ch)
-        else:
-            out.append(ch)
-    return "".join(out)
 
 
 def _marked(cell, escape, best: str, second: str, dagger: str) -> str:
@@ -74,34 +58,14 @@ def render_markdown(t: Table) -> str:
     return "\n".join(lines) + "\n\n" + "\n".join(f"{x}<br>" if i < len(legend) - 1 else x for i, x in enumerate(legend)) + "\n"
 
 
-_TEX_MAP = {
-    "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
-    "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "\\": r"\textbackslash{}",
-    "<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}",
-    "±": r"$\pm$", "↑": r"$\uparrow$", "↓": r"$\downarrow$", "†": r"$^{\dagger}$", "Δ": r"$\Delta$",
-    "α": r"$\alpha$", "β": r"$\beta$", "γ": r"$\gamma$", "δ": r"$\delta$", "τ": r"$\tau$", "µ": r"$\mu$", "μ": r"$\mu$",
-    "–": "--", "—": "---", "−": "-", "×": r"$\times$", "°": r"\textdegree{}",
-}
-
-
-def tex_escape(text: str) -> str:
-    """Every LaTeX special character escaped (& % $ # _ { } ~ ^ \\ < > |) and the few non-ASCII symbols of
-    labels written as math; any other non-ASCII character is refused (pdflatex could not set it)."""
-    out = []
-    for ch in str(text):
-        if ch in _TEX_MAP:
-            out.append(_TEX_MAP[ch])
-        elif ord(ch) < 128:
-            out.append(ch if ch.isprintable() else " ")
-        else:
-            raise UserError(
-                f"{text!r}: character {ch!r} has no LaTeX spelling in pstbench table (pdflatex could not set it); "
-                "fix: rename the run or the protocol label with ASCII characters, or use --format markdown"
-            )
-    return "".join(out)
-
-
 def render_latex(t: Table) -> str:
+    try:
+        return _latex(t)
+    except NoTexSpelling as exc:
+        raise UserError(str(exc)) from None
+
+
+def _latex(t: Table) -> str:
     multi = _multi_track(t)
     ncol = len(t.columns)
     out = [

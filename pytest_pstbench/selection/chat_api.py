@@ -4,6 +4,8 @@
 MAX_RESPONSE_BYTES of body, and redirects followed only to the same origin (the headers, the key among them,
 never go to another host). `call` is one attempt of the official pipeline: `post`, made again on the
 protocol's `answers.attempts.http` statuses, timeouts and dropped connections (litellm's openai client).
+What comes back has the request headers' secrets redacted (`secrets_of`, `core.text.redact`): an endpoint
+that echoes the request cannot put the key or a `--header` value into an answers file, run.json or the terminal.
 Only the standard library is used (no `openai` package needed).
 """
 from __future__ import annotations
@@ -13,6 +15,7 @@ import threading
 import time
 
 from pytest_pstbench.core.files.jsonfile import loads
+from pytest_pstbench.core.text import redact
 
 pause = time.sleep  # every wait of a model run (HTTP backoff, the official delays); tests replace it
 
@@ -36,8 +39,40 @@ def _origin(parts) -> tuple:
     return parts.scheme, (parts.hostname or "").lower(), port
 
 
-def _snippet(raw) -> str:
-    text = " ".join(bytes(raw[: ERROR_BODY_CHARS * 4 + 4]).decode("utf-8", "replace").split())
+SECRET_MIN_CHARS = 8  # a --header value this long or longer is a secret (a shorter one could not be told from answer text)
+
+
+def secrets_of(headers: dict) -> list[str]:
+    """The secrets among the request's headers: the Bearer token (the API key, whatever its length), and every
+    other header's value of SECRET_MIN_CHARS characters or more (--header: a key, a token); Content-Type aside."""
+    out = []
+    for name, value in headers.items():
+        value = str(value)
+        if name.lower() == "content-type":
+            continue
+        scheme, _sp, token = value.partition(" ")
+        if name.lower() == "authorization" and scheme.lower() == "bearer" and token.strip():
+            out.append(token.strip())
+        if len(value) >= SECRET_MIN_CHARS:
+            out.append(value)
+    return out
+
+
+def _without(value, secrets):
+    """`value` (a reply's text, or the strings of a message's fields) with every secret redacted."""
+    if isinstance(value, str):
+        return redact(value, secrets)
+    if isinstance(value, dict):
+        return {k: _without(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without(v, secrets) for v in value]
+    return value
+
+
+def _snippet(raw, secrets=()) -> str:
+    """The start of a reply's body for an error line: secrets redacted before it is cut (no half key)."""
+    text = redact(bytes(raw[: ERROR_BODY_CHARS * 4 + 4 + 4 * sum(map(len, secrets))]).decode("utf-8", "replace"), secrets)
+    text = redact(" ".join(text.split()), secrets)
     return text[:ERROR_BODY_CHARS] + ("..." if len(text) > ERROR_BODY_CHARS else "")
 
 
@@ -53,7 +88,18 @@ def post(url: str, body: bytes, headers: dict, timeout: float, max_bytes: int = 
     seconds for the whole call (connect, send, headers and body; a watchdog closes the socket at the
     deadline, so a server dripping bytes is cut), `max_bytes` of response body, and redirects followed
     only to the same origin (scheme, host, port) with the method and body kept (307 / 308): the headers,
-    the key among them, never go to another host."""
+    the key among them, never go to another host. What comes back (the message's text and fields, an
+    error's message and body) has the headers' secrets redacted (`secrets_of`): an endpoint that echoes
+    the request cannot put the key into the answers file or the terminal."""
+    secrets = secrets_of(headers)
+    try:
+        return _without(_post(url, body, headers, timeout, max_bytes, secrets), secrets)
+    except ApiError as exc:
+        exc.args = (redact(str(exc), secrets),)
+        raise
+
+
+def _post(url: str, body: bytes, headers: dict, timeout: float, max_bytes: int, secrets: list) -> dict:
     import socket
     import ssl
     from urllib.parse import urljoin, urlsplit
@@ -135,12 +181,12 @@ def post(url: str, body: bytes, headers: dict, timeout: float, max_bytes: int = 
             url = target
             continue
         if status >= 300:
-            text = _snippet(raw)
+            text = _snippet(raw, secrets)
             raise ApiError(f"HTTP {status} {reason}" + (f": {text}" if text else ""), status=status, retry_after=retry_after)
         try:
             message = loads(raw, max_bytes=max_bytes)["choices"][0]["message"]
         except (ValueError, KeyError, IndexError, TypeError):
-            raise ApiError(f"malformed response body (no choices[0].message): {_snippet(raw)}", kind="body") from None
+            raise ApiError(f"malformed response body (no choices[0].message): {_snippet(raw, secrets)}", kind="body") from None
         if not isinstance(message, dict) or not isinstance(message.get("content"), str):
             raise ApiError("empty response from model (message.content is not a string)", kind="body")
         return message

@@ -2,7 +2,8 @@
 cell), the comparison table of `pstbench compare` and the gate, and the metrics of `pstbench ls metrics`."""
 from __future__ import annotations
 
-import json
+
+from pytest_pstbench.core.text import cell as cell_text
 
 
 def header_line(summary: dict, dataset_id: str, judge: str | None = None) -> str:
@@ -30,7 +31,7 @@ def tables(summary: dict, params, decimals: int = 3, tablefmt: str = "simple") -
         headers = ["cell", "n"] + [params.metrics[m].get("label", m) for m in params.metrics]
         body = []
         for cell in summary["cells"]:
-            row = [_cell_name(cell), str(cell["n"])]
+            row = [cell_text(_cell_name(cell), tablefmt), str(cell["n"])]
             for m in params.metrics:
                 e = cell["metrics"][m][agg]
                 if e["mean"] is None:  # nothing counted in this cell (official: printed as 0)
@@ -63,7 +64,8 @@ def human_tables(summary: dict, params, decimals: int = 3, tablefmt: str = "simp
         rows = []
         for cell in human["cells"]:
             n, total = cell["n_tasks"], of.get((cell["group"], cell["value"]))
-            row = [_cell_name(cell), str(cell["n_experts"]), str(n) if total in (None, n) else f"{n} of {total}"]
+            row = [cell_text(_cell_name(cell), tablefmt), str(cell["n_experts"]),
+                   str(n) if total in (None, n) else f"{n} of {total}"]
             for m in params.metrics:
                 e = cell["metrics"][m][agg]
                 row.append("-" if e["mean"] is None else f"{e['mean']:.{decimals}f} ± {e['pm']:.{decimals}f}")
@@ -78,7 +80,7 @@ def human_tables(summary: dict, params, decimals: int = 3, tablefmt: str = "simp
     blocks = []
     for aggs, rows in groups.values():
         label = " = ".join(params.data["aggregations"][a].get("label", a) for a in aggs)
-        blocks.append(f"{human['label']}, {label} (mean over experts ± half the {conf:g}% bootstrap CI over experts)\n"
+        blocks.append(f"{cell_text(human['label'], tablefmt)}, {label} (mean over experts ± half the {conf:g}% bootstrap CI over experts)\n"
                       + ("\n" if tablefmt == "github" else "")
                       + tabulate(rows, headers=headers, tablefmt=tablefmt, disable_numparse=True))
     return "\n\n".join(blocks) + "\n" + human_line(human)
@@ -158,8 +160,8 @@ def comparison_table(comp, params, tablefmt: str = "simple") -> str:
         body.append([
             params.metrics[r.metric].get("label", r.metric),
             aggs.get(r.outcome, {}).get("label", r.outcome),
-            r.baseline,
-            r.candidate,
+            cell_text(r.baseline, tablefmt),
+            cell_text(r.candidate, tablefmt),
             str(r.n),
             f"{r.b}/{r.c}",
             f"{r.both_right}/{r.both_wrong}",

@@ -320,7 +320,8 @@ def test_escaping_golden_and_ties_share_the_mark(tmp_path):
     code, md, _ = _cli("table", *runs, "--metrics", "psnr", "ssim")
     _, rows = _parse_md(md)
     md_name = next(k for k in rows if k not in ("Identity", "tie", "low\\_run"))
-    assert md_name == "a&b%c$d\\#e\\_f{g}h~i^j\\\\k"
+    # & as an entity, $ (GitHub's math) and ~ (strikethrough) escaped too (issue #44 case 10)
+    assert md_name == "a&amp;b%c\\$d\\#e\\_f{g}h\\~i^j\\\\k"
     # PSNR 23.500 vs 23.501 print the same (2 decimals): both bold, "low" is then second
     assert _strip_md(rows[md_name][0])[1] == "best" and _strip_md(rows["tie"][0])[1] == "best"
     assert _strip_md(rows["low\\_run"][0])[1] == "second"

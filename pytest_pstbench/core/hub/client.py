@@ -158,9 +158,11 @@ def redact(text: str) -> str:
     """`text` with the token (and an `Authorization: Bearer ...` value) replaced by `***`."""
     import re
 
+    from pytest_pstbench.core.text import redact as without
+
     token = hub_token()
     if token:
-        text = text.replace(token, "***")
+        text = without(text, [token], "***")
     return re.sub(r"(?i)(bearer\s+)[A-Za-z0-9_\-\.]{8,}", r"\1***", text)
 
 
