@@ -8,7 +8,6 @@ answered with its folder.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -52,10 +51,12 @@ def install_command(extra: str, direct_url: dict | None, installed: bool = True,
 
 
 def _direct_url(dist) -> dict | None:
+    from pytest_pstbench.core.files.jsonfile import loads
+
     try:
         text = dist.read_text("direct_url.json")
-        data = json.loads(text) if text else None
-    except ValueError:  # a damaged record: as if there were none
+        data = loads(text) if text else None
+    except ValueError:  # a damaged record (JSONLimitError is one too): as if there were none
         return None
     return data if isinstance(data, dict) else None
 
