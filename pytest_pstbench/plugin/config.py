@@ -180,6 +180,10 @@ def moved_ini_problem(config: pytest.Config) -> str | None:
     if (Path(rootpath), inipath and Path(inipath)) == (Path(config.rootpath), config.inipath and Path(config.inipath)):
         return None
     opt, value = next((s for s in spaced if Path(rootpath) not in (here / s[1]).resolve().parents), spaced[0])
+    if config.inipath == inipath:  # the same ini file (or none): the rootdir moved, and every item id with it
+        return (f"{opt} {value}: pytest chose its rootdir before the plugin's options were known and took {value} for a "
+                f"test path, so its rootdir is {config.rootpath} instead of {rootpath} (item ids would read "
+                f"../pstbench-<track>::<id>); fix: give it as {opt}={value}")
     return (f"{opt} {value}: pytest chose its ini file before the plugin's options were known and took {value} for a test "
             f"path, so it read {config.inipath or 'no ini file'} (rootdir {config.rootpath}) instead of "
             f"{inipath or 'no ini file'} (rootdir {rootpath}); fix: give it as {opt}={value}")

@@ -339,7 +339,8 @@ def test_front_page_scoring_commands_run_on_the_demo_track(pytester, monkeypatch
     assert [c[0] for c in commands] == ["pstbench", "pytest"]
     cli, plugin = commands
     outputs = cli[cli.index("--outputs") + 1]
-    assert plugin[plugin.index("--pstbench-outputs") + 1] == outputs
+    options = [part for word in plugin for part in word.split("=", 1)]  # the README gives path options with `=`
+    assert options[options.index("--pstbench-outputs") + 1] == outputs
     name = cli[cli.index("--name") + 1]
     track = resolve_track(cli[cli.index("--track") + 1])  # the demo track, in the session's PSTBENCH_CACHE
     # "Write one PNG per pair, named <pair_id>.png, into a folder": the content images (PNG) as outputs.

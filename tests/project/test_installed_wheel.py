@@ -110,8 +110,8 @@ def test_demo_score_and_plugin_run_from_the_installed_wheel(installed, tmp_path)
     plug = tmp_path / "plug"
     plug.mkdir()
     r = _run([str(bin_dir / "python"), "-m", "pytest", "-p", "no:cacheprovider", "--pstbench-track", "demo",
-              "--pstbench-outputs", str(reinhard / "outputs"), "--pstbench-name", "viaplugin",
-              "--pstbench-results", str(tmp_path / "res"), "--pstbench-no-cache"], plug, env)
+              f"--pstbench-outputs={reinhard / 'outputs'}", "--pstbench-name", "viaplugin",  # `=`: the folder is not here
+              f"--pstbench-results={tmp_path / 'res'}", "--pstbench-no-cache"], plug, env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "10 passed" in r.stdout
     assert (tmp_path / "res" / "demo" / "viaplugin" / "metrics.csv").read_bytes() == (reinhard / "metrics.csv").read_bytes()
