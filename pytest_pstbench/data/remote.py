@@ -11,7 +11,7 @@ import re
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.hub import client
 from pytest_pstbench.core.hub.client import Failure, HubError, Subject
-from pytest_pstbench.core.hub.listing import repo_commits, tree
+from pytest_pstbench.core.hub.listing import repo_commits, revision_sha, tree
 from pytest_pstbench.data.manifest import DatasetManifest
 
 
@@ -68,7 +68,7 @@ def resolve_revision(m: DatasetManifest, requested: str) -> str:
     """
     short = re.fullmatch(r"[0-9a-f]{7,39}", requested.lower()) is not None
     try:
-        sha = client.revision_sha(DatasetSubject(m), f"resolving revision {requested}", m.repo_id, requested,
+        sha = revision_sha(DatasetSubject(m), f"resolving revision {requested}", m.repo_id, requested,
                                   repo_type=m.repo_type)
     except HubError as exc:
         if short and exc.unresolved:

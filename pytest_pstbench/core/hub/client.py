@@ -248,6 +248,18 @@ class DamagedReply(ValueError):
     """A Hub answer that is not what the Hub API sends (`str`: what is wrong with it)."""
 
 
+def raised_in_huggingface_hub(exc: BaseException) -> bool:
+    """`exc` was raised inside huggingface_hub (its reading of a reply the kit lets it parse, e.g. a commit's
+    answer), not in the kit's own code: where its traceback ends."""
+    import huggingface_hub
+
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    root = os.path.dirname(os.path.abspath(huggingface_hub.__file__)) + os.sep
+    return tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(root)
+
+
 def damaged(subject: Subject, what: str, exc: BaseException) -> HubError:
     """A reply that could not be read (not JSON, a key missing, a field of the wrong type) as one line in
     `subject`'s name."""
@@ -292,19 +304,11 @@ def hub_call(subject: Subject, what: str, call, attempts: int | None = None, ret
                 raise hub_error(subject, exc, what) from None
             if attempt + 1 < attempts:
                 time.sleep(min(2.0 ** attempt, network_timeout()))
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:  # an answer, but not what the Hub sends
-            raise damaged(subject, what, exc) from None
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            if not (isinstance(exc, DamagedReply) or raised_in_huggingface_hub(exc)):
+                raise  # a bug of the kit's own is not the Hub's damaged reply
+            raise damaged(subject, what, exc) from None  # an answer, but not what the Hub sends
     raise HubError(f"{subject.name}: {subject.no_answer(what, attempts, network_timeout())}", "timeout")
-
-
-def revision_sha(subject: Subject, what: str, repo_id: str, revision: str, repo_type: str = "dataset",
-                 retry: bool = True) -> str:
-    """The commit the Hub says `revision` (a branch, tag or commit) of `repo_id` is at ("" when it names none)."""
-    info = hub_call(subject, what, lambda api: api.repo_info(repo_id, repo_type=repo_type, revision=revision,
-                                                              timeout=network_timeout()), retry=retry)
-    return str(getattr(info, "sha", "") or "")
-
-
 
 
 # ---- the one download: capped and with a deadline ------------------------------------------------------

@@ -21,7 +21,7 @@ from pytest_pstbench.core.hub import client
 from pytest_pstbench.core.hub.client import HubError
 from pytest_pstbench.core.hub.limits import MAX_FILE_ENV, max_file_bytes
 from pytest_pstbench.core.hub.digests import check_file
-from pytest_pstbench.core.hub.listing import tree
+from pytest_pstbench.core.hub.listing import revision_sha, tree
 from pytest_pstbench.core.hub.runcache import (
     PULL_RECORD,
     PulledRun,
@@ -84,7 +84,7 @@ def _resolve_commit(uri: HubURI, option: str) -> str:
         raise UserError(f"{uri.text()}: HF_HUB_OFFLINE=1 and revision {rev} was never resolved here, so its commit is "
                         f"unknown; fix: run `pstbench runs pull {uri.text()}` with network access, or give the 40-hex commit")
     try:
-        sha = client.revision_sha(uri.subject, f"resolving revision {rev}", uri.repo_id, rev)
+        sha = revision_sha(uri.subject, f"resolving revision {rev}", uri.repo_id, rev)
     except HubError as exc:
         known = _remembered(memo)
         if exc.category != "timeout" or known is None:
@@ -130,7 +130,7 @@ def list_runs(uri: HubURI, commit: str, commit_checked: bool = False) -> dict[st
     Only the run files are listed. Unsafe paths, entries that are not plain files and files over the size
     cap are refused."""
     if not commit_checked:  # a quick, clean answer first (a commit that does not exist, no network)
-        sha = client.revision_sha(uri.subject, f"looking up commit {commit[:12]}", uri.repo_id, commit)
+        sha = revision_sha(uri.subject, f"looking up commit {commit[:12]}", uri.repo_id, commit)
         if sha.lower() != commit:  # a branch or tag named like a commit: never taken for the commit
             raise UserError(f"{uri.text()}: revision {commit} looks like a commit, but the Hub resolves it to "
                             f"{'commit ' + sha if COMMIT.fullmatch(sha.lower()) else repr(sha)} (a branch or tag of that "

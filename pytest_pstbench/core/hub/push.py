@@ -14,7 +14,7 @@ from pathlib import Path
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.hub import client
 from pytest_pstbench.core.hub.client import HubError, hub_call
-from pytest_pstbench.core.hub.listing import path_exists
+from pytest_pstbench.core.hub.listing import path_exists, revision_sha
 from pytest_pstbench.core.hub.uri import HubURI, parse_uri
 
 
@@ -77,7 +77,7 @@ def push_files(uri: HubURI, target: str, files: list[Path], *, described: str, r
 def _branch_head(uri: HubURI, branch: str, create: bool, private: bool, say) -> str:
     what = f"reading branch {branch}"
     try:
-        sha = client.revision_sha(uri.subject, what, uri.repo_id, branch, retry=False)
+        sha = revision_sha(uri.subject, what, uri.repo_id, branch, retry=False)
     except HubError as exc:
         if exc.category in ("repo", "gated"):
             if not create:
@@ -87,7 +87,7 @@ def _branch_head(uri: HubURI, branch: str, create: bool, private: bool, say) -> 
             say(f"{uri.text()}: creating dataset repo {uri.repo_id} ({'private' if private else 'public'}) ...")
             hub_call(uri.subject, "creating the repo", lambda api: api.create_repo(uri.repo_id, repo_type="dataset",
                                                                                     private=private, exist_ok=True))
-            sha = client.revision_sha(uri.subject, what, uri.repo_id, branch)
+            sha = revision_sha(uri.subject, what, uri.repo_id, branch)
         elif exc.category == "revision":
             raise UserError(f"{uri.text()}: branch {branch} does not exist in {uri.repo_id}; nothing was pushed; fix: create "
                             "the branch on the Hub first, or push to main") from None
