@@ -101,9 +101,10 @@ class _Bounds:
                                   f"stopped; fix: check the network and HF_ENDPOINT, or raise {DEADLINE_ENV} (seconds)")
 
     def big(self):
-        return client.limit_error(self.subject.name, f"a reply of the Hub is larger than {self.cap} bytes while {self.what}; "
-                                  f"stopped; fix: check the path and HF_ENDPOINT, or raise {MAX_LISTING_ENV} (entries; a "
-                                  "reply may have 1 kB per entry, up to 10,000)")
+        what = "a page of the Hub's listing" if self.kind == "listing" else "the Hub's reply"
+        return client.limit_error(self.subject.name, f"{what} is larger than {self.cap} bytes while {self.what}; stopped; "
+                                  f"fix: check the path and HF_ENDPOINT, or raise {MAX_LISTING_ENV} (entries; a "
+                                  f"{self.kind if self.kind == 'reply' else 'page'} may have 1 kB per entry, up to 10,000)")
 
     def get(self, url: str, params: dict | None, retry: bool):
         """(the JSON of one GET of `url`, its Link header's next URL or None) read within the deadline and the byte cap;
