@@ -41,6 +41,16 @@ def _snippet(raw) -> str:
     return text[:ERROR_BODY_CHARS] + ("..." if len(text) > ERROR_BODY_CHARS else "")
 
 
+def _hidden(text: str, headers: dict) -> str:
+    """`text` without the values of the request's Authorization header (whole, and the key after `Bearer `)."""
+    for name, value in headers.items():
+        if name.lower() == "authorization" and value:
+            for secret in sorted({value, value.split(" ", 1)[-1]}, key=len, reverse=True):
+                if len(secret) >= 4:
+                    text = text.replace(secret, "Bearer ***" if secret == value else "***")
+    return text
+
+
 def _retry_after(value: str | None) -> float | None:
     try:
         return float(value) if value is not None else None
@@ -71,20 +81,23 @@ def post(url: str, body: bytes, headers: dict, timeout: float, max_bytes: int = 
         else:
             conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=remaining)
         cut = threading.Event()
+        held: list = []  # the connection's socket: http.client lets go of it (conn.sock = None) on `Connection: close`
 
-        def watchdog(conn=conn, cut=cut):
+        def watchdog(conn=conn, cut=cut, held=held):
             cut.set()
-            sock = conn.sock
-            if sock is not None:
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            for sock in (conn.sock, *held):
+                if sock is not None:
+                    try:
+                        sock.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
 
         timer = threading.Timer(remaining, watchdog)
         timer.daemon = True
         timer.start()
         try:
+            conn.connect()
+            held.append(conn.sock)
             conn.request("POST", path, body=body, headers=headers)
             resp = conn.getresponse()
             status = resp.status
@@ -135,7 +148,7 @@ def post(url: str, body: bytes, headers: dict, timeout: float, max_bytes: int = 
             url = target
             continue
         if status >= 300:
-            text = _snippet(raw)
+            text = _hidden(_snippet(raw), headers)  # a server may repeat the key it was sent
             raise ApiError(f"HTTP {status} {reason}" + (f": {text}" if text else ""), status=status, retry_after=retry_after)
         try:
             message = loads(raw, max_bytes=max_bytes)["choices"][0]["message"]
