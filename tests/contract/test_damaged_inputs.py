@@ -297,7 +297,7 @@ FULL_DISK, SECOND_WRITER = "full-disk", "second-writer"
 # (damaged_world.MODEL_HOSTILE) lying, dripping, flooding, redirecting or echoing, for every form that reads from it,
 # with small limits (HOSTILE_ENV) and a bound on each case's time (HOSTILE_SECONDS)
 HUB_DAMAGE, MODEL_DAMAGE = "hub-", "model-"
-HOSTILE_ENV = {"PSTBENCH_HUB_DEADLINE": "1", "PSTBENCH_NETWORK_TIMEOUT": "0.5", "PSTBENCH_HUB_MAX_LISTING": "50"}
+HOSTILE_ENV = {"PSTBENCH_HUB_DEADLINE": "0.5", "PSTBENCH_NETWORK_TIMEOUT": "0.5", "PSTBENCH_HUB_MAX_LISTING": "50"}
 HOSTILE_SECONDS = 6.0
 
 
