@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import re
 
-from pytest_pstbench.core.files.jsonfile import loads
 from pytest_pstbench.core.hub import client
+
+from pytest_pstbench.core.hub import endpoint as hub_endpoint
 from pytest_pstbench.core.hub.client import DamagedReply, Subject, hub_call, missing_entry
 from pytest_pstbench.core.hub.limits import (
     DEADLINE_ENV,
@@ -25,7 +26,7 @@ def api_url(repo_type: str, repo_id: str, *parts: str) -> str:
     """`<endpoint>/api/<repo_type>s/<repo_id>/<parts...>`, each part quoted whole."""
     from urllib.parse import quote
 
-    return f"{client.where()}/api/{repo_type}s/{repo_id}" + "".join("/" + quote(p, safe="") for p in parts if p)
+    return f"{hub_endpoint.where()}/api/{repo_type}s/{repo_id}" + "".join("/" + quote(p, safe="") for p in parts if p)
 
 
 def tree(subject: Subject, what: str, repo_id: str, revision: str, folder: str | None, *,
@@ -69,10 +70,6 @@ def _short(value) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-RETRY_STATUSES = (408, 429, 500, 502, 503, 504)  # a page answered with one of these is asked again (huggingface_hub's)
-PAGE_TRIES = 6  # tries of one page (huggingface_hub's backoff: 5 retries, 1 s doubling to 8 s)
-
-
 def reply_bytes() -> int:
     """The bytes one reply (a listing's page, a revision's info) may have: 1 kB per listing entry, up to 10,000."""
     return 1024 * min(max_listing(), 10_000)
@@ -90,11 +87,6 @@ class _Bounds:
         self.end = time.monotonic() + self.budget
         self.pages = self.entries = 0
 
-    def left(self) -> float:
-        import time
-
-        return self.end - time.monotonic()
-
     def late(self, waited: str = ""):
         return client.limit_error(self.subject.name, f"the Hub's {self.kind} took longer than "
                                   f"{self.budget:g} s while {self.what} ({self.pages} pages, {self.entries} entries{waited}); "
@@ -107,62 +99,8 @@ class _Bounds:
                                   f"{self.kind if self.kind == 'reply' else 'page'} may have 1 kB per entry, up to 10,000)")
 
     def get(self, url: str, params: dict | None, retry: bool):
-        """(the JSON of one GET of `url`, its Link header's next URL or None) read within the deadline and the byte cap;
-        an error answer is huggingface_hub's exception (`hf_raise_for_status`). With `retry`, an answer with one of
-        RETRY_STATUSES and a request that got no answer are asked again, up to PAGE_TRIES in all, after
-        huggingface_hub's backoff or the server's Retry-After, never past the deadline."""
-        import time
-
-        from huggingface_hub import get_session
-        from huggingface_hub.utils import build_hf_headers
-
-        headers, wait = build_hf_headers(), 1.0
-        for attempt in range(PAGE_TRIES if retry else 1):
-            if self.left() <= 0:
-                raise self.late()
-            last = attempt + 1 >= (PAGE_TRIES if retry else 1)
-            try:
-                with get_session().stream("GET", url, params=params, headers=headers, timeout=client.network_timeout(),
-                                          follow_redirects=True) as r:
-                    if r.status_code in RETRY_STATUSES and not last:
-                        after = _retry_after(r.headers.get("Retry-After"))
-                        pause = wait if after is None else after
-                        if pause >= self.left():
-                            raise self.late(f"; the Hub answered {r.status_code} and asked to wait {pause:g} s")
-                        time.sleep(pause)
-                        wait = min(8.0, wait * 2)
-                        continue
-                    raise_for_status(r, self.end)
-                    body = bytearray()
-                    for chunk in r.iter_bytes():  # read within the deadline and the cap, however it is sent
-                        body += chunk
-                        if len(body) > self.cap:
-                            raise self.big()
-                        if self.left() < 0:
-                            raise self.late()
-                    nxt = (r.links.get("next") or {}).get("url")
-            except client.network_errors() as exc:
-                if last or not client.is_timeout(exc) or isinstance(exc, client.HubError):
-                    raise
-                if wait >= self.left():
-                    raise self.late() from None
-                time.sleep(wait)
-                wait = min(8.0, wait * 2)
-                continue
-            try:
-                return loads(bytes(body)), nxt
-            except ValueError as exc:  # not JSON (or past the JSON reader's bounds)
-                raise DamagedReply("its body is not JSON" if isinstance(exc, __import__("json").JSONDecodeError)
-                                   else f"its body is not JSON the kit reads ({exc})") from None
-        raise AssertionError("unreachable")  # pragma: no cover
-
-
-def _retry_after(value: str | None) -> float | None:
-    try:
-        after = float(value) if value is not None else None
-    except ValueError:
-        return None
-    return after if after is not None and after >= 0 else None
+        """(the JSON of one GET of `url`, its next link or None), within these limits (`client.bounded_get`)."""
+        return client.bounded_get(url, params, end=self.end, cap=self.cap, retry=retry, late=self.late, big=self.big)
 
 
 def reply(subject: Subject, what: str, url: str, params: dict | None = None):

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.hub import client
+from pytest_pstbench.core.hub import endpoint as hub_endpoint
 from pytest_pstbench.core.hub.client import HubError, hub_call
 from pytest_pstbench.core.hub.listing import path_exists, revision_sha
 from pytest_pstbench.core.hub.uri import HubURI, parse_uri
@@ -48,7 +49,7 @@ def push_files(uri: HubURI, target: str, files: list[Path], *, described: str, r
     say = progress or (lambda msg: None)
     if client.offline():
         raise UserError(f"push target {target}: HF_HUB_OFFLINE=1 forbids publishing; fix: unset it")
-    if client.hub_token() is None:
+    if hub_endpoint.hub_token() is None:
         raise UserError(f"push target {target}: no Hugging Face token found; fix: log in with `hf auth login`, or set HF_TOKEN "
                         "to a token with write access (it is read by huggingface_hub and never written by pstbench)")
     branch = uri.revision or "main"
@@ -81,7 +82,7 @@ def _branch_head(uri: HubURI, branch: str, create: bool, private: bool, say) -> 
     except HubError as exc:
         if exc.category in ("repo", "gated"):
             if not create:
-                raise UserError(f"{uri.text()}: dataset repo {uri.repo_id} not found on {client.where()} (or your token cannot see "
+                raise UserError(f"{uri.text()}: dataset repo {uri.repo_id} not found on {hub_endpoint.where()} (or your token cannot see "
                                 f"it); nothing was pushed; fix: check OWNER/NAME, or pass --create to create it"
                                 f"{' (private with --private)' if not private else ''}") from None
             say(f"{uri.text()}: creating dataset repo {uri.repo_id} ({'private' if private else 'public'}) ...")
