@@ -220,7 +220,9 @@ def cmd_run(args) -> int:
     _print_outcome(outcome, track, chosen.label, params, extras=args.extras)
     errors = sum(1 for e in chosen.answer_set.entries.values() if e[1] == ERROR)
     if errors:
-        print(f"pstbench: {errors} requests ended in API errors; run the same command again to ask them again", file=sys.stderr)
+        first = next(e[2] for e in chosen.answer_set.entries.values() if e[1] == ERROR)
+        print(f"pstbench: error: {errors} requests ended in API errors; run the same command again to ask them again "
+              f"(the first, from {settings.api_base}: {first})", file=sys.stderr)
         return 1
     return 0
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.files.jsonfile import read_json
 from pytest_pstbench.core.hub import client
+from pytest_pstbench.core.hub import endpoint as hub_endpoint
 from pytest_pstbench.core.hub.digests import check_file
 from pytest_pstbench.data.dataset_lock import (
     dataset_dir,
@@ -121,7 +122,7 @@ def _fetch_locked(m: DatasetManifest, root: Path, splits: list[str], requested: 
         elif client.offline():
             return _after_fetch(m, _fetch_offline(m, splits, requested, old, say), say)
         else:
-            say(f"{m.repo_id}: asking {client.where()} for revision {requested} ...")
+            say(f"{m.repo_id}: asking {hub_endpoint.where()} for revision {requested} ...")
             sha, listing = remote_listing(m, requested, splits)
             _check_resolved(m, requested, sha, override)
             layout = resolve_layout(m, listing, splits)

@@ -10,8 +10,9 @@ import re
 
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.hub import client
+from pytest_pstbench.core.hub import endpoint as hub_endpoint
 from pytest_pstbench.core.hub.client import Failure, HubError, Subject
-from pytest_pstbench.core.hub.listing import repo_commits, tree
+from pytest_pstbench.core.hub.listing import repo_commits, revision_sha, tree
 from pytest_pstbench.data.manifest import DatasetManifest
 
 
@@ -24,7 +25,7 @@ class DatasetSubject(Subject):
         self.name = m.repo_id
 
     def failure(self, f: Failure) -> str:
-        m, where = self.m, client.where()
+        m, where = self.m, hub_endpoint.where()
         if f.category == "revision":
             return (f"revision not found on {where} while {f.what} ({f.first}); fix: check the --revision you gave, "
                     f"or the revision in {m.path}")
@@ -41,7 +42,7 @@ class DatasetSubject(Subject):
 
     def no_answer(self, what: str, attempts: int, timeout: float) -> str:
         tries = f"{attempts} attempts" if attempts > 1 else "after huggingface_hub's retries with backoff"
-        return (f"no answer from {client.where()} within {timeout:g} s while {what} ({tries}); "
+        return (f"no answer from {hub_endpoint.where()} within {timeout:g} s while {what} ({tries}); "
                 f"fix: check the network and HF_ENDPOINT, set {client.NETWORK_TIMEOUT_ENV} (seconds) to wait longer, "
                 "or register a copy you have with --from DIR")
 
@@ -68,7 +69,7 @@ def resolve_revision(m: DatasetManifest, requested: str) -> str:
     """
     short = re.fullmatch(r"[0-9a-f]{7,39}", requested.lower()) is not None
     try:
-        sha = client.revision_sha(DatasetSubject(m), f"resolving revision {requested}", m.repo_id, requested,
+        sha = revision_sha(DatasetSubject(m), f"resolving revision {requested}", m.repo_id, requested,
                                   repo_type=m.repo_type)
     except HubError as exc:
         if short and exc.unresolved:
@@ -80,7 +81,7 @@ def resolve_revision(m: DatasetManifest, requested: str) -> str:
 
 
 def _commit_by_prefix(m: DatasetManifest, prefix: str) -> str:
-    where = client.where()
+    where = hub_endpoint.where()
     heads, seen = repo_commits(DatasetSubject(m), f"listing the commits to resolve the commit prefix {prefix}", m.repo_id,
                                repo_type=m.repo_type)
     hits = sorted(c for c in seen if c.startswith(prefix))

@@ -117,20 +117,23 @@ def _post(url: str, body: bytes, headers: dict, timeout: float, max_bytes: int, 
         else:
             conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=remaining)
         cut = threading.Event()
+        held: list = []  # the connection's socket: http.client lets go of it (conn.sock = None) on `Connection: close`
 
-        def watchdog(conn=conn, cut=cut):
+        def watchdog(conn=conn, cut=cut, held=held):
             cut.set()
-            sock = conn.sock
-            if sock is not None:
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            for sock in (conn.sock, *held):
+                if sock is not None:
+                    try:
+                        sock.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
 
         timer = threading.Timer(remaining, watchdog)
         timer.daemon = True
         timer.start()
         try:
+            conn.connect()
+            held.append(conn.sock)
             conn.request("POST", path, body=body, headers=headers)
             resp = conn.getresponse()
             status = resp.status
@@ -181,7 +184,7 @@ def _post(url: str, body: bytes, headers: dict, timeout: float, max_bytes: int, 
             url = target
             continue
         if status >= 300:
-            text = _snippet(raw, secrets)
+            text = _snippet(raw, secrets)  # a server may repeat the key it was sent: redacted before the cut
             raise ApiError(f"HTTP {status} {reason}" + (f": {text}" if text else ""), status=status, retry_after=retry_after)
         try:
             message = loads(raw, max_bytes=max_bytes)["choices"][0]["message"]

@@ -38,6 +38,7 @@ import resource
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +48,7 @@ from helpers import damaged_world as dw
 from helpers.disk import full_disk
 from helpers.damage_kinds import DAMAGES, applies
 from helpers.damage_kinds import apply as apply_damage
+from helpers.hub_server import HOSTILE as HUB_HOSTILE
 
 
 # ---- the catalogue ---------------------------------------------------------------------------------------
@@ -122,6 +124,11 @@ class Form:
     # files the command keeps as its own record even when it fails (see their form)
     state: tuple[str, ...] = ()
     needs_weights: bool = False  # the LPIPS weights in the world's cache (World.has_weights)
+    hub: bool = False  # it reads from the Hub: a case for each hostile Hub behaviour (HUB_HOSTILE)
+    model: bool = False  # it asks the model endpoint: a case for each hostile endpoint behaviour (MODEL_HOSTILE)
+    # a form of a command for the hostile servers only (its other damages are another form's): no full disk, second
+    # writer or numeric options
+    servers_only: bool = False
 
 
     @property
@@ -161,12 +168,17 @@ FORMS: list[Form] = [
     # the Hub's runs: a pull (`push` pulls back what it pushed) fetches into cache/hub-runs/<commit>/, removed after
     # the clean runs, so that each case fetches (and reads what the Hub serves now) instead of using the cache
     Form("runs push", "runs-push", ("runs", "push", "results/small/a", f"hf://datasets/{dw.PUSH_REPO}/runs/a", "--replace"),
-         PAIRED_RUN, writes=("cache/hub-runs",), fresh=True),
+         PAIRED_RUN, writes=("cache/hub-runs",), fresh=True, hub=True),
     # (push's own pull takes the lock of the commit it makes, a new one each time: no second-writer case for it)
     Form("runs pull", "runs-pull", ("runs", "pull", HUB_URI, "--protocol", P), (*PAIRED_RUN, "protocol"),
-         writes=("cache/hub-runs",), locks=HUB_LOCK, fresh=True),
+         writes=("cache/hub-runs",), locks=HUB_LOCK, fresh=True, hub=True),
     Form("runs ls", "runs-ls", ("runs", "ls", HUB_URI, "--against", "results/small/b", "--protocol", P),
-         (*PAIRED_RUN, *BASELINE_RUN, "protocol"), writes=("cache/hub-runs",), locks=HUB_LOCK, fresh=True),
+         (*PAIRED_RUN, *BASELINE_RUN, "protocol"), writes=("cache/hub-runs",), locks=HUB_LOCK, fresh=True, hub=True),
+    # the published run where a run folder goes: the hostile servers' cases only (each pulls it)
+    Form("compare", "compare-hub", ("compare", HUB_URI, "results/small/b"), writes=("cache/hub-runs",), fresh=True, hub=True,
+         servers_only=True),
+    Form("table", "table-hub", ("table", HUB_URI, "results/small/b", "results/small/identity", "--out", "out/table-hub.md"),
+         writes=("out/table-hub.md", "cache/hub-runs"), fresh=True, hub=True, servers_only=True),
     Form("compare", "compare-paired", ("compare", "results/small/a", "results/small/b"), (*PAIRED_RUN, "protocol")),
     Form("table", "table-paired", ("table", "results/small/a", "results/small/b", "--out", "out/table.md"),
          (*PAIRED_RUN, "protocol"), writes=("out/table.md",)),
@@ -201,6 +213,12 @@ FORMS: list[Form] = [
          ("selection track.yaml", "candidate image", "selection protocol", "raw answers"),
          writes=("results/stiny/raw", "sel/raw.jsonl"),
          locks=(("answers", "sel/raw.jsonl"), ("runs", "results/stiny/raw"))),
+    # every request asked (a new answers file), each once with one HTTP retry (sel/hostile.yaml) and --timeout 1:
+    # the hostile endpoint's cases
+    Form("vab run", "vab-run-asked",
+         ("vab", "run", "--track", ST, "--model", "m", "--api-base", "{model}", "--answers", "out/asked/answers.jsonl",
+          "--name", "asked", "--protocol", "sel/hostile.yaml", "-q", "--timeout", "1", "--concurrency", "32"),
+         writes=("results/stiny/asked", "out/asked"), state=("out/asked",), fresh=True, model=True, servers_only=True),
     Form("vab export", "vab-export", ("vab", "export", "--track", ST, "--out", "out/export", "--protocol", SP),
          ("selection track.yaml", "candidate image", "selection protocol"), writes=("out/export",), fresh=True),
     Form("vab export", "vab-export-retry",
@@ -222,6 +240,11 @@ FORMS: list[Form] = [
           "--pstbench-gate-metrics=psnr"),
          ("track.yaml", "reference image", "protocol", "output image", "method.yaml", *BASELINE_RUN),
          writes=("results/small/a",), locks=(("runs", "results/small/a"),)),
+    Form("pytest paired", "pytest-paired-hub",
+         ("--pstbench-track={root}/" + T, "--pstbench-outputs={root}/paired/outs/a", "--pstbench-protocol={root}/" + P,
+          "--pstbench-name=hubgate", "--pstbench-results={root}/results", "--pstbench-baseline=" + HUB_URI,
+          "--pstbench-gate-metrics=psnr"),
+         writes=("results/small/hubgate", "cache/hub-runs"), hub=True, servers_only=True),
     Form("pytest selection", "pytest-selection",
          ("--pstbench-track={root}/" + ST, "--pstbench-answers={root}/sel/good.jsonl", "--pstbench-protocol={root}/" + SP,
           "--pstbench-name=good", "--pstbench-results={root}/results"),
@@ -274,6 +297,16 @@ ACCEPTED: dict[tuple[tuple[str, ...] | str, tuple[str, ...], tuple[str, ...] | s
 }
 
 FULL_DISK, SECOND_WRITER = "full-disk", "second-writer"
+# The servers' axis (issue #44): the fake Hub (tests/helpers/hub_server.HOSTILE) or the model endpoint
+# (damaged_world.MODEL_HOSTILE) lying, dripping, flooding, redirecting or echoing, for every form that reads from it,
+# with small limits (HOSTILE_ENV) and a bound on each case's time (HOSTILE_SECONDS)
+HUB_DAMAGE, MODEL_DAMAGE = "hub-", "model-"
+HOSTILE_ENV = {"PSTBENCH_HUB_DEADLINE": "0.5", "PSTBENCH_NETWORK_TIMEOUT": "0.5", "PSTBENCH_HUB_MAX_LISTING": "50"}
+HOSTILE_SECONDS = 6.0
+
+
+def hostile(damage: str) -> bool:
+    return damage.startswith((HUB_DAMAGE, MODEL_DAMAGE))
 
 
 @dataclass(frozen=True)
@@ -319,6 +352,10 @@ def cases() -> list[Case]:
         for key in form.reads:
             out += [Case(form, key, d.name) for d in DAMAGES.values()
                     if applies(d, INPUTS[key].fmt) and d.name not in INPUTS[key].unchanged_by]
+        out += [Case(form, None, HUB_DAMAGE + b) for b in HUB_HOSTILE if form.hub]
+        out += [Case(form, None, MODEL_DAMAGE + b) for b in dw.MODEL_HOSTILE if form.model]
+        if form.servers_only:
+            continue
         if form.writes:
             out.append(Case(form, None, FULL_DISK))
         if form.locks:
@@ -496,7 +533,7 @@ def world(tmp_path_factory):
             "HF_ENDPOINT": hub.url, "PSTBENCH_REMOTE_MANIFESTS": root / "manifests",
             "PSTBENCH_LOCK_TIMEOUT": "0.1",  # the second writer is waited for this long
             "PIP_NO_INDEX": "1", "PSTBENCH_NO_TORCHVISION_DOWNLOAD": "1",  # offline: a weights miss fails, fast
-            "API_KEY": "k", "HF_TOKEN": dw.HUB_TOKEN,  # `runs push` writes to the fake Hub with it
+            "API_KEY": dw.API_KEY, "HF_TOKEN": dw.HUB_TOKEN,  # `runs push` writes to the fake Hub with it
             # argparse (whose parser each in-process command builds) asks gettext for every message, which looks for
             # translation files on disk unless the language is C, and asks for the terminal's size unless these are set
             "LANGUAGE": "C", "COLUMNS": "100", "LINES": "40",
@@ -582,9 +619,29 @@ def second_writer(form: Form, world):
         holder.wait(timeout=30)
 
 
+@contextlib.contextmanager
+def hostile_servers(world, damage: str):
+    """The Hub or the model endpoint behaving as `damage` names, with the limits of HOSTILE_ENV, for the block."""
+    server = world.hub if damage.startswith(HUB_DAMAGE) else world.model
+    saved = {k: os.environ.get(k) for k in HOSTILE_ENV}
+    os.environ.update(HOSTILE_ENV)
+    server.hostile = damage.split("-", 1)[1]
+    try:
+        yield
+    finally:
+        server.hostile = None
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def run_form(form: Form, world, request, damage: str | None = None, option: str | None = None) -> tuple[int, str, str]:
     argv = fill(form.argv, world) + ([option, VALUE_FORMS.get(option, "{}").format(ARGUMENTS[damage])] if option else [])
     surroundings = {FULL_DISK: full_disk, SECOND_WRITER: lambda: second_writer(form, world)}.get(damage or "", contextlib.nullcontext)
+    if damage and hostile(damage):
+        surroundings = lambda: hostile_servers(world, damage)  # noqa: E731
     if not form.pytest:
         with surroundings():
             return dw.cli(*argv)
@@ -631,6 +688,10 @@ def names_the_cause(case: Case, world, text: str) -> bool:
         return "another" in text
     if case.option:
         return case.option in text
+    if case.damage.startswith(HUB_DAMAGE):  # the Hub's address, or a URI on it
+        return world.hub.url in text or "hf://datasets/" in text
+    if case.damage.startswith(MODEL_DAMAGE):  # the endpoint (--api-base)
+        return world.model.base.split("/v1")[0] in text
     path = Path(INPUTS[case.input].path)
     names = [path.name] if "*" not in path.name else []
     names += [str(world.root / p) for p in path.parents if str(p) not in (".", "")]
@@ -644,6 +705,10 @@ def judge(case: Case, code: int, out: str, err: str, before: Snapshot, after: Sn
     problems = []
     if "Traceback" in out or "Traceback" in err:
         problems.append("a Traceback")
+    if world is not None and any(secret in out + err for secret in (dw.HUB_TOKEN, dw.API_KEY)):
+        problems.append("a secret (the Hub token or the API key) in the output")
+    if world is not None and (world.hub.leaked or world.model.leaked):
+        problems.append("the Authorization header sent to another host")
     lines = error_lines(case.form, out, err)
     if case.accepted:
         if code != 0:
@@ -706,7 +771,9 @@ def test_damaged(world, case, request):
             before = updated(world.pristine, world.root, paths)
             assert before != world.pristine, f"{case.damage} leaves {case.input} as it is: list it in its Input's unchanged_by"
         outside_before = snapshot(outside)  # what the damage put outside the world (link targets)
+        started = time.monotonic()
         code, out, err = run_form(case.form, world, request, case.damage if case.input is None else None, case.option)
+        took = time.monotonic() - started
         after = snapshot(world.root)
         # nothing is written outside the world either (e.g. through a link to a file that does not exist)
         before = Snapshot(before, **{f"<outside>/{k}": v for k, v in outside_before.items()})
@@ -715,6 +782,8 @@ def test_damaged(world, case, request):
         restore(world, after)
         shutil.rmtree(outside)
     problems = judge(case, code, out, err, before, after_all, world)
+    if hostile(case.damage) and took > HOSTILE_SECONDS:
+        problems.append(f"took {took:.1f} s (a hostile server's case: at most {HOSTILE_SECONDS:g} s with the limits of HOSTILE_ENV)")
     assert not problems, f"{case.id}: {'; '.join(problems)}\n--- exit {code}; stderr:\n{err[-2500:]}\n--- stdout:\n{out[-1500:]}"
 
 

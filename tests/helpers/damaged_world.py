@@ -10,6 +10,7 @@ Layout (relative to the world's root, which is also the working folder of every 
     sel/track/              a local selection track of 4 tasks (track.yaml, t0N/cK.png)
     sel/proto.yaml          the shipped vab protocol with 200 bootstrap resamples, as a file (sel/lenient.yaml:
                             vab-lenient, the same way)
+    sel/hostile.yaml        sel/proto.yaml asking each request once (one HTTP retry): the hostile endpoint's cases
     sel/{good,bad}.jsonl    parsed answers of two judges; sel/raw.jsonl: the raw answers `vab run` wrote;
                             sel/retry.jsonl: raw answers, some unparseable (`vab export --retry`)
     sel/judge.py            a scoring function judge
@@ -39,6 +40,7 @@ import json
 import os
 import shutil
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -54,6 +56,7 @@ PAIRED_TRACK_ID = "small"
 HUB_REPO, PUSH_REPO = "me/board", "me/pushed"
 HUB_COMMIT = hashlib.sha1(b"published runs").hexdigest()
 HUB_TOKEN = "hf_damaged_world_token"
+API_KEY = "sk-damaged-world-key-0123456789"  # $API_KEY of `vab run`: no output may repeat it
 
 
 def cli(*argv) -> tuple[int, str, str]:
@@ -69,26 +72,83 @@ def cli(*argv) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+#: A hostile model endpoint's behaviours (ModelStub.hostile), each applied to every request:
+MODEL_HOSTILE = {
+    "drips": "the answer sent one byte at a time, 0.2 s apart, past --timeout",
+    "floods": "an answer of a gigabyte (no Content-Length): past the response cap and --timeout",
+    "not-json": "an HTML page (200)",
+    "wrong-types": "choices[0].message.content a number, choices a mapping",
+    "echoes-key": "401 with the Authorization header (the key) in its body",
+    "throttles": "429 with a Retry-After of a day, every time",
+    "redirect-host": "307 to another host (localhost instead of 127.0.0.1), which echoes the Authorization header",
+}
+
+
 class ModelStub:
-    """An OpenAI-compatible chat-completions endpoint on 127.0.0.1 that answers every request."""
+    """An OpenAI-compatible chat-completions endpoint on 127.0.0.1 that answers every request (`hostile`: as
+    MODEL_HOSTILE says instead; `leaked`: the Authorization headers that reached the other host)."""
 
     def __init__(self):
         stub = self
         self.calls = 0
+        self.hostile: str | None = None
+        self.leaked: list[str] = []
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
             def log_message(self, *a):
                 pass
+
+            def answer(self, status: int, body: bytes, headers: dict | None = None, length: bool = True):
+                self.send_response(status)
+                for k, v in {"Content-Type": "application/json", **(headers or {})}.items():
+                    self.send_header(k, v)
+                if length:
+                    self.send_header("Content-Length", str(len(body)))
+                else:
+                    self.send_header("Connection", "close")
+                self.end_headers()
+                self.wfile.write(body)
 
             def do_POST(self):
                 self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 stub.calls += 1
                 body = json.dumps({"choices": [{"message": {"role": "assistant", "content": "BEST: A\nWORST: B"}}]}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                auth = self.headers.get("Authorization") or ""
+                how = stub.hostile
+                try:
+                    if how == "drips":
+                        self.answer(200, b"", {"Content-Length": str(len(body))}, length=False)
+                        for i in range(len(body)):
+                            time.sleep(0.2)
+                            self.wfile.write(body[i:i + 1])
+                            self.wfile.flush()
+                    elif how == "floods":
+                        self.answer(200, b'{"choices": [{"message": {"content": "', length=False)
+                        block = b"A" * (1 << 20)
+                        for _ in range(1024):
+                            self.wfile.write(block)
+                    elif how == "not-json":
+                        self.answer(200, b"<!doctype html><p>Service unavailable</p>", {"Content-Type": "text/html"})
+                    elif how == "wrong-types":
+                        self.answer(200, json.dumps({"choices": {"0": {"message": {"content": 7}}}}).encode())
+                    elif how == "echoes-key":
+                        self.answer(401, json.dumps({"error": {"message": f"Incorrect API key provided: {auth}"}}).encode())
+                    elif how == "throttles":
+                        self.answer(429, json.dumps({"error": f"rate limited ({auth})"}).encode(), {"Retry-After": "86400"})
+                    elif how == "redirect-host":
+                        if (self.headers.get("Host") or "").startswith("localhost"):
+                            if auth:
+                                stub.leaked.append(auth)
+                            self.answer(404, json.dumps({"error": f"moved; you sent {auth}"}).encode())
+                        else:
+                            port = self.server.server_address[1]
+                            self.answer(307, b"", {"Location": f"http://localhost:{port}{self.path}"})
+                    else:
+                        self.answer(200, body)
+                except OSError:  # the client gave up
+                    self.close_connection = True
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
@@ -249,6 +309,17 @@ def _fast(path: Path, metrics=None) -> Path:
     return path
 
 
+def _hostile_protocol(source: Path, path: Path) -> Path:
+    """`source` with each request asked once and each HTTP call made again once, 0.1 s later (the hostile endpoint's
+    cases of `vab run`: each case ends in about a second)."""
+    data = yaml.safe_load(source.read_text())
+    attempts = data["answers"]["attempts"]
+    attempts.update(max=1, delays_s=[])
+    attempts["http"].update(retries=1, backoff_s=[0.1])
+    path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    return path
+
+
 JUDGE = '''"""A scoring function judge: the mean brightness of a candidate."""
 
 
@@ -290,6 +361,7 @@ def build(root: Path, hub) -> World:
     _fast(root / "sel" / "proto.yaml")
     (root / "sel" / "lenient.yaml").write_text(load_protocol("vab-lenient").path.read_text())
     _fast(root / "sel" / "lenient.yaml")
+    _hostile_protocol(root / "sel" / "proto.yaml", root / "sel" / "hostile.yaml")
     vab = load_protocol(str(root / "sel" / "proto.yaml"))
     _answers(root / "sel" / "good.jsonl", sel, vab, 0.9)
     _answers(root / "sel" / "bad.jsonl", sel, vab, 0.4)

@@ -41,6 +41,9 @@ Hostile answers (tests/test_hub_hostile.py): ``drip`` (path -> seconds between t
 a download that never ends in time; a request path in ``replies`` too: that reply dripped), ``endless`` (repo ids whose tree listing never ends: each page one
 made-up file and a link to the next), ``replies`` (request paths answered 200 with these bytes instead:
 damaged JSON).
+``hostile`` (one of HOSTILE, or None): every request answered as a lying, dripping, flooding, redirecting or
+echoing server would (the damaged-input harness's server axis, issue #44; see `_Handler._hostile`); ``leaked``:
+the Authorization headers that reached "another host" (``redirect-host``: localhost instead of 127.0.0.1).
 ``log`` records (method, path, Range header) of every request.
 """
 from __future__ import annotations
@@ -96,6 +99,45 @@ class Repo:
         return out
 
 
+#: A hostile server's behaviours (FakeHub.hostile), each applied to every request:
+HOSTILE = {
+    "lies-size": "the tree listing gives each file half its size",
+    "lies-digest": "the tree listing gives each file another file's git blob id",
+    "not-json": "every JSON answer is an HTML page (200)",
+    "wrong-types": "every JSON answer has each value of the wrong type (text for numbers, numbers for text, ...)",
+    "drips": "every body is sent one byte at a time (drip_interval apart), past any deadline",
+    "floods-pages": "every listing (tree, commits) goes on page after page, each a new entry and a next link",
+    "floods-body": "every body is what it should be followed by a gigabyte of spaces (JSON: still valid)",
+    "redirect-loop": "every request is redirected to itself",
+    "redirect-host": "every request is redirected to another host (localhost), which echoes the Authorization header",
+    "echoes": "every request answered 400 with the Authorization header in its message",
+    "echoes-fields": "every JSON answer has each text value replaced by the Authorization header",
+    "throttles": "every request answered 429 with a Retry-After of a day",
+}
+FLOOD_BYTES = 1 << 30
+
+
+def _wrong(value):
+    """`value` with every leaf of the wrong type (lists and mappings kept as such)."""
+    if isinstance(value, dict):
+        return {k: _wrong(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_wrong(v) for v in value] or [{"unexpected": True}]
+    if isinstance(value, bool) or value is None:
+        return "yes"
+    if isinstance(value, (int, float)):
+        return str(value)
+    return {"text": value} if len(value) % 2 else 40
+
+
+def _echo(value, auth: str):
+    if isinstance(value, dict):
+        return {k: _echo(v, auth) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_echo(v, auth) for v in value]
+    return auth if isinstance(value, str) else value
+
+
 class FakeHub:
     def __init__(self, page_size: int = 1000):
         self.repos: dict[str, Repo] = {}
@@ -118,6 +160,10 @@ class FakeHub:
         self.fail_commit = 0  # the next N commit POSTs answer 500 and change nothing
         self.echo_auth = False  # error messages repeat the Authorization header
         self.commits_made: list[str] = []  # shas of the commits made through the commit endpoint
+        self.hostile: str | None = None  # one of HOSTILE: how every request is answered (None: as the Hub would)
+        self.hostile_paths: set[str] = set()  # parts of the request paths `hostile` applies to (empty: every request)
+        self.drip_interval = 0.05  # seconds between the bytes of a body, `hostile == "drips"`
+        self.leaked: list[str] = []  # Authorization headers sent to the other host of `hostile == "redirect-host"`
         self._lock = threading.Lock()
         self.server: ThreadingHTTPServer | None = None
 
@@ -185,18 +231,73 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args):  # quiet
         pass
 
+    @property
+    def how(self) -> str | None:
+        """`hub.hostile` where it applies to this request (`hub.hostile_paths`: parts of the paths it applies to)."""
+        hub = self.hub
+        if hub.hostile and (not hub.hostile_paths or any(part in self.path for part in hub.hostile_paths)):
+            return hub.hostile
+        return None
+
     # ---- helpers ---------------------------------------------------------------------------------
     def _send(self, status: int, body: bytes = b"", headers: dict | None = None, head: bool = False) -> None:
         headers = dict(headers or {})
-        headers.setdefault("Content-Length", str(len(body)))
+        hostile = self.how if status < 300 and not head else None
+        headers.setdefault("Content-Length", str(len(body) + (FLOOD_BYTES if hostile == "floods-body" else 0)))
         self.send_response(status)
         for k, v in headers.items():
             self.send_header(k, v)
         self.end_headers()
+        if hostile == "drips":
+            return self._drip(body, self.hub.drip_interval)
         if not head and body:
             self.wfile.write(body)
+        if hostile == "floods-body":
+            self._flood()
+
+    def _flood(self) -> None:
+        block = b" " * (1 << 20)
+        for _ in range(FLOOD_BYTES // len(block)):
+            if self.hub._stop.is_set():
+                return
+            try:
+                self.wfile.write(block)
+            except OSError:
+                return
+
+    def _hostile(self, head: bool) -> bool:
+        """Answer this request as `self.how` says, where that replaces the answer (True); the others change the
+        answer as it is made (`_send`, `_json`, `_tree`, `_commits`)."""
+        hub, how = self.hub, self.how
+        auth = self.headers.get("Authorization") or ""
+        if how == "redirect-loop":
+            self._send(302, b"", {"Location": self.path}, head=head)
+        elif how == "redirect-host":
+            if (self.headers.get("Host") or "").startswith("localhost"):
+                if auth:
+                    with hub._lock:
+                        hub.leaked.append(auth)
+                self._error(404, "RepoNotFound", f"moved away; you sent Authorization: {auth}", head=head)
+            else:
+                self._send(302, b"", {"Location": f"http://localhost:{hub.server.server_address[1]}{self.path}"}, head=head)
+        elif how == "echoes":
+            self._error(400, "BadRequest", f"bad request; you sent Authorization: {auth}", head=head)
+        elif how == "throttles":
+            self._send(429, json.dumps({"error": f"slow down ({auth})"}).encode(),
+                       {"Content-Type": "application/json", "Retry-After": "86400"}, head=head)
+        else:
+            return False
+        return True
 
     def _json(self, data, headers: dict | None = None) -> None:
+        how = self.how
+        if how == "not-json":
+            return self._send(200, b"<!doctype html><title>Hugging Face</title><p>We are down for maintenance.</p>",
+                              {"Content-Type": "text/html", **(headers or {})})
+        if how == "wrong-types":
+            data = _wrong(data)
+        elif how == "echoes-fields":
+            data = _echo(data, self.headers.get("Authorization") or "")
         body = json.dumps(data).encode()
         self._send(200, body, {"Content-Type": "application/json", **(headers or {})})
 
@@ -242,6 +343,8 @@ class _Handler(BaseHTTPRequestHandler):
             hub.log.append(("POST", unquote(parts.path), None))
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         segs = [unquote(s) for s in parts.path.split("/") if s]
+        if self.how and self._hostile(False):
+            return
         if not self._authorised():
             msg = "Invalid credentials in Authorization header"
             if hub.echo_auth:
@@ -322,6 +425,8 @@ class _Handler(BaseHTTPRequestHandler):
         hub = self.hub
         with hub._lock:
             hub.log.append(("HEAD" if head else "GET", unquote(urlsplit(self.path).path), self.headers.get("Range")))
+        if self.how and self._hostile(head):
+            return
         parts = urlsplit(self.path)
         if any(h in parts.path for h in hub.hang):
             hub._stop.wait(120)  # accepted, never answered
@@ -394,6 +499,11 @@ class _Handler(BaseHTTPRequestHandler):
              "date": "2025-06-01T00:00:00.000Z"}
             for c in repo.history(commit)
         ]
+        if self.how == "floods-pages":  # one made-up commit per page, always a next page
+            start = int(query.get("cursor", ["0"])[0])
+            made = {**items[0], "id": hashlib.sha1(b"%d" % start).hexdigest()}
+            return self._json([made], {"Link": f'<{self.hub.url}/api/datasets/{repo.repo_id}/commits/{quote(rev, safe="")}'
+                                                f'?cursor={start + 1}>; rel="next"'})
         self._paged(items, f"/api/datasets/{repo.repo_id}/commits/{quote(rev, safe='')}?", query)
 
     def _refs(self, repo: Repo) -> None:
@@ -420,7 +530,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         recursive = query.get("recursive", ["false"])[0].lower() == "true"
         prefix = path.strip("/") + "/" if path.strip("/") else ""
-        if repo.repo_id in self.hub.endless:  # one made-up file per page, and always a next page
+        if repo.repo_id in self.hub.endless or self.how == "floods-pages":  # one made-up file per page, always a next page
             start = int(query.get("cursor", ["0"])[0])
             nxt = f"{self.hub.url}/api/datasets/{repo.repo_id}/tree/{quote(rev, safe='')}" + (
                 "/" + quote(path, safe="") if path else "") + f"?recursive={str(recursive).lower()}&cursor={start + 1}"
@@ -442,8 +552,14 @@ class _Handler(BaseHTTPRequestHandler):
                 continue
             data = commit.files[p]
             entry = {"type": "file", "oid": git_blob_id(data), "size": len(data), "path": p}
+            if self.how == "lies-size":
+                entry["size"] = len(data) // 2
+            elif self.how == "lies-digest":
+                entry["oid"] = git_blob_id(data + b" ")
             if commit.lfs:
-                entry["lfs"] = {"oid": hashlib.sha256(data).hexdigest(), "size": len(data), "pointerSize": 134}
+                entry["lfs"] = {"oid": hashlib.sha256(data).hexdigest(), "size": entry["size"], "pointerSize": 134}
+                if self.how == "lies-digest":
+                    entry["lfs"]["oid"] = hashlib.sha256(data + b" ").hexdigest()
             entries.append(entry)
         entries.sort(key=lambda e: e["path"])
         start = int(query.get("cursor", ["0"])[0])
@@ -500,12 +616,15 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         for k, v in headers.items():
             self.send_header(k, v)
-        self.send_header("Content-Length", str(len(chunk)))
+        self.send_header("Content-Length", str(len(chunk) + (FLOOD_BYTES if self.how == "floods-body" else 0)))
         if cut:
             self.send_header("Connection", "close")
         self.end_headers()
-        if path in hub.drip:
-            return self._drip(chunk, hub.drip[path])
+        if path in hub.drip or self.how == "drips":
+            return self._drip(chunk, hub.drip.get(path, hub.drip_interval))
+        if self.how == "floods-body":
+            self.wfile.write(chunk)
+            return self._flood()
         if cut:  # send half the body, then drop the connection
             self.wfile.write(chunk[: len(chunk) // 2])
             self.wfile.flush()

@@ -5,7 +5,9 @@ out of every message, the one retry loop (`hub_call`: a request that gets no ans
 backoff) and the one error map (`hub_error`: huggingface_hub's exception classified once - repository,
 revision or file not found, gated, not authorised, branch moved, no answer - and worded by the caller's
 `Subject`, a run URI or a dataset, each message one line naming the fix; a damaged reply, `damaged`), the
-token checked before it is sent, and the one download (`download`: capped by the listed size, with a deadline).
+token checked before it is sent (`endpoint`: the endpoint and the token), the one bounded read of a Hub API reply
+(`bounded_get`: a byte cap and a deadline, busy answers asked again but never past the deadline) and the one
+download (`download`: capped by the listed size, with a deadline).
 huggingface_hub is imported only inside the functions that talk to the Hub.
 """
 from __future__ import annotations
@@ -16,33 +18,9 @@ from pathlib import Path
 
 from pytest_pstbench.core.envvars import env_number
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.core.hub.limits import DEADLINE_ENV, MAX_FILE_ENV, deadline_seconds, listed_size, raise_for_status
-
-
-def endpoint() -> str | None:
-    """$HF_ENDPOINT (without a trailing slash), or None for huggingface.co. Checked before huggingface_hub
-    is imported (its import parses the variable): a value that is not an http(s) URL with a host and a
-    port in 0-65535 is one UserError naming HF_ENDPOINT and the fix."""
-    ep = os.environ.get("HF_ENDPOINT")
-    if not ep:
-        return None
-    from urllib.parse import urlsplit
-
-    try:
-        parts = urlsplit(ep)
-        parts.port  # noqa: B018 - raises ValueError for a port out of range or not a number
-        problem = None if parts.scheme in ("http", "https") and parts.hostname else "expected http(s)://HOST[:PORT]"
-    except ValueError as exc:
-        problem = " ".join(str(exc).split())
-    if problem:
-        raise UserError(f"HF_ENDPOINT={ep!r}: not a usable Hub address ({problem}); fix: set it to the Hub's URL, "
-                        "e.g. https://huggingface.co or http://127.0.0.1:8080, or unset it")
-    return ep.rstrip("/")
-
-
-def where() -> str:
-    """The Hub's address as messages name it."""
-    return endpoint() or "https://huggingface.co"
+from pytest_pstbench.core.hub.endpoint import check_token, endpoint, redact, where
+from pytest_pstbench.core.hub.limits import DEADLINE_ENV, MAX_FILE_ENV, deadline_seconds, listed_size
+from pytest_pstbench.core.hub.limits import raise_for_status, retry_after
 
 
 NETWORK_TIMEOUT_ENV = "PSTBENCH_NETWORK_TIMEOUT"
@@ -125,47 +103,7 @@ def network_errors() -> tuple[type[BaseException], ...]:
     return tuple(errs)
 
 
-# ---- errors and the token ------------------------------------------------------------------------------
-def hub_token() -> str | None:
-    """The token huggingface_hub would send (HF_TOKEN, `hf auth login`), or None; never printed."""
-    try:
-        from huggingface_hub import get_token
-    except ImportError:  # pragma: no cover
-        return None
-    try:
-        return get_token() or None
-    except Exception:  # noqa: BLE001 - an unreadable token file: no token
-        return None
-
-
-def check_token() -> None:
-    """A token huggingface_hub would send must be ASCII without control characters (an HTTP header cannot
-    carry anything else): else one UserError naming where it comes from (HF_TOKEN, or the token file) and
-    the fix. The token itself is never printed."""
-    token = hub_token()
-    if token is None:
-        return
-    bad = next((i for i, c in enumerate(token) if not (32 < ord(c) < 127)), None)
-    if bad is None:
-        return
-    source = "HF_TOKEN" if os.environ.get("HF_TOKEN") else "the Hugging Face token (the token file of `hf auth login`)"
-    raise UserError(f"{source}: holds a character that is not printable ASCII (position {bad + 1} of {len(token)}), which "
-                    "no HTTP header can carry; a Hugging Face token is ASCII (hf_...); fix: set HF_TOKEN to the token "
-                    "exactly as the Hub shows it, or unset it and log in with `hf auth login`")
-
-
-def redact(text: str) -> str:
-    """`text` with the token (and an `Authorization: Bearer ...` value) replaced by `***`."""
-    import re
-
-    from pytest_pstbench.core.text import redact as without
-
-    token = hub_token()
-    if token:
-        text = without(text, [token], "***")
-    return re.sub(r"(?i)(bearer\s+)[A-Za-z0-9_\-\.]{8,}", r"\1***", text)
-
-
+# ---- errors ------------------------------------------------------------------------------------------
 def classify(exc: BaseException) -> tuple[str, str]:
     """(category, the error's first line, token redacted) of an exception raised by huggingface_hub:
     category is "revision", "gated", "repo" (not found, or private without access), "entry" (a file or folder
@@ -250,6 +188,18 @@ class DamagedReply(ValueError):
     """A Hub answer that is not what the Hub API sends (`str`: what is wrong with it)."""
 
 
+def raised_in_huggingface_hub(exc: BaseException) -> bool:
+    """`exc` was raised inside huggingface_hub (its reading of a reply the kit lets it parse, e.g. a commit's
+    answer), not in the kit's own code: where its traceback ends."""
+    import huggingface_hub
+
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    root = os.path.dirname(os.path.abspath(huggingface_hub.__file__)) + os.sep
+    return tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(root)
+
+
 def damaged(subject: Subject, what: str, exc: BaseException) -> HubError:
     """A reply that could not be read (not JSON, a key missing, a field of the wrong type) as one line in
     `subject`'s name."""
@@ -294,19 +244,72 @@ def hub_call(subject: Subject, what: str, call, attempts: int | None = None, ret
                 raise hub_error(subject, exc, what) from None
             if attempt + 1 < attempts:
                 time.sleep(min(2.0 ** attempt, network_timeout()))
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:  # an answer, but not what the Hub sends
-            raise damaged(subject, what, exc) from None
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            if not (isinstance(exc, DamagedReply) or raised_in_huggingface_hub(exc)):
+                raise  # a bug of the kit's own is not the Hub's damaged reply
+            raise damaged(subject, what, exc) from None  # an answer, but not what the Hub sends
     raise HubError(f"{subject.name}: {subject.no_answer(what, attempts, network_timeout())}", "timeout")
 
 
-def revision_sha(subject: Subject, what: str, repo_id: str, revision: str, repo_type: str = "dataset",
-                 retry: bool = True) -> str:
-    """The commit the Hub says `revision` (a branch, tag or commit) of `repo_id` is at ("" when it names none)."""
-    info = hub_call(subject, what, lambda api: api.repo_info(repo_id, repo_type=repo_type, revision=revision,
-                                                              timeout=network_timeout()), retry=retry)
-    return str(getattr(info, "sha", "") or "")
+# ---- the one bounded read -----------------------------------------------------------------------------
+RETRY_STATUSES = (408, 429, 500, 502, 503, 504)  # an answer with one of these is asked again (huggingface_hub's)
+READ_TRIES = 6  # tries of one read (huggingface_hub's backoff: 5 retries, 1 s doubling to 8 s)
 
 
+def bounded_get(url: str, params: dict | None, *, end: float, cap: int, retry: bool, late, big):
+    """(the JSON of one GET of `url` with the kit's client, its Link header's next URL or None): every Hub API reply
+    the kit reads (listings' pages, revisions, refs) is read here, its body within `cap` bytes (past it: `big()` is
+    raised) and until `end` (time.monotonic(); past it: `late(note)`); an error answer is huggingface_hub's
+    exception (`limits.raise_for_status`). With `retry`, an answer with one of RETRY_STATUSES and a request that
+    got no answer are asked again, up to READ_TRIES in all, after huggingface_hub's backoff or the server's
+    Retry-After, never past `end`. A body that is not JSON is a `DamagedReply`."""
+    import json
+    import time
+
+    from huggingface_hub import get_session
+    from huggingface_hub.utils import build_hf_headers
+
+    from pytest_pstbench.core.files.jsonfile import loads
+
+    headers, wait, tries = build_hf_headers(), 1.0, READ_TRIES if retry else 1
+    for attempt in range(tries):
+        last = attempt + 1 >= tries
+        if time.monotonic() >= end:
+            raise late("")
+        try:
+            with get_session().stream("GET", url, params=params, headers=headers, timeout=network_timeout(),
+                                      follow_redirects=True) as r:
+                if r.status_code in RETRY_STATUSES and not last:
+                    after = retry_after(r.headers.get("Retry-After"))
+                    pause = wait if after is None else after
+                    if time.monotonic() + pause >= end:
+                        raise late(f"; the Hub answered {r.status_code} and asked to wait {pause:g} s")
+                    time.sleep(pause)
+                    wait = min(8.0, wait * 2)
+                    continue
+                raise_for_status(r, end)
+                body = bytearray()
+                for chunk in r.iter_bytes():  # read within the deadline and the cap, however it is sent
+                    body += chunk
+                    if len(body) > cap:
+                        raise big()
+                    if time.monotonic() > end:
+                        raise late("")
+                nxt = (r.links.get("next") or {}).get("url")
+        except network_errors() as exc:
+            if last or not is_timeout(exc) or isinstance(exc, HubError):
+                raise
+            if time.monotonic() + wait >= end:
+                raise late("") from None
+            time.sleep(wait)
+            wait = min(8.0, wait * 2)
+            continue
+        try:
+            return loads(bytes(body)), nxt
+        except ValueError as exc:  # not JSON (or past the JSON reader's bounds)
+            raise DamagedReply("its body is not JSON" if isinstance(exc, json.JSONDecodeError)
+                               else f"its body is not JSON the kit reads ({exc})") from None
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 # ---- the one download: capped and with a deadline ------------------------------------------------------

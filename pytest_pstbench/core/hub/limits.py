@@ -47,6 +47,15 @@ def listed_size(repo_type: str, repo_id: str, revision: str, path: str) -> int |
     return _LISTED.get((repo_type, repo_id, revision, path))
 
 
+def retry_after(value: str | None) -> float | None:
+    """A Retry-After header's seconds (a date, or anything else, is None)."""
+    try:
+        after = float(value) if value is not None else None
+    except ValueError:
+        return None
+    return after if after is not None and after >= 0 else None
+
+
 ERROR_BODY_BYTES = 1 << 16  # bytes of an error answer read for its message
 
 

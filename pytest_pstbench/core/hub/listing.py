@@ -1,14 +1,16 @@
 """What a repository holds at a revision, as the Hub lists it: the one tree listing (each file with its size
 and digests: the LFS sha256, else the git blob id), whether a path exists, and the commits on its branches
-and tags. Every listing goes through the client's `hub_call` and its error map; the tree listing through
-its capped pages (`pages`: entries, pages and a deadline, the limits of `limits`).
+and tags, and the commit a revision is at. Every listing goes through the client's `hub_call` and its error
+map, and every reply of the Hub through `_Bounds`: a deadline and a byte cap; a listing's pages (`pages`) also
+a cap on entries and pages (the limits of `limits`), the other replies (`reply`) read once.
 """
 from __future__ import annotations
 
 import re
 
-from pytest_pstbench.core.files.jsonfile import loads
 from pytest_pstbench.core.hub import client
+
+from pytest_pstbench.core.hub import endpoint as hub_endpoint
 from pytest_pstbench.core.hub.client import DamagedReply, Subject, hub_call, missing_entry
 from pytest_pstbench.core.hub.limits import (
     DEADLINE_ENV,
@@ -24,7 +26,7 @@ def api_url(repo_type: str, repo_id: str, *parts: str) -> str:
     """`<endpoint>/api/<repo_type>s/<repo_id>/<parts...>`, each part quoted whole."""
     from urllib.parse import quote
 
-    return f"{client.where()}/api/{repo_type}s/{repo_id}" + "".join("/" + quote(p, safe="") for p in parts if p)
+    return f"{hub_endpoint.where()}/api/{repo_type}s/{repo_id}" + "".join("/" + quote(p, safe="") for p in parts if p)
 
 
 def tree(subject: Subject, what: str, repo_id: str, revision: str, folder: str | None, *,
@@ -68,86 +70,130 @@ def _short(value) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def reply_bytes() -> int:
+    """The bytes one reply (a listing's page, a revision's info) may have: 1 kB per listing entry, up to 10,000."""
+    return 1024 * min(max_listing(), 10_000)
+
+
+class _Bounds:
+    """One Hub read's limits: its deadline (`deadline_seconds()` from now) and each reply's byte cap, each
+    broken as one HubError naming the variable that raises it."""
+
+    def __init__(self, subject: Subject, what: str, kind: str = "reply"):
+        import time
+
+        self.subject, self.what, self.kind = subject, what, kind  # kind: "listing" (pages) or "reply" (one)
+        self.budget, self.cap = deadline_seconds(), reply_bytes()
+        self.end = time.monotonic() + self.budget
+        self.pages = self.entries = 0
+
+    def late(self, waited: str = ""):
+        return client.limit_error(self.subject.name, f"the Hub's {self.kind} took longer than "
+                                  f"{self.budget:g} s while {self.what} ({self.pages} pages, {self.entries} entries{waited}); "
+                                  f"stopped; fix: check the network and HF_ENDPOINT, or raise {DEADLINE_ENV} (seconds)")
+
+    def big(self):
+        what = "a page of the Hub's listing" if self.kind == "listing" else "the Hub's reply"
+        return client.limit_error(self.subject.name, f"{what} is larger than {self.cap} bytes while {self.what}; stopped; "
+                                  f"fix: check the path and HF_ENDPOINT, or raise {MAX_LISTING_ENV} (entries; a "
+                                  f"{self.kind if self.kind == 'reply' else 'page'} may have 1 kB per entry, up to 10,000)")
+
+    def get(self, url: str, params: dict | None, retry: bool):
+        """(the JSON of one GET of `url`, its next link or None), within these limits (`client.bounded_get`)."""
+        return client.bounded_get(url, params, end=self.end, cap=self.cap, retry=retry, late=self.late, big=self.big)
+
+
+def reply(subject: Subject, what: str, url: str, params: dict | None = None):
+    """The JSON of one Hub API reply (not a listing), read within the deadline and a byte cap (`_Bounds`); a
+    request that gets no answer is the caller's to retry (`hub_call`)."""
+    return _Bounds(subject, what).get(url, params, retry=False)[0]
+
+
 def pages(subject: Subject, what: str, url: str, params: dict | None = None):
     """The entries of a paginated Hub listing (JSON lists, pages chained by `Link: <...>; rel="next"`), one by
-    one, with huggingface_hub's own backoff on each page request. Capped: at most `max_listing()` entries in
-    all, a tenth as many pages (plus ten), 1 kB a page per entry (up to 10,000 entries), and
-    `deadline_seconds()` for the whole listing, each page's body included; past a cap, one
+    one, each page asked again on a busy or failed answer (`_Bounds.get`). Capped: at most `max_listing()`
+    entries in all, a tenth as many pages (plus ten), 1 kB a page per entry (up to 10,000 entries), and
+    `deadline_seconds()` for the whole listing, each page's body and each wait included; past a cap, one
     HubError naming the limit and the variable that raises it. A page that is not a JSON list is a
     `DamagedReply`."""
-    import time
-
-    from huggingface_hub.utils import build_hf_headers, http_stream_backoff
-
     client.bounded_hub_client()
-    limit, budget = max_listing(), deadline_seconds()
+    bounds = _Bounds(subject, what, "listing")
+    limit = max_listing()
     max_pages = limit // 10 + 10
-    end = time.monotonic() + budget
-    headers = build_hf_headers()
-    seen = n_pages = 0
-    page_bytes = 1024 * min(limit, 10_000)
-
-    def late():
-        return client.limit_error(subject.name, f"the Hub's listing took longer than {budget:g} s while {what} ({n_pages} "
-                                  f"pages, {seen} entries); stopped; fix: check the network and HF_ENDPOINT, or raise "
-                                  f"{DEADLINE_ENV} (seconds)")
-
     while url:
-        if n_pages >= max_pages:
+        if bounds.pages >= max_pages:
             raise client.limit_error(subject.name, f"the Hub's listing goes on past {max_pages} pages while {what}; stopped; fix: check "
                               f"the path and HF_ENDPOINT, or raise {MAX_LISTING_ENV} (entries; pages: a tenth of it, plus ten) "
                               "for a repo you trust that lists that many")
-        if time.monotonic() > end:
-            raise late()
-        with http_stream_backoff("GET", url, params=params, headers=headers, timeout=client.network_timeout()) as r:
-            raise_for_status(r, end)
-            body = bytearray()
-            for chunk in r.iter_bytes():  # a page is read within the deadline and a size cap, however it is sent
-                body += chunk
-                if len(body) > page_bytes:
-                    raise client.limit_error(subject.name, f"a page of the Hub's listing is larger than {page_bytes} bytes "
-                                             f"while {what}; stopped; fix: check the path and HF_ENDPOINT, or raise "
-                                             f"{MAX_LISTING_ENV} (entries; a page may have 1 kB per entry, up to 10,000)")
-                if time.monotonic() > end:
-                    raise late()
-            links = r.links
-        n_pages += 1
-        page = loads(bytes(body))
+        page, url = bounds.get(url, params, retry=True)
+        bounds.pages += 1
         if not isinstance(page, list):
             raise DamagedReply(f"a page of the listing is a JSON {type(page).__name__}, not a list")
         for entry in page:
-            seen += 1
-            if seen > limit:
+            bounds.entries += 1
+            if bounds.entries > limit:
                 raise client.limit_error(subject.name, f"the Hub's listing holds more than {limit} entries while {what}; stopped; fix: "
                                   f"check the path and HF_ENDPOINT, or raise {MAX_LISTING_ENV} (entries) for a repo you trust")
             yield entry
-        url = (links.get("next") or {}).get("url")
         params = None  # the next link holds them
 
 
 def path_exists(subject: Subject, what: str, repo_id: str, path: str, revision: str, *, repo_type: str = "dataset") -> bool:
-    """Whether `path` (a file or a folder) is in the repo at `revision`."""
+    """Whether `path` (a file or a folder) is in the repo at `revision`: its listing's first page (`pages`)."""
+    url = api_url(repo_type, repo_id, "tree", revision, path)
+
     def listing(api):
         try:
-            return any(True for _ in api.list_repo_tree(repo_id, path_in_repo=path, revision=revision, repo_type=repo_type))
+            return any(True for _ in pages(subject, what, url, {"expand": False}))
         except Exception as exc:
             if missing_entry(exc):
                 return False
             raise
 
-    return hub_call(subject, what, listing)
+    return hub_call(subject, what, listing, attempts=1)
+
+
+_REV = re.compile(r"[0-9a-fA-F]+")
+
+
+def revision_sha(subject: Subject, what: str, repo_id: str, revision: str, repo_type: str = "dataset",
+                 retry: bool = True) -> str:
+    """The commit the Hub says `revision` (a branch, tag or commit) of `repo_id` is at ("" when it names none):
+    its revision reply (`reply`: a deadline and a byte cap), tried again when it gets no answer (`hub_call`)."""
+    url = api_url(repo_type, repo_id, "revision", revision)
+
+    def sha(api):
+        info = reply(subject, what, url)
+        if not isinstance(info, dict):
+            raise DamagedReply(f"the revision's reply is of the wrong type (a JSON {type(info).__name__}, not an object)")
+        value = info.get("sha")
+        if value not in (None, "") and not (isinstance(value, str) and _REV.fullmatch(value)):
+            raise DamagedReply(f"the revision's commit is not a hex id (sha: {_short(value)})")
+        return value or ""
+
+    return hub_call(subject, what, sha, retry=retry)
 
 
 def repo_commits(subject: Subject, what: str, repo_id: str, *, repo_type: str = "dataset") -> tuple[list[str], set[str]]:
     """(the repo's branches and tags, ["main"] when it lists none; the ids of every commit reachable from
-    them, lower case). Tried once: any failure is one line at once."""
+    them, lower case): its refs reply (`reply`) and each head's commit listing (`pages`: capped). Tried once:
+    any failure is one line at once."""
     def commits(api):
-        refs = api.list_repo_refs(repo_id, repo_type=repo_type)
-        heads = [r.name for r in (*refs.branches, *refs.tags)] or ["main"]
+        refs = reply(subject, what, api_url(repo_type, repo_id, "refs"))
+        if not isinstance(refs, dict) or not all(isinstance(refs.get(k, []), list) for k in ("branches", "tags")):
+            raise DamagedReply(f"the refs reply has no lists of branches and tags ({_short(refs)})")
+        heads = []
+        for ref in (*refs.get("branches", []), *refs.get("tags", [])):
+            if not isinstance(ref, dict) or not isinstance(ref.get("name"), str) or not ref["name"]:
+                raise DamagedReply(f"a branch or tag has no name ({_short(ref)})")
+            heads.append(ref["name"])
+        heads = heads or ["main"]
         seen: set[str] = set()
         for head in heads:
-            for c in api.list_repo_commits(repo_id, repo_type=repo_type, revision=head):
-                seen.add(c.commit_id.lower())
+            for c in pages(subject, what, api_url(repo_type, repo_id, "commits", head)):
+                if not isinstance(c, dict) or not isinstance(c.get("id"), str) or not _HEX.fullmatch(c["id"].lower()):
+                    raise DamagedReply(f"a commit of {head} has no id ({_short(c)})")
+                seen.add(c["id"].lower())
         return heads, seen
 
     return hub_call(subject, what, commits, retry=False)

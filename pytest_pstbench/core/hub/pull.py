@@ -18,10 +18,11 @@ from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.hub import client
+from pytest_pstbench.core.hub import endpoint as hub_endpoint
 from pytest_pstbench.core.hub.client import HubError
 from pytest_pstbench.core.hub.limits import MAX_FILE_ENV, max_file_bytes
 from pytest_pstbench.core.hub.digests import check_file
-from pytest_pstbench.core.hub.listing import tree
+from pytest_pstbench.core.hub.listing import revision_sha, tree
 from pytest_pstbench.core.hub.runcache import (
     PULL_RECORD,
     PulledRun,
@@ -61,7 +62,7 @@ def pull_runs(uri: HubURI | str, *, check, progress=None, option: str = "run") -
     if client.offline():
         raise UserError(f"{uri.text()}: commit {commit[:12]} is not in the cache ({commit_dir(uri.repo_id, commit)}) and "
                         f"HF_HUB_OFFLINE=1 forbids fetching it; fix: run `pstbench runs pull {uri.text(commit)}` with network access")
-    say(f"{uri.text()}: fetching the runs at commit {commit[:12]} from {client.where()} ...")
+    say(f"{uri.text()}: fetching the runs at commit {commit[:12]} from {hub_endpoint.where()} ...")
     runs, downloaded = fetch_runs(uri, commit, check=check, say=say, commit_checked=not uri.pinned)
     return PullResult(uri, commit, runs, downloaded)
 
@@ -84,7 +85,7 @@ def _resolve_commit(uri: HubURI, option: str) -> str:
         raise UserError(f"{uri.text()}: HF_HUB_OFFLINE=1 and revision {rev} was never resolved here, so its commit is "
                         f"unknown; fix: run `pstbench runs pull {uri.text()}` with network access, or give the 40-hex commit")
     try:
-        sha = client.revision_sha(uri.subject, f"resolving revision {rev}", uri.repo_id, rev)
+        sha = revision_sha(uri.subject, f"resolving revision {rev}", uri.repo_id, rev)
     except HubError as exc:
         known = _remembered(memo)
         if exc.category != "timeout" or known is None:
@@ -93,7 +94,7 @@ def _resolve_commit(uri: HubURI, option: str) -> str:
             state, fix = "is not in the cache", f"check the network and HF_ENDPOINT, then run `pstbench runs pull {uri.text(known)}`"
         else:
             state, fix = "is in the cache", f"use the pinned URI {uri.text(known)}, or set HF_HUB_OFFLINE=1 to read {rev} as last resolved"
-        raise UserError(f"{uri.text()}: no answer from {client.where()}, and a branch or tag cannot be resolved without the "
+        raise UserError(f"{uri.text()}: no answer from {hub_endpoint.where()}, and a branch or tag cannot be resolved without the "
                         f"network ({rev} was commit {known} when last resolved here, which {state}); fix: {fix}") from None
     if not COMMIT.fullmatch(sha):
         raise UserError(f"{uri.text()}: the Hub answered revision {rev} without a commit ({sha!r}); cannot pin it")
@@ -130,7 +131,7 @@ def list_runs(uri: HubURI, commit: str, commit_checked: bool = False) -> dict[st
     Only the run files are listed. Unsafe paths, entries that are not plain files and files over the size
     cap are refused."""
     if not commit_checked:  # a quick, clean answer first (a commit that does not exist, no network)
-        sha = client.revision_sha(uri.subject, f"looking up commit {commit[:12]}", uri.repo_id, commit)
+        sha = revision_sha(uri.subject, f"looking up commit {commit[:12]}", uri.repo_id, commit)
         if sha.lower() != commit:  # a branch or tag named like a commit: never taken for the commit
             raise UserError(f"{uri.text()}: revision {commit} looks like a commit, but the Hub resolves it to "
                             f"{'commit ' + sha if COMMIT.fullmatch(sha.lower()) else repr(sha)} (a branch or tag of that "

@@ -13,8 +13,9 @@ from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.hub import client
+from pytest_pstbench.core.hub import endpoint as hub_endpoint
 from pytest_pstbench.core.hub.client import HubError, hub_call
-from pytest_pstbench.core.hub.listing import path_exists
+from pytest_pstbench.core.hub.listing import path_exists, revision_sha
 from pytest_pstbench.core.hub.uri import HubURI, parse_uri
 
 
@@ -48,7 +49,7 @@ def push_files(uri: HubURI, target: str, files: list[Path], *, described: str, r
     say = progress or (lambda msg: None)
     if client.offline():
         raise UserError(f"push target {target}: HF_HUB_OFFLINE=1 forbids publishing; fix: unset it")
-    if client.hub_token() is None:
+    if hub_endpoint.hub_token() is None:
         raise UserError(f"push target {target}: no Hugging Face token found; fix: log in with `hf auth login`, or set HF_TOKEN "
                         "to a token with write access (it is read by huggingface_hub and never written by pstbench)")
     branch = uri.revision or "main"
@@ -77,17 +78,17 @@ def push_files(uri: HubURI, target: str, files: list[Path], *, described: str, r
 def _branch_head(uri: HubURI, branch: str, create: bool, private: bool, say) -> str:
     what = f"reading branch {branch}"
     try:
-        sha = client.revision_sha(uri.subject, what, uri.repo_id, branch, retry=False)
+        sha = revision_sha(uri.subject, what, uri.repo_id, branch, retry=False)
     except HubError as exc:
         if exc.category in ("repo", "gated"):
             if not create:
-                raise UserError(f"{uri.text()}: dataset repo {uri.repo_id} not found on {client.where()} (or your token cannot see "
+                raise UserError(f"{uri.text()}: dataset repo {uri.repo_id} not found on {hub_endpoint.where()} (or your token cannot see "
                                 f"it); nothing was pushed; fix: check OWNER/NAME, or pass --create to create it"
                                 f"{' (private with --private)' if not private else ''}") from None
             say(f"{uri.text()}: creating dataset repo {uri.repo_id} ({'private' if private else 'public'}) ...")
             hub_call(uri.subject, "creating the repo", lambda api: api.create_repo(uri.repo_id, repo_type="dataset",
                                                                                     private=private, exist_ok=True))
-            sha = client.revision_sha(uri.subject, what, uri.repo_id, branch)
+            sha = revision_sha(uri.subject, what, uri.repo_id, branch)
         elif exc.category == "revision":
             raise UserError(f"{uri.text()}: branch {branch} does not exist in {uri.repo_id}; nothing was pushed; fix: create "
                             "the branch on the Hub first, or push to main") from None

@@ -33,7 +33,7 @@ def endpoint_key() -> str:
     share it and two Hubs never do."""
     from urllib.parse import urlsplit
 
-    from pytest_pstbench.core.hub.client import where
+    from pytest_pstbench.core.hub.endpoint import where
 
     parts = urlsplit(where())
     scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()

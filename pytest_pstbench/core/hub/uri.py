@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.core.hub import client
+from pytest_pstbench.core.hub import endpoint as hub_endpoint
 from pytest_pstbench.core.hub.client import Failure, Subject
 
 PREFIX = "hf://"
@@ -88,8 +88,8 @@ class URISubject(Subject):
         self.name = uri.text()
 
     def failure(self, f: Failure) -> str:
-        uri, where = self.uri, client.where()
-        token = client.hub_token() is not None
+        uri, where = self.uri, hub_endpoint.where()
+        token = hub_endpoint.hub_token() is not None
         if f.category == "repo":
             why = ("it does not exist, or it is private and your token has no access to it" if token else
                    "it does not exist, or it is private and no token was found (HF_TOKEN, `hf auth login`)")
@@ -116,6 +116,6 @@ class URISubject(Subject):
         return f"the Hub at {where} refused {f.what} ({f.error}: {f.first}); fix: check the URI and try again"
 
     def no_answer(self, what: str, attempts: int, timeout: float) -> str:
-        return (f"no answer from {client.where()} while {what} ({attempts} attempt{'s' if attempts > 1 else ''}), and it is "
+        return (f"no answer from {hub_endpoint.where()} while {what} ({attempts} attempt{'s' if attempts > 1 else ''}), and it is "
                 f"not in the cache; fix: check the network and HF_ENDPOINT, then fetch it with `pstbench runs pull "
                 f"{self.uri.text()}` (a pulled run is read by its 40-hex commit without the network)")
