@@ -102,7 +102,7 @@ def correctness(task, answers: dict[str, list[dict]], metrics) -> dict[str, list
     return out
 
 
-def _pass_value(recs: list[dict], key: str, trials: int):
+def pass_value(recs: list[dict], key: str, trials: int):
     """pass^3 of one task (None: no record at all)."""
     if all(r["rule"] == ABSENT for r in recs):
         return None
@@ -155,7 +155,7 @@ def _ratio_bootstrap(D, N, boot) -> tuple[float, float]:
 
 def _pass_values(recs_list: list[list[dict]], key: str, trials: int) -> list[int]:
     """pass^3 of each task that has a record."""
-    return [v for v in (_pass_value(r, key, trials) for r in recs_list) if v is not None]
+    return [v for v in (pass_value(r, key, trials) for r in recs_list) if v is not None]
 
 
 def entry_mean(agg: str, recs_list: list[list[dict]], key: str, trials: int):

@@ -162,35 +162,47 @@ def check_metrics(metrics: list[str] | None, params) -> list[str]:
         f"(metrics: {', '.join(params.metrics)})"))
 
 
-def _units(per_task: dict[str, list[bool]], task_ids: list[str], outcome: str) -> list[bool]:
+def _units(records: dict[str, dict[str, list[dict]]], metric: str, task_ids: list[str], outcome: str,
+           trials: int) -> list[bool | None]:
+    """One entry per unit, in task (then trial) order: its correctness, or None where the run does not count it,
+    by the protocol's answers.records, exactly as its summary does (`accuracy.pass_value`: a task whose trials
+    are all absent has no pass^3; ap@1: a trial that is not counted is in no denominator)."""
+    from pytest_pstbench.selection.accuracy import COUNTED, pass_value
+
     if outcome == "pass^3":
-        return [all(per_task[t]) for t in task_ids]
-    return [x for t in task_ids for x in per_task[t]]
+        return [None if (v := pass_value(records[t][metric], "correct", trials)) is None else bool(v) for t in task_ids]
+    return [bool(r["correct"]) if r["rule"] == COUNTED else None for t in task_ids for r in records[t][metric][:trials]]
 
 
 def compare_two(baseline: SelectionRunFiles, candidate: SelectionRunFiles, protocol, metrics: list[str] | None = None) -> list[McNemarComparison]:
-    """One test per metric and outcome (protocol order) for baseline vs candidate; Holm not applied yet."""
+    """One test per metric and outcome (protocol order) for baseline vs candidate; Holm not applied yet. The
+    units are those both runs count (one denominator: a trial or task a run's summary leaves out is left out of
+    its pairs too)."""
     from pytest_pstbench.selection.protocol import SelectionParams
+    from pytest_pstbench.selection.run_check import rebuilt
 
     params = SelectionParams.of(protocol)
     cfg = comparison_params(protocol)
     task_ids = list(baseline.task_ids)  # paired by task id
+    records = []
+    for run in (baseline, candidate):  # the outcomes the run's files give (validated when the run was read)
+        tasks, outcomes, _ = rebuilt(run, params)
+        records.append({t.id: o for t, o in zip(tasks, outcomes)})
     rows = []
     for m in check_metrics(metrics, params):
-        base_tasks = baseline.outcomes(m, params.trials)
-        cand_tasks = candidate.outcomes(m, params.trials)
         for outcome in cfg.outcomes:
-            x = _units(base_tasks, task_ids, outcome)
-            y = _units(cand_tasks, task_ids, outcome)
+            pairs = [(u, v) for u, v in zip(*(_units(r, m, task_ids, outcome, params.trials) for r in records))
+                     if u is not None and v is not None]
+            x, y = [u for u, _ in pairs], [v for _, v in pairs]
             n = len(x)
             b = sum(1 for u, v in zip(x, y) if v and not u)
             c = sum(1 for u, v in zip(x, y) if u and not v)
             rr = sum(1 for u, v in zip(x, y) if u and v)
-            acc_b, acc_c = sum(x) / n, sum(y) / n
+            acc_b, acc_c = (sum(x) / n, sum(y) / n) if n else (0.0, 0.0)
             rows.append(McNemarComparison(
                 metric=m, outcome=outcome, baseline=baseline.name, candidate=candidate.name, n=n, b=b, c=c,
                 both_right=rr, both_wrong=n - b - c - rr, acc_baseline=acc_b, acc_candidate=acc_c,
-                diff=(b - c) / n, pvalue=mcnemar_exact(b, c),
+                diff=(b - c) / n if n else 0.0, pvalue=mcnemar_exact(b, c),
             ))
     return rows
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.files.write import dumps_json
 from pytest_pstbench.core.store.folder import RunFolder, RunRecord, read_item_csv, read_run_folder, write_run_files
 from pytest_pstbench.selection.kind import KIND
@@ -28,26 +27,6 @@ class SelectionRunFiles(RunFolder):
     task_ids: list[str]
     rows: dict[str, dict[str, str]]  # task id -> per_task.csv row
     record: RunRecord | None = None
-
-    def outcomes(self, metric: str, trials: int) -> dict[str, list[bool]]:
-        """Task id -> per-trial correctness of `metric` (columns `<metric>_t<t>` of per_task.csv)."""
-        out = {}
-        f = self.path / "per_task.csv"
-        for tid in self.task_ids:
-            row = self.rows[tid]
-            values = []
-            for t in range(trials):
-                col = f"{metric}_t{t}"
-                if col not in row:
-                    raise UserError(f"{f}: no column {col}; fix: score the run again under this protocol")
-                v = row[col]
-                if v == "-":  # a trial the protocol does not count (answers.records): not right here
-                    v = "0"
-                if v not in ("0", "1"):
-                    raise UserError(f"{f}: task {tid}: {col} is {v!r}, expected 0, 1 or - (task not scored?); fix: score the run again")
-                values.append(v == "1")
-            out[tid] = values
-        return out
 
 
 def load_selection_run(run_dir: str | Path) -> SelectionRunFiles:
