@@ -107,10 +107,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         rows = []
-        for k in (2, 3):
-            track = votes_track(tmp / f"k{k}", args.experts, k)
-            size = (tmp / f"k{k}" / "votes.csv").stat().st_size
-            rows.append((f"human row: {args.experts} experts x 2 tasks, k = {k} ({size / 1e3:.0f} kB votes)",
+        for experts, k in ((args.experts, 2), (args.experts, 3), (100, 3)):  # 100 x k = 3: the exact null's worst
+            folder = tmp / f"e{experts}k{k}"
+            track = votes_track(folder, experts, k)
+            size = (folder / "votes.csv").stat().st_size
+            rows.append((f"human row: {experts} experts x 2 tasks, k = {k} ({size / 1e3:.0f} kB votes)",
                          step("human", track, args.timeout)))
         ann = annotations(tmp / "annotations.csv", args.tasks)
         rows.append((f"vab study: {args.tasks} tasks ({ann.stat().st_size / 1e6:.1f} MB annotations)",

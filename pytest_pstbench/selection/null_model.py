@@ -112,13 +112,16 @@ def _count_pass_majority(k: int, n: int, m: int) -> int:
     return total
 
 
-#: The inclusion-exclusion sum (m <= n/2) runs over C(m-1+k, k) multisets, each costing O(n) big-integer
-#: steps: computed exactly while C(m-1+k, k) * (n+1) <= EXACT_LIMIT, else estimated by Monte Carlo.
-EXACT_LIMIT = 5_000_000
+#: The inclusion-exclusion sum (m <= n/2) runs over C(m-1+k, k) multisets, each extending a polynomial of
+#: n+1 big-integer terms by up to m terms for each of its k letters: computed exactly while
+#: C(m-1+k, k) * (n+1) * m * k <= EXACT_LIMIT (about half a second on one core), else estimated by Monte
+#: Carlo. (The earlier bound, C(m-1+k, k) * (n+1) <= 5,000,000, let one probability at k = 3, n = 100 take 6 s
+#: and a 100-expert human row 8 s; benchmarks/bench_human.py.)
+EXACT_LIMIT = 30_000_000
 
 
 def exact_is_cheap(k: int, n: int, m: int) -> bool:
-    return k == 2 or 2 * m > n or m <= 0 or m > n or math.comb(m - 1 + k, k) * (n + 1) <= EXACT_LIMIT
+    return k == 2 or 2 * m > n or m <= 0 or m > n or math.comb(m - 1 + k, k) * (n + 1) * m * k <= EXACT_LIMIT
 
 
 def null_pass_probability(k: int, n: int, m: int) -> Fraction:

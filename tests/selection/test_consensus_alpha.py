@@ -44,5 +44,5 @@ def test_alpha_with_k6_and_80_judges_is_bounded_and_shows_progress(tmp_path, cap
     lo, hi = (float(x) for x in line.split("[")[1].split("]")[0].split(","))
     assert lo <= 0.015471929166185826 <= hi
     assert "Monte Carlo, 200000 draws; 0.95 Clopper-Pearson" in line
-    assert "consensus: k=6 n=80: the exact sum is too large beyond m=16; drawing 200000 Monte Carlo samples" in err
+    assert "consensus: k=6 n=80: the exact sum is too large beyond m=10; drawing 200000 Monte Carlo samples" in err
     assert "consensus: k=6 n=80 m=20: Monte Carlo " in err
