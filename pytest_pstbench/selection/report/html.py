@@ -39,9 +39,9 @@ def _summary(page, w) -> None:
                 cells.append('<td class="num">–</td>')
                 continue
             klass = "num best" if cell.rank == 1 else "num second" if cell.rank == 2 else "num"
-            attrs = ""
+            attrs = f' data-row="{esc(row)}" data-col="{esc(c.label)}"'
             if cell.value is not None:
-                attrs = f' data-mean="{esc(repr(float(cell.value)))}"'
+                attrs += f' data-mean="{esc(repr(float(cell.value)))}"'
             mark = ""
             if cell.worse and cell.test:
                 mark = (f' <span title="{esc("p = {:.4g}, Holm p = {:.4g} against {}".format(cell.test["pvalue"], cell.test["p_holm"], c.reference))}">'
@@ -80,13 +80,13 @@ def _lists(page, w) -> None:
       "wrong in some metric (a 0 in per_task.csv's &lt;metric&gt;_t&lt;trial&gt; columns).</p>")
     for i, j in enumerate(page.judges):
         w(f'<h3 id="wrong-{i + 1}">{esc(j.label)}: {len(j.wrong)} of {len(j.run.task_ids)} tasks</h3>')
-        w('<ul class="tasks">' + "".join(f"<li>{_task_link(page, t)}</li>" for t in j.wrong) + "</ul>")
+        w(f'<ul class="tasks" id="wrong-list-{i + 1}">' + "".join(f'<li data-task="{esc(t)}" data-list="wrong-{i + 1}">{_task_link(page, t)}</li>' for t in j.wrong) + "</ul>")
     w("</section>")
     w('<section id="moved"><h2>Pick moved between orders</h2><p class="hint">Per judge, every task whose answer '
       "(best, worst, or best+worst) names another candidate in another trial order.</p>")
     for i, j in enumerate(page.judges):
         w(f'<h3 id="moved-{i + 1}">{esc(j.label)}: {len(j.moved)} of {len(j.run.task_ids)} tasks</h3>')
-        w('<ul class="tasks">' + "".join(f"<li>{_task_link(page, t)}</li>" for t in j.moved) + "</ul>")
+        w(f'<ul class="tasks" id="moved-list-{i + 1}">' + "".join(f'<li data-task="{esc(t)}" data-list="moved-{i + 1}">{_task_link(page, t)}</li>' for t in j.moved) + "</ul>")
     w("</section>")
     w('<section id="groups"><h2>Tasks by domain, topic and k</h2>')
     for group in ("domain", "topic", "k"):
@@ -127,12 +127,12 @@ def _task(page, i: int, tid: str, w) -> None:
     w("</div>")
     trials = page.params.trials
     metric_of = {"best": "top1", "worst": "bot1", "best+worst": "tb1"}
-    for judge in page.judges:
+    for ji, judge in enumerate(page.judges):
         if tid not in judge.run.rows:
             continue
-        moved = tid in judge.moved
+        moved = judge.moved_picks(tid, trials)
         w(f'<table class="picks{" moved" if moved else ""}"><tr><th>{esc(judge.label)}'
-          f'{" · pick moved" if moved else ""}</th><th>order seen</th>'
+          f'{" · pick moved ↔" if moved else ""}</th><th>order seen</th>'
           + "".join(f"<th>{h}</th>" for h, _ in PICK_VIEWS) + "</tr>")
         error = judge.run.rows[tid].get("error")
         if error:
@@ -141,12 +141,15 @@ def _task(page, i: int, tid: str, w) -> None:
             order = info.orders[t] if info.orders else None
             seen = " ".join(f"{_letter(page.params, p)}=#{c + 1}" for p, c in enumerate(order)) if order else "–"
             picks = judge.picks(tid, t)
-            row = [f"trial {t}", esc(seen)]
-            for heading, _cols in PICK_VIEWS:
+            row = [f"<td>trial {t}</td>", f"<td>{esc(seen)}</td>"]
+            for heading, cols in PICK_VIEWS:
                 metric = metric_of[heading]
                 cells = [metric_cells(judge.run, tid, metric, trials)[t]] if metric in page.params.metrics else []
-                row.append(_pick_text(page, info, picks[heading], cells, order))
-            w("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>")
+                raw = ",".join(judge.run.rows[tid].get(f"{c}{t}", "") for c in cols)
+                mark = ' <span class="moved" title="moved between orders">↔</span>' if heading in moved else ""
+                row.append(f'<td data-judge="{ji + 1}" data-task="{esc(tid)}" data-trial="{t}" data-pick="{esc(heading)}" '
+                           f'data-cols="{esc(raw)}">{_pick_text(page, info, picks[heading], cells, order)}{mark}</td>')
+            w("<tr>" + "".join(row) + "</tr>")
         w("</table>")
     w("</div>")
 
@@ -185,7 +188,7 @@ def render(page, generator: str, css: str) -> str:
     _figures(page, w)
     w('<section id="tasks"><h2>Tasks</h2><p class="hint">Candidates in track order (#1 …), the experts\' best '
       "(green) and worst (red); per judge and trial the order it saw (label=candidate) and its picks (#candidate "
-      "(label)); ✗: wrong; a table marked “pick moved”: the answer changed between orders.</p>")
+      "(label)); ✗: wrong; ↔: the answer changed between orders (the judge's table is marked “pick moved”).</p>")
     if page.left_out:
         w(f'<p class="notes" id="left-out">{len(page.shown)} of {len(page.task_ids)} tasks shown (--max-tasks); left out: '
           + ", ".join(esc(t) for t in page.left_out) + "</p>")

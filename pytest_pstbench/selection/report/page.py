@@ -53,6 +53,15 @@ class Judge:
             out[heading] = None if any(c in (None, "") for c in cells) else [int(c) for c in cells]
         return out
 
+    def moved_picks(self, tid: str, trials: int) -> set[str]:
+        """The headings whose answer names other candidates in different trials (unanswered trials aside)."""
+        seen: dict[str, set] = {}
+        for t in range(trials):
+            for heading, picks in self.picks(tid, t).items():
+                if picks is not None:
+                    seen.setdefault(heading, set()).add(tuple(picks))
+        return {h for h, values in seen.items() if len(values) > 1}
+
 
 @dataclass
 class SelectionPage:
