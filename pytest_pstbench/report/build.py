@@ -1,6 +1,10 @@
-"""`pstbench report RUN_DIR [RUN_DIR ...] --out DIR`: a static HTML page of paired runs.
+"""`pstbench report RUN_DIR [RUN_DIR ...] --out DIR`: a static HTML page of runs of one kind.
 
-The page (DIR/index.html) shows a summary table (mean ± pm per method and metric), one figure per
+`build_report` is the frame: it checks the options, the --out folder and the runs (each given once, all of
+one kind whose KindSpec has an `html_report` hook), then hands a `core.kinds.ReportRequest` to that hook:
+`paired_report` below for paired runs, `selection.report.selection_report` for selection runs.
+
+The paired page (DIR/index.html) shows a summary table (mean ± pm per method and metric), one figure per
 metric (per-pair scores, the mean and its bootstrap CI per method), thumbnails of every shown pair
 (content, style, reference and each method's output with its scores), the runs' provenance, and,
 with `--sensitivity SENS_DIR`, the rank changes of `pstbench sensitivity`. DIR is self-contained:
