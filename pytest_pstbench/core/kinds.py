@@ -42,7 +42,7 @@ class KindSpec:
     metric_table: str | None = None  # "module:function" (protocol data) -> (rows, headers) of `pstbench ls metrics`
     builtin_tracks: tuple[str, ...] = ()  # track ids that are of this kind without a manifest
     default: bool = False  # the kind of a track, protocol or run folder that names no kind
-    html_report: bool = False  # whether `pstbench report` builds pages of this kind's runs
+    html_report: str | None = None  # "module:function" (ReportRequest) -> Path: `pstbench report`'s page of the kind's runs
 
     @property
     def run_files(self) -> tuple[str, ...]:
@@ -77,6 +77,27 @@ class RunKind:
     # (comparison, runs, protocol, n, against_first) -> (text, JSON) of the items the candidate lost most on
     # (`pstbench compare --worst N`); None: the kind has no per-item losses, and `--worst` is refused
     worst: Callable[..., tuple[str, list]] | None = None
+
+
+@dataclass(frozen=True)
+class ReportRequest:
+    """What `pstbench report` hands a kind's `html_report` hook once the frame (report/build.py) has checked
+    the call: the runs (store RunSources: `.path` read, `.uri` set for a published run), all of one kind; the
+    page folder `out` (checked replaceable, holding no input); the options (each bound's default where it was not
+    given); and the page's frame: its generator tag (an earlier page is found by it) and style sheet."""
+
+    sources: list
+    out: Path
+    generator: str
+    css: str
+    thumb_size: int
+    max_pairs: int = 0  # --max-pairs (a page of pairs), its default when not given
+    max_tasks: int = 0  # --max-tasks (a page of tasks), its default when not given
+    given: frozenset = frozenset()  # the bounding options given (a kind refuses one its page does not count)
+    sensitivity: str | None = None
+    track_spec: str | None = None
+    protocol_spec: str | None = None
+    progress: Callable[[str], None] | None = None
 
 
 # ---- the registry ------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ KIND = KindSpec(
     dataset_layout="pairs",  # image folders -> pairs
     paper_table="pytest_pstbench.paired.paper_table:build_paired_table",
     metric_table="pytest_pstbench.paired.tables:metric_table",
-    html_report=True,
+    html_report="pytest_pstbench.report.build:paired_report",
     builtin_tracks=("demo",),  # paired/tracks.py BUILTIN_TRACKS (this module stays standard-library only)
     default=True,  # a track, protocol or run folder that names no kind is paired (the PST tracks)
 )

@@ -1,6 +1,10 @@
-"""`pstbench report RUN_DIR [RUN_DIR ...] --out DIR`: a static HTML page of paired runs.
+"""`pstbench report RUN_DIR [RUN_DIR ...] --out DIR`: a static HTML page of runs of one kind.
 
-The page (DIR/index.html) shows a summary table (mean ± pm per method and metric), one figure per
+`build_report` is the frame: it checks the options, the --out folder and the runs (each given once, all of
+one kind whose KindSpec has an `html_report` hook), then hands a `core.kinds.ReportRequest` to that hook:
+`paired_report` below for paired runs, `selection.report.selection_report` for selection runs.
+
+The paired page (DIR/index.html) shows a summary table (mean ± pm per method and metric), one figure per
 metric (per-pair scores, the mean and its bootstrap CI per method), thumbnails of every shown pair
 (content, style, reference and each method's output with its scores), the runs' provenance, and,
 with `--sensitivity SENS_DIR`, the rank changes of `pstbench sensitivity`. DIR is self-contained:
@@ -21,9 +25,10 @@ from pytest_pstbench.core.files.write import write_new
 from pytest_pstbench.core.files.write import refuse_overwriting_inputs, staging_dir, swap_dir_into_place
 from pytest_pstbench.core.install import extra_install
 from pytest_pstbench.report.figures import assign_colors, metric_figures, sensitivity_figures
-from pytest_pstbench.report.html import render
+from pytest_pstbench.report.html import page_css, render
 from pytest_pstbench.report.model import (
     DEFAULT_MAX_PAIRS,
+    DEFAULT_MAX_TASKS,
     DEFAULT_THUMB_SIZE,
     GENERATOR,
     build_page,
@@ -41,20 +46,22 @@ def build_report(
     *,
     sensitivity=None,
     thumb_size: int = DEFAULT_THUMB_SIZE,
-    max_pairs: int = DEFAULT_MAX_PAIRS,
+    max_pairs: int | None = None,
+    max_tasks: int | None = None,
     track_spec: str | None = None,
     protocol_spec: str | None = None,
     progress=None,
 ) -> Path:
-    """Write the report folder `out` and return its path."""
+    """Write the report folder `out` and return its path: the frame's checks, then the page of the runs'
+    kind (its KindSpec's `html_report` hook, given a `core.kinds.ReportRequest`)."""
     if not 16 <= thumb_size <= 2048:
         raise UserError(f"--thumb-size {thumb_size}: must be between 16 and 2048 pixels; fix: pass e.g. --thumb-size {DEFAULT_THUMB_SIZE}")
-    if max_pairs < 0:
-        raise UserError(f"--max-pairs {max_pairs}: must be 0 (all pairs) or a positive number")
+    for option, value in (("--max-pairs", max_pairs), ("--max-tasks", max_tasks)):
+        if value is not None and value < 0:
+            raise UserError(f"{option} {value}: must be 0 (all) or a positive number; fix: pass e.g. {option} 50")
     _require_matplotlib()
+    from pytest_pstbench.core.kinds import ReportRequest, spec
     from pytest_pstbench.core.store.backends import RunSource
-    from pytest_pstbench.core.store.reader import read_runs
-    from pytest_pstbench.paired.compare import PAIRED_RUNS
 
     sources = [d if isinstance(d, RunSource) else RunSource(Path(d)) for d in run_dirs]
     out = Path(out)
@@ -73,6 +80,26 @@ def build_report(
             raise UserError(f"{s}: run folder given twice (also as {seen[key]}); fix: give each run once")
         seen[key] = str(s)
         check_reportable(s.path)
+    kind = one_kind(sources)
+    given = frozenset(o for o, v in (("--max-pairs", max_pairs), ("--max-tasks", max_tasks)) if v is not None)
+    request = ReportRequest(sources, out, GENERATOR, page_css(), thumb_size,
+                            max_pairs=DEFAULT_MAX_PAIRS if max_pairs is None else max_pairs,
+                            max_tasks=DEFAULT_MAX_TASKS if max_tasks is None else max_tasks, given=given,
+                            sensitivity=sensitivity, track_spec=track_spec, protocol_spec=protocol_spec, progress=progress)
+    return spec(kind).load("html_report")(request)
+
+
+def paired_report(request) -> Path:
+    """The page of paired runs (the paired kind's `html_report` hook)."""
+    from pytest_pstbench.core.store.reader import read_runs
+    from pytest_pstbench.paired.compare import PAIRED_RUNS
+
+    if "--max-tasks" in request.given:
+        raise UserError(f"--max-tasks {request.max_tasks}: bounds the tasks of a page of selection runs, and these are "
+                        "paired runs; fix: use --max-pairs N")
+    sources, out, sensitivity, protocol_spec = request.sources, request.out, request.sensitivity, request.protocol_spec
+    progress, thumb_size = request.progress, request.thumb_size
+    max_pairs = request.max_pairs
 
     def one_setting(runs) -> None:
         for run in runs:
@@ -89,7 +116,7 @@ def build_report(
         page.sensitivity_path = str(sensitivity)
         page.sensitivity = load_analysis(Path(sensitivity), runs[0])
 
-    track = track_for(page, track_spec, progress)  # every input is read before anything is drawn
+    track = track_for(page, request.track_spec, progress)  # every input is read before anything is drawn
     with staging_dir(out, what="write the report", fix="give --out a folder in a writable place") as stage:
         (stage / "figures").mkdir()
         (stage / "thumbs").mkdir()
@@ -101,6 +128,22 @@ def build_report(
         write_new(stage / "index.html", render(page))
         swap_dir_into_place(stage, out)  # an existing `out` was checked by `_check_out_dir`
     return out
+
+
+def one_kind(sources) -> str:
+    """The kind of every run of the call; runs of two kinds are one line naming both (one page shows one kind)."""
+    from pytest_pstbench.core.kinds import run_kind, runs_kind
+
+    first: dict[str, object] = {}
+    for s in sources:
+        k = run_kind(s.path)
+        if k is not None:
+            first.setdefault(k, s)
+    if len(first) > 1:
+        (ka, a), (kb, b) = list(first.items())[:2]
+        raise UserError(f"{b}: is a {kb} run but {a} is a {ka} run; one report shows runs of one kind, track and "
+                        f"protocol; fix: report the {ka} runs and the {kb} runs in two calls, each with its own --out")
+    return runs_kind([s.path for s in sources])
 
 
 def _require_matplotlib() -> None:

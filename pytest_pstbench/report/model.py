@@ -15,6 +15,7 @@ from pytest_pstbench.core.files.jsonfile import read_json
 
 DEFAULT_THUMB_SIZE = 192
 DEFAULT_MAX_PAIRS = 50
+DEFAULT_MAX_TASKS = 100  # selection pages: the tasks of the gallery (the lists name every task)
 GENERATOR = "pstbench report"
 ANALYSIS_FILE = "analysis.json"
 
@@ -86,8 +87,8 @@ def check_reportable(run_dir) -> None:
     from pytest_pstbench.core.kinds import registered, run_kind
 
     kind, specs = run_kind(run_dir), registered()
-    if isinstance(kind, str) and kind in specs and not specs[kind].html_report:
-        covered = [s for s in specs.values() if s.html_report]
+    if isinstance(kind, str) and kind in specs and specs[kind].html_report is None:
+        covered = [s for s in specs.values() if s.html_report is not None]
         raise UserError(
             f"{run_dir}: is a {kind} run (kind: {kind}); pstbench report covers {' or '.join(s.name for s in covered)} "
             f"runs only; fix: give run folders of a {covered[0].name} track (e.g. results/{covered[0].demo_track}/<name>)"

@@ -46,7 +46,9 @@ class Thumbs:
     def make(self, src: Path) -> Image:
         """Thumbnail of `src`, written once per source file (or a placeholder with the reason)."""
         from PIL import Image as PILImage
-        from PIL import ImageOps, UnidentifiedImageError
+        from PIL import UnidentifiedImageError
+
+        from pytest_pstbench.core.files.images import write_thumbnail
 
         key = Path(os.path.realpath(src))  # not Path.resolve(): a link to itself raises RuntimeError there
         if key in self.by_source:
@@ -54,20 +56,7 @@ class Thumbs:
         self.count += 1
         rel = f"thumbs/{self.count:05d}.jpg"
         try:
-            with PILImage.open(src) as im:
-                from pytest_pstbench.core.files.images import MAX_PIXELS
-
-                if im.size[0] * im.size[1] > MAX_PIXELS:  # from the header: nothing decoded yet
-                    raise ValueError(f"header says {im.size[0]}x{im.size[1]} pixels, more than the kit decodes "
-                                     f"({MAX_PIXELS / 1e6:.0f} MP; decompression-bomb guard)")
-                im.draft("RGB", (self.size, self.size))
-                im = ImageOps.exif_transpose(im)
-                if im.mode in ("I;16", "I;16B", "I;16L", "I"):
-                    im = im.point(lambda v: v / 257).convert("L")
-                im = im.convert("RGB")
-                im.thumbnail((self.size, self.size), PILImage.Resampling.LANCZOS)
-                im.save(self.stage / rel, "JPEG", quality=88)
-                size = im.size
+            size = write_thumbnail(src, self.stage / rel, self.size)
         except (OSError, ValueError, UnidentifiedImageError, PILImage.DecompressionBombError) as exc:
             self.count -= 1
             return Image(None, missing=f"{src}: cannot be read as an image ({type(exc).__name__}: {exc})")

@@ -22,7 +22,7 @@ KIND = KindSpec(
     dataset_layout="tasks",  # parquet rows -> tasks
     paper_table="pytest_pstbench.selection.paper_table:build_selection_table",
     metric_table="pytest_pstbench.selection.tables:metric_table",
-    html_report=False,
+    html_report="pytest_pstbench.selection.report:selection_report",
     builtin_tracks=BUILTIN_SELECTION_TRACKS,
 )
 

@@ -18,7 +18,7 @@ from pytest_pstbench.core.errors import UserError
 
 FIX = "fix: score that run again with this kit (or give another baseline)"
 NO_ANSWER = "no answer: every trial of every prompt type is missing or an API error"
-_PICKS = {"pick_best": (("best", "best_t"),), "pick_worst": (("worst", "worst_t"),),
+PICK_COLUMNS = {"pick_best": (("best", "best_t"),), "pick_worst": (("worst", "worst_t"),),
           "pick_best_and_worst": (("best", "bw_best_t"), ("worst", "bw_worst_t"))}
 
 
@@ -64,7 +64,7 @@ def _statuses(run, params) -> dict[tuple[str, int, str], str]:
     for i, p in enumerate(problems):
         ok = (isinstance(p, dict) and isinstance(p.get("task"), str) and isinstance(p.get("trial"), int)
               and not isinstance(p.get("trial"), bool) and 0 <= p["trial"] < params.trials
-              and p.get("prompt_type") in _PICKS and p.get("status") in (MISSING, UNPARSEABLE, ERROR))
+              and p.get("prompt_type") in PICK_COLUMNS and p.get("status") in (MISSING, UNPARSEABLE, ERROR))
         key = (p["task"], p["trial"], p["prompt_type"]) if ok else None
         if not ok or key in out:
             raise UserError(f"{where}: answers.problems[{i}] is {p!r}, not one trial (task, trial, prompt_type) with status "
@@ -99,7 +99,7 @@ def rebuilt(run, params) -> tuple[list[RowTask], list[dict], list[str]]:
             trials = []
             for t in range(params.trials):
                 picks = {}
-                for which, col in _PICKS[ptype]:
+                for which, col in PICK_COLUMNS[ptype]:
                     cell = row.get(f"{col}{t}")
                     if cell is None:
                         raise UserError(f"{f}: no column {col}{t}; fix: score the run again under this protocol")
@@ -113,7 +113,7 @@ def rebuilt(run, params) -> tuple[list[RowTask], list[dict], list[str]]:
         answers = complete_derived(task, answers, params)
         if k == 2:  # the derived best+worst answers the row shows
             for t, a in enumerate(answers["pick_best_and_worst"]):
-                for which, col in _PICKS["pick_best_and_worst"]:
+                for which, col in PICK_COLUMNS["pick_best_and_worst"]:
                     shown = row.get(f"{col}{t}")
                     if shown != ("" if a[which] is None else str(a[which])):
                         raise UserError(f"{f}: task {tid}: {col}{t} is {shown!r} but it is derived from pick_best "

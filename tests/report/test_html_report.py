@@ -318,13 +318,16 @@ def test_incompatible_runs_are_refused(setup, tmp_path, capsys, field, edit):
     assert not (tmp_path / "rep").exists()
 
 
-def test_selection_run_is_refused(setup, tmp_path, capsys):
+def test_a_paired_run_labelled_selection_is_refused(setup, tmp_path, capsys):
+    """issue #42: selection runs are drawn (tests/report/test_selection_report.py); a folder whose run.json says
+    kind: selection but that holds a paired run's files is refused by the selection loader, in one line."""
     sel = copy_run(setup["runs"][0], tmp_path / "sel", edit=lambda d: d.update(kind="selection"),
                    edit_summary=lambda d: d.update(kind="selection"))
     code, err = run_cli(["report", str(sel), "--out", str(tmp_path / "rep")], capsys)
     assert code == 2
     line = error_line(err)
-    assert str(sel) in line and "paired runs" in line
+    assert str(sel) in line and "selection run folder (missing per_task.csv)" in line
+    assert not (tmp_path / "rep").exists()
 
 
 def test_missing_matplotlib_is_a_one_line_error(setup, tmp_path, capsys, monkeypatch):

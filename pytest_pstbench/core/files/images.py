@@ -2,7 +2,8 @@
 
 `MAX_PIXELS` and `check_header_size`: the decompression-bomb guard on the size an image's header
 announces; `sniff_format`: the container from a file's first bytes (its name does not count);
-`exif_orientation`: an opened image's EXIF Orientation tag, checked.
+`exif_orientation`: an opened image's EXIF Orientation tag, checked; `write_thumbnail`: the one thumbnail
+writer of the report pages (Pillow imported when called).
 """
 from __future__ import annotations
 
@@ -57,3 +58,25 @@ def exif_orientation(img, where: str) -> int:
         shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
         raise UserError(f"{where}: EXIF Orientation tag is {shown}, not an orientation (an integer 1 to 8); {fix}")
     return value
+
+
+def write_thumbnail(src: Path, dest: Path, size: int) -> tuple[int, int]:
+    """Write a JPEG thumbnail of `src` (longest side at most `size` pixels, EXIF orientation applied) to
+    `dest` and return its width and height. The header's size is checked against `MAX_PIXELS` before any
+    pixel is decoded (ValueError). Pillow is imported here; OSError, ValueError and Pillow's errors
+    (UnidentifiedImageError, DecompressionBombError) propagate: the caller shows a placeholder with the reason."""
+    from PIL import Image as PILImage
+    from PIL import ImageOps
+
+    with PILImage.open(src) as im:
+        if im.size[0] * im.size[1] > MAX_PIXELS:  # from the header: nothing decoded yet
+            raise ValueError(f"header says {im.size[0]}x{im.size[1]} pixels, more than the kit decodes "
+                             f"({MAX_PIXELS / 1e6:.0f} MP; decompression-bomb guard)")
+        im.draft("RGB", (size, size))
+        im = ImageOps.exif_transpose(im)
+        if im.mode in ("I;16", "I;16B", "I;16L", "I"):
+            im = im.point(lambda v: v / 257).convert("L")
+        im = im.convert("RGB")
+        im.thumbnail((size, size), PILImage.Resampling.LANCZOS)
+        im.save(dest, "JPEG", quality=88)
+        return im.size
