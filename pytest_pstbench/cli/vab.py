@@ -39,6 +39,12 @@ def _print_outcome(outcome, track, label: str, params, *, extras: bool) -> None:
     if extras:
         print()
         print(extras_table(outcome.summary, params))
+    from pytest_pstbench.selection.position_bias import table as position_table
+
+    bias = position_table(outcome.summary, params)
+    if bias:
+        print()
+        print(bias)
     note = answers_line(outcome.run)
     if note:
         print(note)
