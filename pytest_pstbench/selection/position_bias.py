@@ -85,6 +85,8 @@ def _entry(k: int, obs: list[int], exp: list[float], tasks: int, same_image: int
     expected = [e / n for e in exp] if n else [None] * k
     excess = [r - e for r, e in zip(rates, expected)] if n else []
     top = max(range(k), key=lambda i: (excess[i], -i)) if n else None
+    if top is not None and excess[top] <= 1e-12:  # the picks are what a position-blind judge shows: none favoured
+        top = None
     return {
         "n": n, "counts": obs, "rates": rates, "expected_rates": expected,
         "chi2": chi2, "df": df, "p": p, "effect_w": math.sqrt(chi2 / n) if n else None,
@@ -197,7 +199,10 @@ def line(summary: dict) -> str | None:
     parts = []
     for role, entry in pb["roles"].items():
         a = entry["all_k"]
-        worst = max(entry["by_k"].values(), key=lambda e: (e["excess"] if e["excess"] is not None else -1))
-        parts.append(f"{role} p={_f(a['p'], '.3g')}{' (biased)' if a['biased'] else ''}, favours {worst['favoured']} "
-                     f"{_f(worst['excess'], '+.2f')}")
-    return "; ".join(parts)
+        if not a["n"]:
+            continue
+        k, top = max(entry["by_k"].items(), key=lambda ke: (ke[1]["excess"] if ke[1]["excess"] is not None else -1))
+        favoured = (f"most favoured {top['favoured']} at k={k} ({_f(top['excess'], '+.2f')})" if top["favoured"]
+                    else "no position favoured")
+        parts.append(f"{role} p={_f(a['p'], '.3g')}{' (biased)' if a['biased'] else ''}, {favoured}")
+    return "; ".join(parts) or None

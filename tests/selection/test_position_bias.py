@@ -173,6 +173,11 @@ def test_run_reports_and_the_loader_recomputes_position_bias(tmp_path, monkeypat
     assert roles["bw_best"]["all_k"]["biased"] is False
     assert table(summary, PARAMS).count("\n") > 10
     read_runs([run_dir])  # the loader recomputes it: the run as written passes
+    from pytest_pstbench.selection.paper_table import build_selection_table
+
+    notes = build_selection_table([run_dir], metrics=None, against="best", protocol_spec=None).notes
+    assert any(n.startswith("Position bias of slot on track vab-demo") and "best p=" in n and "(biased)" in n for n in notes)
+    assert any("Position bias of Human" in n and "not measured" in n for n in notes)
 
     summary["position_bias"]["roles"]["best"]["by_k"]["3"]["rates"][0] = 0.5
     (run_dir / "summary.json").write_text(json.dumps(summary))
