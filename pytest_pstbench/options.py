@@ -109,7 +109,15 @@ PLUGIN_ONLY = (
     ),
 )
 
-PLUGIN = SCORING + PLUGIN_ONLY
+# Options of comparing runs that `pstbench compare` (--NAME) and the gate (--pstbench-NAME) take alike.
+COMPARING = (
+    Option("strict-environment", "fail when a baseline was computed in another environment than the run it is compared "
+           "with (torch, lpips, scikit-image, numpy or pyiqa version, device, torch thread count, LPIPS weights digest; "
+           "core.drift); without it the drift is one line of the output and a note of the verdict",
+           kind="flag", ini="bool", cli_note=" (exit 1, the line on stderr)", pytest_note=" (the gate fails)"),
+)
+
+PLUGIN = SCORING + PLUGIN_ONLY + COMPARING
 BY_NAME = {o.name: o for o in PLUGIN}
 
 

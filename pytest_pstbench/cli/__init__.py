@@ -185,11 +185,23 @@ def cmd_compare(args) -> int:
     comp, protocol, runs = kind.compare_paths(args.runs, protocol_spec=args.protocol, against_first=args.against_first,
                                               metrics=args.metrics, margins=margins)
     worst = kind.worst(comp, runs, protocol, args.worst, args.against_first) if args.worst is not None else None
+    from pytest_pstbench.core.compare import run_pairs
+    from pytest_pstbench.core.drift import FIX as DRIFT_FIX
+    from pytest_pstbench.core.drift import pairs_drift
+
+    drifted = pairs_drift(run_pairs(runs, args.against_first))  # a baseline from another environment: one line each
     if args.json:
-        print(json.dumps({**comp.to_json(), **({"worst": worst[1]} if worst else {})}, indent=2))
+        print(json.dumps({**comp.to_json(), **({"worst": worst[1]} if worst else {}),
+                          **({"environment_drift": drifted} if drifted else {})}, indent=2))
     else:
-        print(kind.compare_text(comp, runs, protocol) + (f"\n\n{worst[0]}" if worst else ""))
-    return fail_on_worse(args, comp, kind.name, protocol)
+        print(kind.compare_text(comp, runs, protocol) + (f"\n\n{worst[0]}" if worst else "")
+              + "".join(f"\n{line}" for line in drifted))
+    code = fail_on_worse(args, comp, kind.name, protocol)
+    if drifted and args.strict_environment:
+        for line in drifted:
+            print(f"pstbench compare: FAILED: {line}; --strict-environment makes that a failure; {DRIFT_FIX}", file=sys.stderr)
+        return 1
+    return code
 
 
 def cmd_weights_fetch(args) -> int:
@@ -311,6 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fail-on-worse", action="store_true",
                    help="exit 1 when the gate would fail: a test is significantly worse (beyond its margin), or the "
                    "comparison has too few pairs/tasks to find one after Holm's correction; each reason on stderr")
+    add_to_argparse(p, "strict-environment")
     p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("weights", help="manage model weights")

@@ -39,6 +39,14 @@ def _print_outcome(outcome, track, label: str, params, *, extras: bool) -> None:
     if extras:
         print()
         print(extras_table(outcome.summary, params))
+    from pytest_pstbench.selection.position_bias import table as position_table
+
+    from pytest_pstbench.selection.agreement import table as experts_table
+
+    for block in (position_table(outcome.summary, params), experts_table(outcome.summary, params)):
+        if block:
+            print()
+            print(block)
     note = answers_line(outcome.run)
     if note:
         print(note)

@@ -274,6 +274,11 @@ class TrackRun:
             if src.uri is not None:
                 moved = f", resolved from {src.requested}" if src.requested and src.requested != src.uri else ""
                 result.notes.append(f"baseline {src.uri}: published run at commit {src.commit}{moved}")
+        from pytest_pstbench.core.drift import gate_drift
+        from pytest_pstbench.options import option_value
+
+        gate_drift(result, self.outcome.run, self.gate_options.get("baselines") or [],
+                   strict=bool(option_value(self.config, "strict-environment")))  # a note; with the option, a reason
         return result
 
     # -- what the session reports beyond its tables: plugin.verdict ---------------------------------

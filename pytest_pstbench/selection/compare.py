@@ -62,9 +62,10 @@ def _check_against_files(run: SelectionRunFiles, protocol, complete: bool) -> No
     """The run's numbers are what its files give (`selection.run_check`): correctness cells from the picks and
     labels, summary.json's cells from those outcomes, completeness from the answers."""
     from pytest_pstbench.selection.protocol import SelectionParams
-    from pytest_pstbench.selection.run_check import FIX, check_summary_cells, rebuilt
+    from pytest_pstbench.selection.run_check import FIX, check_position_bias, check_summary_cells, rebuilt
 
-    tasks, outcomes, no_answer = rebuilt(run, SelectionParams.of(protocol))
+    answers: list[dict] = []
+    tasks, outcomes, no_answer = rebuilt(run, SelectionParams.of(protocol), answers)
     if complete and no_answer:
         raise UserError(f"{run.path / 'per_task.csv'}: task {no_answer[0]} has no answer (every trial missing or an API "
                         f"error in run.json answers.problems; {len(no_answer)} such tasks) in a run that says complete: true; {FIX}")
@@ -72,6 +73,7 @@ def _check_against_files(run: SelectionRunFiles, protocol, complete: bool) -> No
         raise UserError(f"{run.path / 'run.json'}: n_scored is {run.run.get('n_scored')!r} but per_task.csv has {len(tasks)} "
                         f"answered tasks without an error; {FIX}")
     check_summary_cells(run.path / "summary.json", run.summary["cells"], tasks, outcomes, SelectionParams.of(protocol))
+    check_position_bias(run, tasks, answers, SelectionParams.of(protocol), protocol)
 
 
 def _check_cells(path: Path, cells, fix: str) -> None:

@@ -116,6 +116,23 @@ def build_selection_table(paths: list[Path], *, metrics: list[str] | None, again
             if part:
                 notes.append(f"{human_name} on track {entry['track']}: {part} (the tasks with votes and a consensus "
                              "among the other experts); its values are over those tasks only.")
+    from pytest_pstbench.selection.agreement import line as experts_line
+    from pytest_pstbench.selection.position_bias import line as bias_line
+
+    for track, group in groups.items():  # per judge: its position-bias test (summary.json position_bias)
+        for r in group:
+            among = experts_line(r.summary, SelectionParams.of(protocols[0]))
+            if among:
+                notes.append(f"{r.name} among the experts on track {track} (ap@1 against the consensus beside each "
+                             f"expert's leave-one-out ap@1; free-marginal kappa): {among}.")
+            said = bias_line(r.summary)
+            if said:
+                notes.append(f"Position bias of {r.name} on track {track} (chi-square against a position-blind judge "
+                             f"under the track's permutations; vab score shows the table): {said}.")
+    if human_name:
+        from pytest_pstbench.selection.position_bias import HUMAN_WHY
+
+        notes.append(f"Position bias of {human_name}: {HUMAN_WHY}.")
     confidence = check_confidence(protocols)
     return Table(KIND.name, rows, "Random", tracks, columns, alpha, against, len(tests), "exact McNemar",
                  confidence, notes, references,

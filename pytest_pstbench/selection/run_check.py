@@ -77,9 +77,10 @@ def _statuses(run, params) -> dict[tuple[str, int, str], str]:
     return out
 
 
-def rebuilt(run, params) -> tuple[list[RowTask], list[dict], list[str]]:
+def rebuilt(run, params, answers_out: list | None = None) -> tuple[list[RowTask], list[dict], list[str]]:
     """(the scored tasks, their trial outcomes, the unanswered tasks) of a run, from its files; a per_task.csv
-    cell that disagrees with them is refused with the file, the task and the column."""
+    cell that disagrees with them is refused with the file, the task and the column. `answers_out`, when given,
+    receives each scored task's rebuilt answers (in the order of the tasks returned)."""
     from pytest_pstbench.selection.accuracy import trial_outcomes
     from pytest_pstbench.selection.answers import OK, answer_record, complete_derived
 
@@ -136,6 +137,8 @@ def rebuilt(run, params) -> tuple[list[RowTask], list[dict], list[str]]:
                                     f"(run.json answers.problems for the trials that are not ok); {FIX}")
         tasks.append(task)
         outcomes.append(out)
+        if answers_out is not None:
+            answers_out.append(answers)
     return tasks, outcomes, no_answer
 
 
@@ -208,3 +211,52 @@ def check_labels_against_track(run, track) -> None:
         for col, want in (("domain", task.domain), ("topic", task.topic), ("k", task.k), ("best", task.best), ("worst", task.worst)):
             if row.get(col) != str(want):
                 raise UserError(f"{f}: task {tid}: {col} is {row.get(col)} but track {track.id} says {want}; {FIX}")
+
+
+def seeds(run) -> dict[str, object]:
+    """Task id -> permutation seed of a run's rows: the id itself, or its int where run.json `int_seeds` says so
+    ("all", or the list of those task ids; absent: every seed is the id as a string)."""
+    where = run.path / "run.json"
+    listed = run.run.get("int_seeds", [])
+    if listed == "all":
+        listed = list(run.task_ids)
+    if not isinstance(listed, list) or not all(isinstance(t, str) and t in run.rows for t in listed):
+        raise UserError(f"{where}: int_seeds is {run.run.get('int_seeds')!r}, not \"all\" or a list of the run's task ids; {FIX}")
+    out: dict[str, object] = {tid: tid for tid in run.task_ids}
+    for tid in listed:
+        try:
+            n = int(tid)
+        except ValueError:
+            n = None
+        if n is None or str(n) != tid:
+            raise UserError(f"{where}: int_seeds names task {tid!r}, whose id is not an integer; {FIX}")
+        out[tid] = n
+    return out
+
+
+def check_position_bias(run, tasks: list[RowTask], answers: list[dict], params, protocol) -> None:
+    """summary.json `position_bias` is what the rebuilt answers and the display orders give (a run written before
+    it existed has none: nothing to check)."""
+    from types import SimpleNamespace
+
+    from pytest_pstbench.selection.permutations import orders_for
+    from pytest_pstbench.selection.position_bias import summary_of
+
+    path = run.path / "summary.json"
+    stated = run.summary.get("position_bias", KeyError)
+    by_id = seeds(run)  # checked even then
+    if stated is KeyError:
+        return
+    orders = [orders_for(SimpleNamespace(seed=by_id[t.id], k=t.k), params) for t in tasks]
+    expected = summary_of(tasks, answers, orders, params, protocol, run.summary.get("human") is not None)
+    if not _same_tree(stated, expected):
+        raise UserError(f"{path}: position_bias is not what per_task.csv's picks and the display orders give; {FIX}")
+
+
+def _same_tree(stated, expected) -> bool:
+    if isinstance(expected, dict):
+        return (isinstance(stated, dict) and set(stated) == set(expected)
+                and all(_same_tree(stated[k], v) for k, v in expected.items()))
+    if isinstance(expected, list):
+        return isinstance(stated, list) and len(stated) == len(expected) and all(map(_same_tree, stated, expected))
+    return _same(stated, expected)

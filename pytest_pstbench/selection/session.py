@@ -141,6 +141,12 @@ class SelectionSession:
         }
         if self.human is not None:
             summary["human"] = self.human
+        from pytest_pstbench.selection.permutations import orders_for
+        from pytest_pstbench.selection.position_bias import summary_of
+
+        summary["position_bias"] = summary_of(scored, [self.results[t.id].answers for t in scored],
+                                              [orders_for(t, self.params) for t in scored], self.params, self.protocol,
+                                              self.human is not None)
         per_task = self._per_task_csv(order, correct)
         run = self._run_record(order, scored, complete)
         outcome = SelectionOutcome(self.run_dir, summary, run, per_task)
@@ -249,6 +255,9 @@ class SelectionSession:
             **({"baselines": self.baselines} if self.baselines else {}),  # what a gated run was compared against
             "git": git_provenance(),  # the working folder's repository (outputs: null, a judge has none)
         }
+        int_seeds = [t.id for t in self.track.tasks if isinstance(t.seed, int)]
+        if int_seeds:  # tasks whose permutation seed is an int (their display orders; summary.json position_bias)
+            record["int_seeds"] = "all" if len(int_seeds) == len(self.track.tasks) else int_seeds
         if self.votes is not None:  # the human reference row's votes (summary.json `human`)
             record["human"] = {"votes": str(self.votes), "sha256": self.human["votes_sha256"], "experts": self.human["experts"]}
         return record
