@@ -24,8 +24,15 @@ def cmd_history(args) -> int:
             versions = hub_versions(args.sources[0], say)
         else:
             versions = git_versions(args.sources[0], Path(work), notes, say)
-        history = build_history(versions, metrics=args.metric, say=say)
+        history = build_history(versions, metrics=args.metric, say=say, strict=len(args.sources) > 1)
     history.notes.extend(notes)
+    if not history.points:
+        from pytest_pstbench.core.errors import UserError
+
+        last = history.left_out[-1] if history.left_out else None
+        raise UserError(f"SOURCE {args.sources[0]}: no version of the run could be read"
+                        + (f" ({len(history.left_out)} left out; the last: {last['reason']})" if last else "")
+                        + "; fix: check the source (a complete run in at least one version)")
     if args.plot:
         from pytest_pstbench.report.history import write_history_plots
 

@@ -65,9 +65,10 @@ def _break_reason(kind, earlier, later) -> str | None:
     return None
 
 
-def build_history(versions, *, metrics=None, say=None) -> History:
+def build_history(versions, *, metrics=None, say=None, strict: bool = False) -> History:
     """The history of `versions` (oldest first, `core.store.versions.Version`): points, breaks, left-out
-    versions, and the steps (tests significant after Holm over all the history's tests)."""
+    versions, and the steps (tests significant after Holm over all the history's tests). With `strict` (runs
+    the user gave in order) a run that cannot be read is an error, not left out."""
     from pytest_pstbench.core.kinds import kind_of_runs
     from pytest_pstbench.core.store.reader import read_runs
 
@@ -86,6 +87,8 @@ def build_history(versions, *, metrics=None, say=None) -> History:
             _k, runs, run_protocol = read_runs([v.folder], kind=this_kind)
             this_kind.check_comparable(runs)  # complete
         except UserError as exc:
+            if strict:
+                raise
             h.left_out.append({**_where(v), "reason": str(exc).replace(str(v.folder), v.source)})
             continue
         if this_kind.history_values is None:

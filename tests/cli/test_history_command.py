@@ -238,3 +238,64 @@ def test_bad_input_is_one_line(tmp_path, capsys, args, words):
     assert code != 0
     errors = [ln for ln in err.splitlines() if "error" in ln]
     assert len(errors) == 1 and words in errors[0] and "Traceback" not in err, err
+
+
+def test_hub_history_names_an_incomplete_run_and_a_deleted_path_and_caches_them(tmp_path, capsys, hub):
+    """issue #41: on the Hub, a commit whose run is incomplete and a commit that deletes the run path are left out,
+    each named with its reason; the rest of the series is shown; a second call asks only for the commit list."""
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    repo = stage / "r"
+    plan = [("ok 1", SERIES[0][1], True), ("half", SERIES[0][1] + 0.5, False), ("ok 2", SERIES[1][1], True),
+            ("deleted", None, True), ("ok 3", SERIES[2][1], True)]
+    parent, shas = None, []
+    for i, (message, psnr, complete) in enumerate(plan):
+        files = {} if psnr is None else {f"{RUN}/{n}": b for n, b in put_run(repo, psnr, None, complete, stage).items()}
+        sha = f"{i + 1:x}" * 40
+        hub.add_commit("me/board", sha, {**files, "README.md": message.encode()}, refs=("main",), lfs=False,
+                       parent=parent, title=message, date=f"2026-10-{i + 1:02d}T00:00:00Z")
+        parent = sha
+        shas.append(sha)
+    code, out, err = cli(capsys, "history", f"hf://datasets/me/board/{RUN}", "--json")
+    assert code == 0, err
+    h = json.loads(out)
+    assert [p["commit"] for p in h["points"]] == [shas[0], shas[2], shas[4]]
+    assert [x["commit"] for x in h["left_out"]] == [shas[1], shas[3]]
+    assert "complete: false" in h["left_out"][0]["reason"] and "not in this commit" in h["left_out"][1]["reason"]
+    before = len(hub.log)
+    code, out2, err = cli(capsys, "history", f"hf://datasets/me/board/{RUN}", "--json")
+    assert code == 0, err
+    asked = [p for _m, p, _ in hub.log[before:]]
+    assert asked and all("/commits/" in p for p in asked), asked
+    assert json.loads(out2) == h
+
+
+def test_selection_runs_in_order_are_tested_with_mcnemar(tmp_path, capsys):
+    """issue #41 (selection runs): a judge's accuracy per point with its interval, McNemar between consecutive points
+    as `compare` makes it, Holm over the whole history: the history's p_holm are compare's over the same tests."""
+    from helpers.selection_runs import BAD, GOOD, pattern, score
+    from pytest_pstbench.core.protocol import load_protocol
+    from pytest_pstbench.selection.compare import compare_two, finish_comparison
+    from pytest_pstbench.selection.protocol import SelectionParams
+    from pytest_pstbench.selection.runs import load_selection_run
+    from pytest_pstbench.selection.tracks import resolve_selection_track
+
+    demo = resolve_selection_track("vab-demo")
+    protocol = load_protocol("vab")
+    params = SelectionParams.of(protocol)
+    runs = [score(tmp_path, n, demo, params, pattern(seed, rates))
+            for n, seed, rates in (("g1", 1, GOOD), ("b1", 2, BAD), ("g2", 3, GOOD))]
+    capsys.readouterr()
+    code, out, err = cli(capsys, "history", *runs, "--json")
+    assert code == 0, err
+    h = json.loads(out)
+    loaded = [load_selection_run(r) for r in runs]
+    rows = compare_two(loaded[0], loaded[1], protocol) + compare_two(loaded[1], loaded[2], protocol)
+    comp = finish_comparison(rows, protocol)
+    assert h["n_tests"] == len(rows)
+    want = sorted((f"{r.metric}.{r.outcome}", r.verdict, r.p_holm) for r in comp.rows if r.verdict in ("worse", "better"))
+    got = sorted((s["metric"], s["direction"], s["p_holm"]) for s in h["steps"])
+    assert got == want and got
+    top = h["points"][0]["metrics"]
+    assert set(top) == {f"{m}.{o}" for m in params.metrics for o in protocol.data["comparison"]["outcomes"]}
+    assert all(v["low"] <= v["mean"] <= v["high"] for v in top.values())

@@ -86,8 +86,9 @@ _MISSING = re.compile(r"no run folder|not found|does not exist", re.I)
 
 def path_state(uri: HubURI, commit: str) -> dict:
     """What `uri`'s path holds at `commit`: {"files": {run folder: {file: git blob id}}}, {"absent": reason}
-    when no run folder is there, or {"problem": reason} when the Hub's answer could not be read (not cached:
-    asked again next time). Cached by commit."""
+    when no run folder is there, or {"problem": reason} when the Hub's answer could not be read. An absent path
+    is remembered at once; the files a listing names only once their run is verified (`remember`, by the
+    caller), so that nothing a lying listing said is kept."""
     from pytest_pstbench.core.hub.pull import list_runs
 
     known = remembered(uri, commit)
@@ -96,16 +97,15 @@ def path_state(uri: HubURI, commit: str) -> dict:
     try:
         listing = list_runs(uri, commit, commit_checked=True)
     except HubError as exc:
-        if exc.category == "entry" or exc.unresolved:
-            state = {"absent": str(exc)}
-        else:
+        if not (exc.category == "entry" or exc.unresolved):
             return {"problem": str(exc)}
+        state = {"absent": str(exc)}
     except UserError as exc:
-        state = {"absent": str(exc)} if _MISSING.search(str(exc)) else {"problem": str(exc)}
-        if "problem" in state:
-            return state
+        if not _MISSING.search(str(exc)):
+            return {"problem": str(exc)}
+        state = {"absent": str(exc)}
     else:
-        state = {"files": {folder: {n: e.get("git_oid") or e.get("sha256") for n, e in entries.items()}
-                           for folder, entries in listing.items()}}
+        return {"files": {folder: {n: e.get("git_oid") or e.get("sha256") for n, e in entries.items()}
+                          for folder, entries in listing.items()}}
     remember(uri, commit, state)
     return state

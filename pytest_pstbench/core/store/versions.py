@@ -117,12 +117,13 @@ def git_versions(folder, work: Path, notes: list[str], say) -> list[Version]:
 def hub_versions(address: str, say) -> list[Version]:
     """The versions of a published run path: each commit that changed what the path holds, pulled."""
     from pytest_pstbench.core.hub.commits import branch_log, path_state, remember, remembered
+    from pytest_pstbench.core.hub.pull import pull_runs
     from pytest_pstbench.core.hub.uri import parse_uri
-    from pytest_pstbench.core.store.published import pull
+    from pytest_pstbench.core.store.published import check_pulled
 
     uri = parse_uri(address, "SOURCE")
     log = branch_log(uri)
-    out, last, seen = [], None, False
+    out, last, seen, verified = [], None, False, False
     for i, c in enumerate(log, 1):
         if i == 1 or i % 20 == 0 or i == len(log):
             say(f"history: reading commit {i}/{len(log)} ({c.sha[:7]})")
@@ -143,22 +144,34 @@ def hub_versions(address: str, say) -> list[Version]:
             raise UserError(f"SOURCE {address}: holds {len(key)} run folders at commit {c.sha[:7]} "
                             f"({', '.join(sorted(key)[:4])}); fix: name one run folder")
         seen = True
-        if key == last:
-            continue  # the commit did not change the run
+        if key == last:  # the commit did not change the run
+            if verified:
+                remember(uri, c.sha, state)
+            continue
         last = key
         known = remembered(uri, c.sha)
+        verified = False
         if known is not None and "refused" in known:
-            v.problem = known["refused"]
+            v.problem, verified = known["refused"], True
         else:
-            try:
-                runs = pull(uri.text(c.sha), progress=None, option="SOURCE").runs
-                v.folder = runs[0].path
-            except UserError as exc:
-                from pytest_pstbench.core.hub.client import HubError
+            refused: list[str] = []
 
+            def check(folder, run_uri):
+                try:
+                    check_pulled(folder, run_uri, None)
+                except UserError as exc:  # the run itself (incomplete, invalid): refused for good
+                    refused.append(str(exc))
+                    raise
+
+            try:
+                v.folder = pull_runs(uri.text(c.sha), check=check, option="SOURCE").runs[0].path
+                verified = True
+            except UserError as exc:  # the Hub's answer, a digest, the network: asked again next time
                 v.problem = str(exc)
-                if not isinstance(exc, HubError):
-                    remember(uri, c.sha, {**state, "refused": str(exc)})
+                if refused:
+                    verified, state = True, {**state, "refused": str(exc)}
+            if verified:
+                remember(uri, c.sha, state)
         out.append(v)
     return out
 
