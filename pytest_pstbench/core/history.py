@@ -55,7 +55,10 @@ def _where(v) -> dict:
 def _break_reason(kind, earlier, later) -> str | None:
     """Why two runs cannot be tested against each other (another protocol, track, revision or items), or None."""
     a, b = earlier.record.identity(), later.record.identity()
-    changed = [f"{label} {a[label]!r} -> {b[label]!r}" for label in a if a[label] != b[label]]
+    def short(label, value):
+        return value[:12] if label.endswith("sha256") and isinstance(value, str) else value
+
+    changed = [f"{label} {short(label, a[label])!r} -> {short(label, b[label])!r}" for label in a if a[label] != b[label]]
     if changed:
         return "; ".join(changed)
     try:
