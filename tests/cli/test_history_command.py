@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import subprocess
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import numpy as np
@@ -78,7 +79,7 @@ def make_repo(tmp: Path, series) -> tuple[Path, list[tuple[str, str, str, dict]]
     for i, (message, psnr, protocol, complete) in enumerate(series):
         files = put_run(repo, psnr, protocol, complete, tmp)
         (repo / "src.txt").write_text(f"code {i}\n")
-        date = f"2026-11-{i + 1:02d}T12:00:00+00:00"
+        date = (datetime(2026, 11, 1, 12, tzinfo=timezone.utc) + timedelta(days=i)).isoformat()
         git(repo, "add", "-A")
         git(repo, "commit", "-q", "-m", message, date=date)
         made.append((git(repo, "rev-parse", "HEAD").strip(), date, message, files))
