@@ -357,6 +357,9 @@ def build_parser() -> argparse.ArgumentParser:
     from pytest_pstbench.cli.runs import add_runs_commands
 
     add_runs_commands(sub)  # pstbench runs pull|push|ls
+    from pytest_pstbench.cli.history import add_history_command
+
+    add_history_command(sub)  # pstbench history SOURCE...
     return parser
 
 

@@ -77,6 +77,11 @@ class RunKind:
     # (comparison, runs, protocol, n, against_first) -> (text, JSON) of the items the candidate lost most on
     # (`pstbench compare --worst N`); None: the kind has no per-item losses, and `--worst` is refused
     worst: Callable[..., tuple[str, list]] | None = None
+    # `pstbench history` (core/history.py): (run, protocol, metrics or None) -> {name: {mean, low, high}}, each
+    # value and its interval as the run's summary gives it; and (a finished test row) -> (name, mean difference,
+    # later minus earlier). None: the kind has no history
+    history_values: Callable[..., dict] | None = None
+    history_step: Callable[[Any], tuple[str, float]] | None = None
 
 
 @dataclass(frozen=True)

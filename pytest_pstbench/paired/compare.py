@@ -309,6 +309,25 @@ def _accept_margins(what: str, fix: str) -> None:
     """Paired runs take margins (a shifted Wilcoxon): nothing to refuse."""
 
 
+def _history_values(run: Run, protocol, metrics=None) -> dict:
+    """`pstbench history`'s point: each metric's value (mean, or the protocol's statistic) and its interval, from
+    the run's summary.json (checked against metrics.csv by `validate_run`); default: the ranked metrics."""
+    from pytest_pstbench.paired.aggregation import entry_value
+
+    names = metrics or protocol.ranked_metrics
+    for m in names:
+        if m not in protocol.metrics:
+            raise UserError(f"--metric {m}: not a metric of protocol {protocol.id} (metrics: {', '.join(protocol.metric_names)})"
+                            f"{suggest(m, protocol.metric_names)}")
+    entries = run.summary["metrics"]
+    return {m: {"mean": entry_value(entries[m]), "low": entries[m].get("ci_low"), "high": entries[m].get("ci_high")}
+            for m in names}
+
+
+def _history_step(row: MetricComparison) -> tuple[str, float]:
+    return row.metric, row.mean_diff
+
+
 def _make_kind():
     from pytest_pstbench.core.kinds import RunKind
     from pytest_pstbench.paired.runs import RUN_FILES
@@ -318,6 +337,7 @@ def _make_kind():
         item_file="metrics.csv", smallest_pvalue=_smallest_pvalue, unit="pairs",
         compare_two=compare_two, finish=finish_comparison, worse_reason=_worse_reason, compare_paths=_compare_paths,
         compare_text=_compare_text, check_margins=_accept_margins, worst=_worst,
+        history_values=_history_values, history_step=_history_step,
     )
 
 

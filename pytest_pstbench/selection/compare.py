@@ -313,6 +313,21 @@ def _compare_text(comp, runs: list[SelectionRunFiles], protocol) -> str:
                       comparison_footer(comp)))
 
 
+def _history_values(run: SelectionRunFiles, protocol, metrics=None) -> dict:
+    """`pstbench history`'s point: each metric's accuracy per compared outcome (METRIC.OUTCOME) and its interval,
+    from summary.json's overall cell (checked against per_task.csv by `validate_run`)."""
+    from pytest_pstbench.selection.protocol import SelectionParams
+
+    params = SelectionParams.of(protocol)
+    cell = next(c for c in run.summary["cells"] if c.get("group") == "overall")["metrics"]
+    out = {}
+    for m in check_metrics(metrics, params):
+        for outcome in comparison_params(protocol).outcomes:
+            e = cell.get(m, {}).get(outcome) or {}
+            out[f"{m}.{outcome}"] = {"mean": e.get("mean"), "low": e.get("ci_low"), "high": e.get("ci_high")}
+    return out
+
+
 def _make_kind():
     from pytest_pstbench.core.kinds import RunKind
 
@@ -322,6 +337,7 @@ def _make_kind():
         smallest_pvalue=lambda r, protocol: mcnemar_exact(0, r.n),
         compare_two=_compare_two, finish=finish_comparison, worse_reason=_worse_reason, compare_paths=_compare_paths,
         compare_text=_compare_text, check_margins=refuse_margins,
+        history_values=_history_values, history_step=lambda row: (f"{row.metric}.{row.outcome}", row.diff),
     )
 
 

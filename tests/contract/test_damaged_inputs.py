@@ -182,6 +182,11 @@ FORMS: list[Form] = [
     Form("compare", "compare-paired", ("compare", "results/small/a", "results/small/b"), (*PAIRED_RUN, "protocol")),
     Form("table", "table-paired", ("table", "results/small/a", "results/small/b", "--out", "out/table.md"),
          (*PAIRED_RUN, "protocol"), writes=("out/table.md",)),
+    # a series given in order reads each run strictly (a damaged one is an error); --plot replaces its folder whole
+    Form("history", "history-paired", ("history", "results/small/a", "results/small/b", "--plot", "out/history"),
+         (*PAIRED_RUN, "protocol"), writes=("out/history",)),
+    # a published run path's commits: the hostile servers' cases only
+    Form("history", "history-hub", ("history", HUB_URI), writes=("cache/hub-runs",), fresh=True, hub=True, servers_only=True),
     Form("sensitivity", "sensitivity",
          ("sensitivity", "--track", T, "a=paired/outs/a", "b=paired/outs/b", "--variants", "paired/variant.yaml",
           "--protocol", P, "--out", "out/sens"),

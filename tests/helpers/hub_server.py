@@ -71,6 +71,7 @@ class Commit:
     lfs: bool = True
     parent: str | None = None
     title: str = ""
+    date: str = "2025-06-01T00:00:00.000Z"
 
 
 @dataclass
@@ -170,12 +171,14 @@ class FakeHub:
     # ---- content ---------------------------------------------------------------------------------
     def add_commit(
         self, repo_id: str, sha: str, files: dict[str, bytes], refs=(), lfs: bool = True, parent: str | None = None,
-        tags=(), title: str = "",
+        tags=(), title: str = "", date: str | None = None,
     ) -> Commit:
-        """Add a commit (child of `parent`, default none) and point the branches `refs` and tags `tags` at it."""
+        """Add a commit (child of `parent`, default none) and point the branches `refs` and tags `tags` at it
+        (`date`: what the commit listing gives as its date)."""
         assert len(sha) == 40
         repo = self.repos.setdefault(repo_id, Repo(repo_id))
-        repo.commits[sha] = Commit(sha, dict(files), lfs, parent, title or f"commit {sha[:7]}")
+        repo.commits[sha] = Commit(sha, dict(files), lfs, parent, title or f"commit {sha[:7]}",
+                                   *([date] if date else []))
         for ref in (*refs, *tags):
             repo.refs[ref] = sha
         repo.tags.update(tags)
@@ -496,7 +499,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         items = [
             {"id": c.sha, "title": c.title, "message": "", "authors": [{"user": "pstbench-test"}],
-             "date": "2025-06-01T00:00:00.000Z"}
+             "date": c.date}
             for c in repo.history(commit)
         ]
         if self.how == "floods-pages":  # one made-up commit per page, always a next page

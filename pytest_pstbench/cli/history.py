@@ -1,0 +1,58 @@
+"""`pstbench history SOURCE...`: a method's runs over time, from a run folder's git history, a published run
+path's Hub commits, or runs given in order (core/store/versions.py), with each point's interval and the
+significant steps between consecutive points (core/history.py); `--plot DIR` draws it (report/history.py)."""
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+
+def cmd_history(args) -> int:
+    from pytest_pstbench.core.history import build_history, history_text
+    from pytest_pstbench.core.hub.uri import is_hub_uri
+    from pytest_pstbench.core.store.versions import git_versions, hub_versions, listed_versions
+    from pytest_pstbench.data.progress import stderr_line
+
+    say = stderr_line
+    notes: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="pstbench-history-") as work:
+        if len(args.sources) > 1:
+            versions = listed_versions(args.sources, say)
+        elif is_hub_uri(args.sources[0]):
+            versions = hub_versions(args.sources[0], say)
+        else:
+            versions = git_versions(args.sources[0], Path(work), notes, say)
+        history = build_history(versions, metrics=args.metric, say=say, strict=len(args.sources) > 1)
+    history.notes.extend(notes)
+    if not history.points:
+        from pytest_pstbench.core.errors import UserError
+
+        last = history.left_out[-1] if history.left_out else None
+        raise UserError(f"SOURCE {args.sources[0]}: no version of the run could be read"
+                        + (f" ({len(history.left_out)} left out; the last: {last['reason']})" if last else "")
+                        + "; fix: check the source (a complete run in at least one version)")
+    if args.plot:
+        from pytest_pstbench.report.history import write_history_plots
+
+        written = write_history_plots(history, args.plot)
+        print(f"history plots written: {len(written)} in {args.plot}", file=sys.stderr)
+    if args.json:
+        sys.stdout.write(json.dumps(history.to_json(), indent=2, allow_nan=False) + "\n")
+    else:
+        sys.stdout.write(history_text(history))
+    return 0
+
+
+def add_history_command(sub) -> None:
+    p = sub.add_parser("history", help="a method's runs over time (git commits of a run folder, Hub commits of a published "
+                       "run, or runs in order): each point's interval and the significant steps between consecutive points")
+    p.add_argument("sources", nargs="+", metavar="SOURCE",
+                   help="a run folder inside a git repository (its commits), a published run path "
+                   "(hf://datasets/OWNER/NAME[@REV]/PATH: the commits of REV, default main), or several run folders / URIs in order")
+    p.add_argument("--json", action="store_true", help="print one JSON object (points, steps, breaks, left_out) instead of the text")
+    p.add_argument("--plot", default=None, metavar="DIR", help="write one PNG per metric into DIR (replaced whole)")
+    p.add_argument("--metric", nargs="+", default=None, metavar="M",
+                   help="metrics to follow (default: the protocol's ranked metrics; selection runs: top1 bot1 tb1)")
+    p.set_defaults(func=cmd_history)

@@ -1,0 +1,189 @@
+"""The versions of a method's run over time, for `pstbench history`, oldest first, each a local run folder
+to read with the one validating reader (`core.store.reader.read_runs`), or the reason it cannot be:
+
+- `git_versions`: a run folder inside a git repository: every commit of HEAD's first-parent history that
+  changed the folder (`git log --first-parent -- FOLDER`), its run files read from git's objects (`git ls-tree`,
+  `git cat-file`) into a temporary folder per commit: no checkout, the work tree untouched; uncommitted
+  changes are not read (and `notes` says so);
+- `hub_versions`: a published run path: every commit of the revision's history that changed a file under the
+  path (`core.hub.commits`), each pulled and verified into the run cache (`core.store.published.pull`);
+- `listed_versions`: run folders and Hub URIs given in order, each read as it is.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_pstbench.core.errors import UserError
+
+
+@dataclass
+class Version:
+    """One version of the run: where it came from and, unless `problem` says why not, the folder to read."""
+
+    source: str  # the folder or URI as given, or FOLDER@SHORT / the pinned URI
+    commit: str | None = None
+    date: str | None = None
+    message: str | None = None
+    folder: Path | None = None
+    problem: str | None = None
+
+
+def run_files() -> tuple[str, ...]:
+    from pytest_pstbench.core.hub.pull import run_file_names
+
+    return run_file_names()
+
+
+# ---- git ------------------------------------------------------------------------------------------------
+def _git(top: Path, *args: str, binary: bool = False):
+    try:
+        done = subprocess.run(["git", "-C", str(top), *args], capture_output=True, check=False)
+    except OSError as exc:
+        raise UserError(f"git: cannot run it ({exc.strerror or exc}); fix: install git, or give the runs in order") from None
+    if done.returncode != 0:
+        raise OSError(" ".join(done.stderr.decode("utf-8", "replace").split())[:200] or f"git {args[0]} failed")
+    return done.stdout if binary else done.stdout.decode("utf-8", "replace")
+
+
+def git_place(folder: Path) -> tuple[Path, str] | None:
+    """(the repository's top folder, `folder`'s path in it with '/') when `folder` is inside a git work tree."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return None
+    try:
+        top = Path(_git(folder, "rev-parse", "--show-toplevel").strip())
+    except (OSError, UserError):
+        return None
+    rel = os.path.relpath(os.path.realpath(folder), os.path.realpath(top))
+    return top, "" if rel == "." else rel.replace(os.sep, "/")
+
+
+def git_versions(folder, work: Path, notes: list[str], say) -> list[Version]:
+    """The versions of the run folder `folder` in its git repository (see the module docstring); each
+    commit's run files are written under `work`. A commit git cannot read is a Version with its problem."""
+    place = git_place(Path(folder))
+    if place is None:
+        raise UserError(f"SOURCE {folder}: not a run folder inside a git repository; fix: give a run folder committed in "
+                        "git, a Hub URI (hf://datasets/OWNER/NAME/PATH), or several run folders in order")
+    top, rel = place
+    try:
+        log = _git(top, "log", "--first-parent", "--format=%H%x1f%cI%x1f%s%x1e", "HEAD", "--", rel or ".")
+    except OSError as exc:
+        raise UserError(f"SOURCE {folder}: git cannot read the repository's history ({exc}); fix: commit the run folder "
+                        "first") from None
+    try:
+        dirty = _git(top, "status", "--porcelain", "--", rel or ".").strip()
+    except OSError:
+        dirty = ""
+    if dirty:
+        notes.append(f"{folder}: uncommitted changes there are ignored (the history reads commits only)")
+    commits = [c.strip("\n").split("\x1f") for c in log.split("\x1e") if c.strip()]
+    commits.reverse()
+    if not commits:
+        raise UserError(f"SOURCE {folder}: no commit of HEAD's history holds it; fix: commit the run folder first")
+    out = []
+    prefix = rel + "/" if rel else ""
+    names = run_files()
+    for i, (sha, date, message) in enumerate(commits, 1):
+        if i == 1 or i % 20 == 0 or i == len(commits):
+            say(f"history: reading commit {i}/{len(commits)} ({sha[:7]})")
+        v = Version(f"{folder}@{sha[:7]}", sha, date, message)
+        try:
+            listed = _git(top, "ls-tree", "-z", sha, "--", prefix or ".")
+            blobs = {}
+            for line in listed.split("\0"):
+                meta, _, path = line.partition("\t")
+                parts = meta.split()
+                if len(parts) == 3 and parts[1] == "blob" and path.startswith(prefix) and path[len(prefix):] in names:
+                    blobs[path[len(prefix):]] = parts[2]
+            if "run.json" not in blobs:
+                v.problem = "the run folder is not in this commit (deleted or moved)"
+            else:
+                target = work / sha
+                target.mkdir(parents=True)
+                for name, oid in blobs.items():
+                    (target / name).write_bytes(_git(top, "cat-file", "blob", oid, binary=True))
+                v.folder = target
+        except OSError as exc:
+            v.problem = f"git cannot read this commit ({exc})"
+        out.append(v)
+    return out
+
+
+# ---- the Hub ----------------------------------------------------------------------------------------------
+def hub_versions(address: str, say) -> list[Version]:
+    """The versions of a published run path: each commit that changed what the path holds, pulled."""
+    from pytest_pstbench.core.hub.commits import branch_log, path_state, remember, remembered
+    from pytest_pstbench.core.hub.pull import pull_runs
+    from pytest_pstbench.core.hub.uri import parse_uri
+    from pytest_pstbench.core.store.published import check_pulled
+
+    uri = parse_uri(address, "SOURCE")
+    log = branch_log(uri)
+    out, last, seen, verified = [], None, False, False
+    for i, c in enumerate(log, 1):
+        if i == 1 or i % 20 == 0 or i == len(log):
+            say(f"history: reading commit {i}/{len(log)} ({c.sha[:7]})")
+        v = Version(uri.text(c.sha), c.sha, c.date, c.message)
+        state = path_state(uri, c.sha)
+        if "problem" in state:
+            v.problem = state["problem"]
+            out.append(v)
+            continue
+        key = state.get("files")
+        if key is None:
+            if seen and last is not None:
+                v.problem = "the run path is not in this commit (deleted or moved)"
+                out.append(v)
+            last = None
+            continue
+        if len(key) != 1:
+            raise UserError(f"SOURCE {address}: holds {len(key)} run folders at commit {c.sha[:7]} "
+                            f"({', '.join(sorted(key)[:4])}); fix: name one run folder")
+        seen = True
+        if key == last:  # the commit did not change the run
+            if verified:
+                remember(uri, c.sha, state)
+            continue
+        last = key
+        known = remembered(uri, c.sha)
+        verified = False
+        if known is not None and "refused" in known:
+            v.problem, verified = known["refused"], True
+        else:
+            refused: list[str] = []
+
+            def check(folder, run_uri):
+                try:
+                    check_pulled(folder, run_uri, None)
+                except UserError as exc:  # the run itself (incomplete, invalid): refused for good
+                    refused.append(str(exc))
+                    raise
+
+            try:
+                v.folder = pull_runs(uri.text(c.sha), check=check, option="SOURCE").runs[0].path
+                verified = True
+            except UserError as exc:  # the Hub's answer, a digest, the network: asked again next time
+                v.problem = str(exc)
+                if refused:
+                    verified, state = True, {**state, "refused": str(exc)}
+            if verified:
+                remember(uri, c.sha, state)
+        out.append(v)
+    return out
+
+
+# ---- given in order ---------------------------------------------------------------------------------------
+def listed_versions(addresses, say) -> list[Version]:
+    """Run folders and Hub URIs in the order given, each one run (resolved by the run store)."""
+    from pytest_pstbench.core.store.backends import resolve_runs
+
+    out = []
+    for a in addresses:
+        sources = resolve_runs([a], option="SOURCE", one=True, progress=say)
+        s = sources[0]
+        out.append(Version(str(a), s.commit, None, None, s.path))
+    return out

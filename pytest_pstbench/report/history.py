@@ -1,0 +1,84 @@
+"""The figures of a method's history (`pstbench history --plot DIR`; matplotlib, extra `[report]`, imported when
+drawn): one PNG per metric, each point's value with its interval, the significant steps marked (red: worse,
+green: better), a dashed line where a new segment starts (another protocol, track or dataset revision)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+
+def figure_name(metric: str) -> str:
+    return (re.sub(r"[^A-Za-z0-9_-]+", "_", metric)[:60] or "metric") + ".png"
+
+
+def draw_history(h, metric: str) -> bytes:
+    """The PNG of one metric's history."""
+    import io
+
+    from matplotlib import rc_context
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    with rc_context({"text.parse_math": False}):
+        fig = Figure(figsize=(max(6.0, 0.35 * len(h.points) + 2), 3.6), dpi=100)
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot(1, 1, 1)
+        labels = []
+        for i, p in enumerate(h.points):
+            labels.append(p.commit[:7] if p.commit and p.date is not None else Path(str(p.source)).name[:16])
+            e = p.metrics.get(metric)
+            if not e or e["mean"] is None:
+                continue
+            low = e["mean"] - e["low"] if e["low"] is not None else 0.0
+            high = e["high"] - e["mean"] if e["high"] is not None else 0.0
+            ax.errorbar([i], [e["mean"]], yerr=[[max(low, 0.0)], [max(high, 0.0)]], fmt="o", color="#1f77b4",
+                        ecolor="#7f7f7f", capsize=3)
+        for seg in sorted({p.segment for p in h.points}):
+            idx = [i for i, p in enumerate(h.points) if p.segment == seg and p.metrics.get(metric, {}).get("mean") is not None]
+            if len(idx) > 1:
+                ax.plot(idx, [h.points[i].metrics[metric]["mean"] for i in idx], "-", color="#1f77b4", alpha=0.5)
+            if seg and idx:
+                ax.axvline(idx[0] - 0.5, color="#555555", linestyle="--", linewidth=1)
+        where = {(p.commit or p.source): i for i, p in enumerate(h.points)}
+        for s in h.steps:
+            if s["metric"] != metric:
+                continue
+            i = where.get(s["commit"] or s["source"])
+            if i is None:
+                continue
+            color = "#d62728" if s["direction"] == "worse" else "#2ca02c"
+            ax.axvspan(i - 0.5, i + 0.5, color=color, alpha=0.15)
+            ax.annotate(f"{s['direction']} (p_holm {s['p_holm']:.2g})", (i, h.points[i].metrics[metric]["mean"]),
+                        textcoords="offset points", xytext=(4, 8), fontsize=7, color=color)
+        ax.set_xticks(range(len(labels)))
+        ax.set_xticklabels(labels, rotation=60, fontsize=7, ha="right")
+        ax.set_title(f"{metric}: value and interval per point", fontsize=10)
+        ax.grid(True, axis="y", alpha=0.3)
+        fig.tight_layout()
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=fig.dpi, metadata={"Software": None})
+    return buf.getvalue()
+
+
+def write_history_plots(h, folder) -> list[Path]:
+    """One PNG per metric of the history into `folder`, replaced whole (built beside it, then swapped in). A
+    folder that holds anything but PNG files is refused (it is not a folder of history plots)."""
+    from pytest_pstbench.core.errors import UserError
+    from pytest_pstbench.core.files.write import staging_dir, swap_dir_into_place
+
+    folder = Path(folder)
+    if folder.exists() and (not folder.is_dir() or any(not (f.is_file() and f.suffix == ".png") for f in folder.iterdir())):
+        raise UserError(f"--plot {folder}: exists and holds other things than PNG files, which the plots would replace; "
+                        "fix: give a new folder (or one written by --plot before)")
+    metrics = list(dict.fromkeys(m for p in h.points for m in p.metrics))
+    fix = "give --plot a writable folder"
+    with staging_dir(folder, what="write the history plots", fix=fix, tag="plot") as stage:
+        names = []
+        for m in metrics:
+            (stage / figure_name(m)).write_bytes(draw_history(h, m))
+            names.append(folder / figure_name(m))
+        try:
+            swap_dir_into_place(stage, folder)
+        except OSError as exc:
+            raise UserError(f"--plot {folder}: cannot put the plots in place ({exc.strerror or exc}); fix: {fix}") from None
+    return names
