@@ -77,6 +77,9 @@ class RunKind:
     # (comparison, runs, protocol, n, against_first) -> (text, JSON) of the items the candidate lost most on
     # (`pstbench compare --worst N`); None: the kind has no per-item losses, and `--worst` is refused
     worst: Callable[..., tuple[str, list]] | None = None
+    # (row, baseline run, candidate run, protocol, n, item files or None) -> core.gate.WorstItems: for a test the
+    # gate failed on, the n items the candidate lost most on (a failed gate's summaries); None: none are shown
+    gate_worst: Callable[..., Any] | None = None
 
 
 # ---- the registry ------------------------------------------------------------------------------------
