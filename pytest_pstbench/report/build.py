@@ -33,6 +33,7 @@ from pytest_pstbench.report.model import (
     load_analysis,
 )
 from pytest_pstbench.report.thumbnails import thumbnails, track_for
+from pytest_pstbench.report.worst import DEFAULT_WORST, worst_sections
 
 
 def build_report(
@@ -42,6 +43,7 @@ def build_report(
     sensitivity=None,
     thumb_size: int = DEFAULT_THUMB_SIZE,
     max_pairs: int = DEFAULT_MAX_PAIRS,
+    worst: int = DEFAULT_WORST,
     track_spec: str | None = None,
     protocol_spec: str | None = None,
     progress=None,
@@ -51,6 +53,8 @@ def build_report(
         raise UserError(f"--thumb-size {thumb_size}: must be between 16 and 2048 pixels; fix: pass e.g. --thumb-size {DEFAULT_THUMB_SIZE}")
     if max_pairs < 0:
         raise UserError(f"--max-pairs {max_pairs}: must be 0 (all pairs) or a positive number")
+    if worst < 0:
+        raise UserError(f"--worst {worst}: must be 0 (no Worst pairs section) or a positive number; fix: pass e.g. --worst {DEFAULT_WORST}")
     _require_matplotlib()
     from pytest_pstbench.core.store.backends import RunSource
     from pytest_pstbench.core.store.reader import read_runs
@@ -85,6 +89,7 @@ def build_report(
     page = build_page(runs, max_pairs, protocol)
     page.published = [s.uri is not None for s in sources]  # their paths are read inside the run folder only
     page.thumb_size = thumb_size
+    page.worst, page.worst_n = worst_sections(page, protocol, worst), worst  # per ranked metric, against the first run
     if sensitivity is not None:
         page.sensitivity_path = str(sensitivity)
         page.sensitivity = load_analysis(Path(sensitivity), runs[0])
