@@ -147,7 +147,7 @@ def worst_lines(gate) -> list[str]:
 
     lines = []
     for w in gate.worst if gate is not None and gate.failed else ():
-        lines.append(f"pstbench gate: {w.title}" + (f": {w.note}" if w.note else ":"))
+        lines.append(f"pstbench worst: {w.title}" + (f": {w.note}" if w.note else ":"))
         if w.rows:
             table = tabulate([list(r) for r in w.rows], headers=list(w.headers), tablefmt="simple", disable_numparse=True)
             lines += [f"  {line}" for line in table.splitlines()]

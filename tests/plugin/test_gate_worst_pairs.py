@@ -51,7 +51,7 @@ def test_failed_gate_shows_the_worst_pairs_in_terminal_and_step_summary(pytester
     for metric in failing:
         label, rows = _expected(s, pytester.path / "results" / "small" / "cand", metric)
         title = f"{label} against baseline run baseline: the 3 pairs the candidate lost most on"
-        at = next(i for i, line in enumerate(out) if f"pstbench gate: {title}" in line)
+        at = next(i for i, line in enumerate(out) if f"pstbench worst: {title}" in line)
         assert at > last_failed  # under the FAILED lines
         header = out[at + 1].split()
         assert header[:2] == ["pair", "baseline"] and header[-2:] == ["content", "style"]
@@ -98,7 +98,7 @@ def test_selection_gate_shows_the_tasks_that_went_from_right_to_wrong(pytester):
     assert len(lost) == 3
     out = r.stdout.lines
     title = "bot1 against baseline run base: 3 tasks whose pass^3 outcome went from right (baseline) to wrong (candidate)"
-    at = [i for i, line in enumerate(out) if f"pstbench gate: {title}" in line]
+    at = [i for i, line in enumerate(out) if f"pstbench worst: {title}" in line]
     assert len(at) == 1  # once per metric, though bot1 pass^3 and ap@1 both failed
     assert at[0] > max(i for i, line in enumerate(out) if "pstbench gate FAILED:" in line)
     assert [line.split() for line in out[at[0] + 3:at[0] + 6]] == [[t, "3/3", f"{b[t]}/3"] for t in lost]
