@@ -4,6 +4,7 @@ from __future__ import annotations
 from pytest_pstbench.data.progress import stderr_line as _progress
 
 from pytest_pstbench.report.model import DEFAULT_MAX_PAIRS, DEFAULT_MAX_TASKS, DEFAULT_THUMB_SIZE
+from pytest_pstbench.report.worst import DEFAULT_WORST
 
 
 def add_report_command(subparsers) -> None:
@@ -21,6 +22,8 @@ def add_report_command(subparsers) -> None:
     p.add_argument("--thumb-size", type=int, default=DEFAULT_THUMB_SIZE, metavar="PX", help=f"longest side of the pair thumbnails in pixels (default: {DEFAULT_THUMB_SIZE})")
     p.add_argument("--max-pairs", type=int, default=None, metavar="N", help=f"paired runs: show thumbnails for the first N pairs in track order; 0 shows all (default: {DEFAULT_MAX_PAIRS})")
     p.add_argument("--max-tasks", type=int, default=None, metavar="N", help=f"selection runs: show the first N tasks of the track in the gallery (the page names the ones left out); 0 shows all (default: {DEFAULT_MAX_TASKS})")
+    p.add_argument("--worst", type=int, default=None, metavar="N", help="paired runs, two or more: per ranked metric, "
+                   f"the N pairs each run lost most on against the first run (a Worst pairs section); 0: none (default: {DEFAULT_WORST})")
     p.add_argument("--track", default=None, metavar="T", help="track to take the images from (paired: content/style/reference; selection: the candidates) (default: the runs' track id; a local track needs the path of its track.yaml)")
     p.add_argument("--protocol", default=None, metavar="P", help="protocol id or YAML path the runs were made under, for metric labels (default: found by the runs' sha256)")
     p.set_defaults(func=cmd_report)
@@ -37,6 +40,7 @@ def cmd_report(args) -> int:
         thumb_size=args.thumb_size,
         max_pairs=args.max_pairs,
         max_tasks=args.max_tasks,
+        worst=args.worst,
         track_spec=args.track,
         protocol_spec=args.protocol,
         progress=_progress,

@@ -111,21 +111,35 @@ def check_metric_names(names, known, message) -> list[str]:
 
 
 # ---- the gate's baseline rules ------------------------------------------------------------------------
-def gate_against_baselines(result, run_dir: Path, baselines, protocol, metrics, margins: dict | None = None) -> None:
+GATE_WORST = 3  # a failed gate's summaries show this many items lost most on, per failing metric and baseline
+
+
+def gate_against_baselines(result, run_dir: Path, baselines, protocol, metrics, margins: dict | None = None,
+                           item_files: dict | None = None) -> None:
     """The candidate run in `run_dir` against each baseline run of the same kind, Holm over all tests;
-    each test whose verdict is worse adds the kind's reason to `result` (a gate.GateResult)."""
+    each test whose verdict is worse adds the kind's reason to `result` (a gate.GateResult) and, where the
+    kind has `gate_worst`, the GATE_WORST items the candidate lost most on, once per metric and baseline
+    (`item_files`: item id -> its input files, shown beside them where the caller knows them)."""
     kind = kind_of_runs([*baselines, run_dir])  # a baseline of another kind is refused here
     candidate = kind.load(Path(run_dir))
-    rows = []
+    rows, base_of = [], []
     for b in unique_baselines(baselines, kind, result.notes):
         base = kind.load(Path(b))
         kind.check_comparable([base, candidate])
         checked_runs(kind, [base], protocol=protocol)
-        rows.extend(kind.compare_two(base, candidate, protocol, metrics, margins))
+        new = kind.compare_two(base, candidate, protocol, metrics, margins)
+        rows.extend(new)
+        base_of.extend([base] * len(new))
     checked_runs(kind, [candidate], protocol=protocol)
     comp = kind.finish(rows, protocol)
     result.comparison = comp
     result.reasons.extend(comparison_failures(comp, kind, protocol))
+    if kind.gate_worst is not None:
+        worse, shown = {id(r) for r in comp.worse}, set()
+        for row, base in zip(rows, base_of):
+            if id(row) in worse and (row.metric, id(base)) not in shown:
+                shown.add((row.metric, id(base)))
+                result.worst.append(kind.gate_worst(row, base, candidate, protocol, GATE_WORST, item_files))
 
 
 # What a comparison that cannot detect a worse run advises, in each front door's own options.

@@ -132,10 +132,23 @@ def check_bounds(means: dict[str, float | None], mins: dict[str, float], maxs: d
     return reasons
 
 
+@dataclass(frozen=True)
+class WorstItems:
+    """The items a candidate lost most on, for one metric it failed the gate on against one baseline (a kind's
+    `RunKind.gate_worst`): what the terminal summary and the Markdown summary show under the gate's reasons.
+    Plain text cells, formatted by the kind; every front door escapes them as it shows them."""
+
+    title: str  # e.g. "PSNR↑ (psnr) against baseline run base: the 3 pairs the candidate lost most on ..."
+    headers: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    note: str = ""  # said when there is no row, or what the rows leave out
+
+
 @dataclass
 class GateResult:
     comparison: object | None = None  # compare.Comparison
     reasons: list[str] = field(default_factory=list)
+    worst: list[WorstItems] = field(default_factory=list)  # per failing metric and baseline: the items lost most on
     notes: list[str] = field(default_factory=list)  # e.g. a baseline given twice, counted once
     basis: list[str] = field(default_factory=list)  # what the verdict rests on, beyond the items scored
 

@@ -83,6 +83,10 @@ class RunKind:
     history_values: Callable[..., dict] | None = None
     history_step: Callable[[Any], tuple[str, float]] | None = None
 
+    # (row, baseline run, candidate run, protocol, n, item files or None) -> core.gate.WorstItems: for a test the
+    # gate failed on, the n items the candidate lost most on (a failed gate's summaries); None: none are shown
+    gate_worst: Callable[..., Any] | None = None
+
 
 @dataclass(frozen=True)
 class ReportRequest:
@@ -98,6 +102,7 @@ class ReportRequest:
     thumb_size: int
     max_pairs: int = 0  # --max-pairs (a page of pairs), its default when not given
     max_tasks: int = 0  # --max-tasks (a page of tasks), its default when not given
+    worst: int = 0  # --worst (a page of paired runs: the pairs each run lost most on), its default when not given
     given: frozenset = frozenset()  # the bounding options given (a kind refuses one its page does not count)
     sensitivity: str | None = None
     track_spec: str | None = None

@@ -305,6 +305,13 @@ def _worst(comp: Comparison, runs: list[Run], protocol, n: int, against_first: b
     return worst_text(worst, protocol, n, files is not None, runs[0].summary.get("track")), worst_json(worst)
 
 
+def _gate_worst(row, base: Run, cand: Run, protocol, n: int, files: dict | None = None):
+    """A failed gate's worst pairs for one failing metric (`paired.worst.gate_worst`)."""
+    from pytest_pstbench.paired.worst import gate_worst
+
+    return gate_worst(row, base, cand, protocol, n, files)
+
+
 def _accept_margins(what: str, fix: str) -> None:
     """Paired runs take margins (a shifted Wilcoxon): nothing to refuse."""
 
@@ -336,7 +343,7 @@ def _make_kind():
         name="paired", run_files=RUN_FILES, load=load_run, check_comparable=check_comparable, validate=validate_run,
         item_file="metrics.csv", smallest_pvalue=_smallest_pvalue, unit="pairs",
         compare_two=compare_two, finish=finish_comparison, worse_reason=_worse_reason, compare_paths=_compare_paths,
-        compare_text=_compare_text, check_margins=_accept_margins, worst=_worst,
+        compare_text=_compare_text, check_margins=_accept_margins, worst=_worst, gate_worst=_gate_worst,
         history_values=_history_values, history_step=_history_step,
     )
 

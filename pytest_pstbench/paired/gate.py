@@ -10,9 +10,11 @@ from pytest_pstbench.paired.aggregation import entry_value, statistic_of
 
 
 def evaluate_gate(run_dir: Path, summary: dict, protocol, *, baselines: list[Path], metrics: list[str] | None,
-                  mins: dict[str, float], maxs: dict[str, float], margins: dict[str, float] | None = None) -> GateResult:
+                  mins: dict[str, float], maxs: dict[str, float], margins: dict[str, float] | None = None,
+                  item_files: dict | None = None) -> GateResult:
     """Compare the run in `run_dir` with each baseline (Holm over all tests) and check the bounds;
-    `margins` (metric -> delta > 0) makes a metric fail only when significantly worse by more than delta."""
+    `margins` (metric -> delta > 0) makes a metric fail only when significantly worse by more than delta;
+    `item_files` (pair id -> (content, style)) names the files of the worst pairs a failed gate shows."""
     result = GateResult()
     def label(m: str) -> str:  # as the tables name the metric, its id beside the label
         p = protocol.metrics[m]
@@ -22,5 +24,5 @@ def evaluate_gate(run_dir: Path, summary: dict, protocol, *, baselines: list[Pat
                                        label=label,
                                        statistic=lambda m: statistic_of(protocol, m).replace("pooled_mse", "pooled-MSE PSNR")))
     if baselines:
-        gate_against_baselines(result, run_dir, baselines, protocol, metrics, margins)
+        gate_against_baselines(result, run_dir, baselines, protocol, metrics, margins, item_files)
     return result

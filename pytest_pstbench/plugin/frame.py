@@ -24,7 +24,7 @@ import pytest
 
 from pytest_pstbench.plugin.config import baseline_records, is_worker, path_value
 from pytest_pstbench.plugin.verdict import (Collection, Verdict, count_in_last_line, fail, junit_xml, update_baseline,
-                                            write_markdown)
+                                            worst_lines, write_markdown)
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.files.jsonfile import loads
 
@@ -382,6 +382,8 @@ class TrackRun:
             if self.gate.failed:
                 for reason in self.gate.reasons:
                     tr.write_line(f"pstbench gate FAILED: {reason}", red=True)
+                for line in worst_lines(self.gate):  # per failing metric, the items the candidate lost most on
+                    tr.write_line(line)
             else:
                 tr.write_line(f"pstbench gate passed: {self.verdict().gate_basis()}", green=True)
         if not self.outcome.complete:

@@ -204,7 +204,8 @@ class PairedRun(TrackRun):
 
         opts = self.gate_options
         runs_kind([*opts.get("baselines", []), self.outcome.run_dir])  # refuses a selection baseline
-        return evaluate_gate(self.outcome.run_dir, self.outcome.summary, self.protocol, **opts)
+        files = {p.id: (str(p.content), str(p.style)) for p in self.track.pairs}  # the worst pairs' files
+        return evaluate_gate(self.outcome.run_dir, self.outcome.summary, self.protocol, **opts, item_files=files)
 
     def junit_verdict(self, r) -> tuple[str, str]:
         return f"{r.metric}", f"{r.verdict}; mean diff {r.mean_diff:+.6g}; p {r.pvalue:.4g}; p_holm {r.p_holm:.4g}"

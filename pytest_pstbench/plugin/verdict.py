@@ -123,6 +123,7 @@ class Verdict:
             lines += [f"- {md_escape(note)}" for note in self.gate.notes] + ([""] if self.gate.notes else [])
             if self.gate.comparison is not None:
                 lines += [self.comparison_markdown, ""]
+            lines += worst_markdown(self.gate)
         return "\n".join(lines)
 
     def junit_properties(self) -> list[tuple[str, str]]:
@@ -136,6 +137,37 @@ class Verdict:
         out += [(f"pstbench_gate_reason_{i + 1}", one_line(reason)) for i, reason in enumerate(self.gate.reasons)]
         out += [(f"pstbench_verdict[{one_line(baseline)}][{key}]", one_line(value)) for baseline, key, value in self.junit_rows]
         return out
+
+
+def worst_lines(gate) -> list[str]:
+    """A failed gate's items lost most on (`core.gate.WorstItems`, per failing metric and baseline) as the
+    terminal summary shows them under the FAILED lines: a title, then a small table (the caller's terminal
+    stream shows every line through `core.text.for_terminal`)."""
+    from tabulate import tabulate
+
+    lines = []
+    for w in gate.worst if gate is not None and gate.failed else ():
+        lines.append(f"pstbench worst: {w.title}" + (f": {w.note}" if w.note else ":"))
+        if w.rows:
+            table = tabulate([list(r) for r in w.rows], headers=list(w.headers), tablefmt="simple", disable_numparse=True)
+            lines += [f"  {line}" for line in table.splitlines()]
+    return lines
+
+
+def worst_markdown(gate) -> list[str]:
+    """The same for the Markdown summary: a title and a small table per failing metric and baseline, every
+    text Markdown-escaped (`core.text.md_escape`: run names, item ids and paths come from runs and tracks)."""
+    from pytest_pstbench.core.text import md_escape
+
+    lines = []
+    for w in gate.worst if gate.failed else ():
+        lines += [f"{md_escape(w.title)}" + (f": {md_escape(w.note)}" if w.note else ":"), ""]
+        if w.rows:
+            lines.append("| " + " | ".join(md_escape(h) for h in w.headers) + " |")
+            lines.append("|" + "|".join("---" for _ in w.headers) + "|")
+            lines += ["| " + " | ".join(md_escape(c) for c in r) + " |" for r in w.rows]
+            lines.append("")
+    return lines
 
 
 def junit_xml(config):

@@ -38,6 +38,7 @@ from pytest_pstbench.report.model import (
     load_analysis,
 )
 from pytest_pstbench.report.thumbnails import thumbnails, track_for
+from pytest_pstbench.report.worst import DEFAULT_WORST, worst_sections
 
 
 def build_report(
@@ -48,6 +49,7 @@ def build_report(
     thumb_size: int = DEFAULT_THUMB_SIZE,
     max_pairs: int | None = None,
     max_tasks: int | None = None,
+    worst: int | None = None,
     track_spec: str | None = None,
     protocol_spec: str | None = None,
     progress=None,
@@ -59,6 +61,8 @@ def build_report(
     for option, value in (("--max-pairs", max_pairs), ("--max-tasks", max_tasks)):
         if value is not None and value < 0:
             raise UserError(f"{option} {value}: must be 0 (all) or a positive number; fix: pass e.g. {option} 50")
+    if worst is not None and worst < 0:
+        raise UserError(f"--worst {worst}: must be 0 (no Worst pairs section) or a positive number; fix: pass e.g. --worst {DEFAULT_WORST}")
     _require_matplotlib()
     from pytest_pstbench.core.kinds import ReportRequest, spec
     from pytest_pstbench.core.store.backends import RunSource
@@ -81,10 +85,12 @@ def build_report(
         seen[key] = str(s)
         check_reportable(s.path)
     kind = one_kind(sources)
-    given = frozenset(o for o, v in (("--max-pairs", max_pairs), ("--max-tasks", max_tasks)) if v is not None)
+    given = frozenset(o for o, v in (("--max-pairs", max_pairs), ("--max-tasks", max_tasks), ("--worst", worst))
+                      if v is not None)
     request = ReportRequest(sources, out, GENERATOR, page_css(), thumb_size,
                             max_pairs=DEFAULT_MAX_PAIRS if max_pairs is None else max_pairs,
                             max_tasks=DEFAULT_MAX_TASKS if max_tasks is None else max_tasks, given=given,
+                            worst=DEFAULT_WORST if worst is None else worst,
                             sensitivity=sensitivity, track_spec=track_spec, protocol_spec=protocol_spec, progress=progress)
     return spec(kind).load("html_report")(request)
 
@@ -99,7 +105,7 @@ def paired_report(request) -> Path:
                         "paired runs; fix: use --max-pairs N")
     sources, out, sensitivity, protocol_spec = request.sources, request.out, request.sensitivity, request.protocol_spec
     progress, thumb_size = request.progress, request.thumb_size
-    max_pairs = request.max_pairs
+    max_pairs, worst = request.max_pairs, request.worst
 
     def one_setting(runs) -> None:
         for run in runs:
@@ -112,6 +118,7 @@ def paired_report(request) -> Path:
     page = build_page(runs, max_pairs, protocol)
     page.published = [s.uri is not None for s in sources]  # their paths are read inside the run folder only
     page.thumb_size = thumb_size
+    page.worst, page.worst_n = worst_sections(page, protocol, worst), worst  # per ranked metric, against the first run
     if sensitivity is not None:
         page.sensitivity_path = str(sensitivity)
         page.sensitivity = load_analysis(Path(sensitivity), runs[0])

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from pytest_pstbench.core.text import html_escape as esc
 from pytest_pstbench.report.model import ANALYSIS_FILE, GENERATOR, Image, MetricInfo, Page, entry_value, ranks_of, run_field, short
+from pytest_pstbench.report.worst import pair_anchor, render_worst
 
 
 @lru_cache(maxsize=1)
@@ -58,6 +59,8 @@ def render(page: Page) -> str:
     nav = [("summary", "Summary"), ("figures", "Figures")]
     if page.sensitivity is not None:
         nav.append(("sensitivity", "Sensitivity"))
+    if page.worst:
+        nav.append(("worst", "Worst pairs"))
     nav += [("pairs", "Pairs"), ("provenance", "Provenance")]
     if page.notes:
         nav.append(("notes", f"Notes ({len(page.notes)})"))
@@ -69,6 +72,8 @@ def render(page: Page) -> str:
     _render_figures(page, w)
     if page.sensitivity is not None:
         _render_sensitivity(page, w)
+    if page.worst:
+        render_worst(page, w)
     _render_pairs(page, w)
     _render_provenance(page, w)
     if page.notes:
@@ -136,8 +141,8 @@ def _render_pairs(page: Page, w) -> None:
     w(f'<p class="hint">Content, style and reference, then each method\'s output with its scores for this pair '
       f"(best per ranked metric highlighted).{esc(extra)}</p>")
     failures = [{f.get("pair"): f.get("message") for f in r.run.get("failures") or [] if isinstance(f, dict)} for r in page.runs]
-    for pid in page.shown:
-        w(f'<div class="pair"><h3>{esc(pid)}</h3><div class="row">')
+    for k, pid in enumerate(page.shown):
+        w(f'<div class="pair"><h3 id="{pair_anchor(k)}">{esc(pid)}</h3><div class="row">')
         keys = [(pid, role) for role in ("content", "style", "reference")] + [(pid, i) for i in range(len(page.runs))]
         heights = [page.pair_images[k].size[1] for k in keys if page.pair_images[k].size]
         height = max(max(heights) if heights else (page.thumb_size * 2) // 3, 72)

@@ -79,6 +79,8 @@ class Page:
     sensitivity_figures: dict = field(default_factory=dict)  # "tau" or metric -> relative path
     thumb_size: int = DEFAULT_THUMB_SIZE
     published: list[bool] = field(default_factory=list)  # per run: pulled from the Hub (paths read inside its folder only)
+    worst: list = field(default_factory=list)  # report.worst.WorstSection per ranked metric (two or more runs, --worst N > 0)
+    worst_n: int = 0  # --worst N
 
 
 def check_reportable(run_dir) -> None:

@@ -328,6 +328,13 @@ def _history_values(run: SelectionRunFiles, protocol, metrics=None) -> dict:
     return out
 
 
+def _gate_worst(row, base, cand, protocol, n: int, files=None):
+    """A failed gate's lost tasks for one failing metric (`selection.worst.gate_worst`)."""
+    from pytest_pstbench.selection.worst import gate_worst
+
+    return gate_worst(row, base, cand, protocol, n, files)
+
+
 def _make_kind():
     from pytest_pstbench.core.kinds import RunKind
 
@@ -336,7 +343,7 @@ def _make_kind():
         validate=validate_run, item_file="per_task.csv", unit="units (tasks, or task trials for ap@1)",
         smallest_pvalue=lambda r, protocol: mcnemar_exact(0, r.n),
         compare_two=_compare_two, finish=finish_comparison, worse_reason=_worse_reason, compare_paths=_compare_paths,
-        compare_text=_compare_text, check_margins=refuse_margins,
+        compare_text=_compare_text, check_margins=refuse_margins, gate_worst=_gate_worst,
         history_values=_history_values, history_step=lambda row: (f"{row.metric}.{row.outcome}", row.diff),
     )
 

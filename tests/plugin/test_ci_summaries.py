@@ -43,12 +43,13 @@ def test_github_step_summary_and_summary_file(pytester, setup, monkeypatch):
     text = step.read_text()
     assert text.startswith("earlier step\n## pstbench: track `small`\n")  # appended, as GitHub Actions expects
     assert (pytester.path / "out" / "summary.md").read_text() + "\n" == text[len("earlier step\n"):]
-    results, comparison = _tables(text)
+    results, comparison, *worst = _tables(text)  # then, per failing metric, its worst pairs (issue #45 item 9)
     assert results[0] == ["method", "PSNR↑", "SSIM↑", "ΔE00↓", "H-Corr(gt)↑", "H-Corr(style)↑"]
     assert [row[0] for row in results[1:]] == ["cand"]  # (no Identity run in results/ here)
     assert comparison[0][:3] == ["metric", "baseline", "candidate"]
     assert {row[0] for row in comparison[1:]} == {"PSNR↑", "SSIM↑", "ΔE00↓", "H-Corr(gt)↑"}
     assert all(row[-1] == "worse" for row in comparison[1:] if row[0] == "PSNR↑")
+    assert worst and all(w[0][:4] == ["pair", "baseline value", "candidate value", "loss"] for w in worst)
     assert "**Gate: FAILED**" in text
     assert "- PSNR↑ (psnr) is significantly worse than baseline run baseline" in text
     assert "Run files: `results/small/cand` (8 of 8 pairs scored)" in text

@@ -134,6 +134,9 @@ def read_page(request) -> SelectionPage:
     if "--max-pairs" in request.given:
         raise UserError(f"--max-pairs {request.max_pairs}: bounds the pairs of a page of paired runs, and these are "
                         "selection runs; fix: use --max-tasks N")
+    if "--worst" in request.given:
+        raise UserError(f"--worst {request.worst}: lists the pairs paired runs lost most on, and these are selection runs; "
+                        "fix: leave --worst out (the page lists each judge's wrong tasks)")
     if request.sensitivity is not None:
         raise UserError(f"--sensitivity {request.sensitivity}: a sensitivity analysis is of paired runs, and these are "
                         "selection runs; fix: leave --sensitivity out")
