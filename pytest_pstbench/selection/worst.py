@@ -22,12 +22,24 @@ def lost_tasks(base, cand, metric: str, protocol, n: int) -> list[LostTask]:
     """The `n` tasks on which `cand` lost the pass^3 outcome of `metric` that `base` had."""
     from pytest_pstbench.selection.protocol import SelectionParams
 
-    trials = SelectionParams.of(protocol).trials
-    a, b = base.outcomes(metric, trials), cand.outcomes(metric, trials)
-    lost = [LostTask(metric, tid, sum(a[tid]), sum(b[tid]), trials)
-            for tid in base.task_ids if all(a[tid]) and not all(b.get(tid, [False]))]
+    params = SelectionParams.of(protocol)
+    trials = params.trials
+    a, b = _passes(base, metric, params), _passes(cand, metric, params)
+    lost = [LostTask(metric, tid, a[tid][1], b[tid][1], trials)
+            for tid in base.task_ids if tid in a and tid in b and a[tid][0] == 1 and b[tid][0] == 0]
     lost.sort(key=lambda t: t.right_candidate)  # stable: track order among equals
     return lost[:n]
+
+
+def _passes(run, metric: str, params) -> dict[str, tuple[int | None, int]]:
+    """Task id -> (its pass^3 as the run's summary counts it, None: no record; its trials right), from the
+    outcomes the run's files give (`run_check.rebuilt`)."""
+    from pytest_pstbench.selection.accuracy import COUNTED, pass_value
+    from pytest_pstbench.selection.run_check import rebuilt
+
+    tasks, outcomes, _ = rebuilt(run, params)
+    return {t.id: (pass_value(o[metric], "correct", params.trials),
+                   sum(1 for r in o[metric] if r["rule"] == COUNTED and r["correct"])) for t, o in zip(tasks, outcomes)}
 
 
 def gate_worst(row, base, cand, protocol, n: int, files: dict | None = None):
