@@ -20,10 +20,9 @@ from pytest_pstbench.core.envvars import env_number
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.hub.endpoint import check_token, endpoint, redact, where
 from pytest_pstbench.core.hub.limits import DEADLINE_ENV, MAX_FILE_ENV, deadline_seconds, listed_size
-from pytest_pstbench.core.hub.limits import raise_for_status, retry_after
+from pytest_pstbench.core.hub.limits import bound_reply, raise_for_status, retry_after, time_left
+from pytest_pstbench.core.hub.network import NETWORK_TIMEOUT_ENV, cause, explain, is_timeout, network_errors
 
-
-NETWORK_TIMEOUT_ENV = "PSTBENCH_NETWORK_TIMEOUT"
 DEFAULT_NETWORK_TIMEOUT = 30.0  # seconds: connect and each read of a Hub request
 NETWORK_ATTEMPTS = 3  # tries of a Hub API request that timed out or could not connect, with backoff between
 
@@ -43,7 +42,8 @@ def bounded_hub_client() -> None:
     endpoint that accepts a connection and never answers), through its public client API:
     `huggingface_hub.get_session()` gives the client it would use (its own event hooks: offline mode,
     request ids, debug logs), and `huggingface_hub.set_client_factory()` installs one like it whose
-    requests each get `PSTBENCH_NETWORK_TIMEOUT` seconds where huggingface_hub passes none. A
+    requests each get `PSTBENCH_NETWORK_TIMEOUT` seconds where huggingface_hub passes none, and whose replies
+    read inside `limits.replies_bounded` (a push) keep its byte cap and deadline. A
     huggingface_hub without these functions (older, requests-based) is left as it is: the calls that
     take a `timeout=` get one per request (`repo_info(..., timeout=...)`)."""
     check_token()
@@ -66,26 +66,25 @@ def bounded_hub_client() -> None:
         _CLIENT.clear()
         _CLIENT.update(hf=hf, base=(type(base), {k: list(v) for k, v in base.event_hooks.items()}, type(base.timeout)))
     client_class, hooks, timeout_class = _CLIENT["base"]
+    stream_class = getattr(client_class.send, "__globals__", {}).get("SyncByteStream")  # of the client's own library
 
     class _Client(client_class):
         def build_request(self, *args, **kwargs):
             if kwargs.get("timeout", "default") is None:  # huggingface_hub passes None ("wait forever") explicitly
                 kwargs["timeout"] = self.timeout
+            left = time_left()  # inside `limits.replies_bounded`: no wait past its deadline
+            if left is not None:
+                kwargs["timeout"] = timeout_class(max(0.05, min(timeout, left)))
             return super().build_request(*args, **kwargs)
 
     def factory():
-        return _Client(event_hooks={k: list(v) for k, v in hooks.items()}, follow_redirects=True,
-                       timeout=timeout_class(timeout))
+        own = {k: list(v) for k, v in hooks.items()}
+        if stream_class is not None:  # the replies huggingface_hub reads itself: capped, with a deadline
+            own.setdefault("response", []).append(lambda response: bound_reply(response, stream_class))
+        return _Client(event_hooks=own, follow_redirects=True, timeout=timeout_class(timeout))
 
     set_client_factory(factory)
     _CLIENT["timeout"] = timeout
-
-
-def is_timeout(exc: BaseException) -> bool:
-    """A failure to reach the endpoint at all (no answer, refused, cut), as opposed to an answer."""
-    names = {c.__name__ for c in type(exc).__mro__}
-    return bool(names & {"TimeoutException", "ConnectError", "ConnectTimeout", "ReadTimeout", "TimeoutError",
-                         "NetworkError", "RemoteProtocolError", "ConnectionError"})
 
 
 def offline() -> bool:
@@ -93,22 +92,12 @@ def offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in ("1", "ON", "YES", "TRUE")
 
 
-def network_errors() -> tuple[type[BaseException], ...]:
-    errs: list[type[BaseException]] = [OSError]  # HfHubHTTPError and requests' errors are OSErrors
-    for mod in ("httpx2", "httpx"):
-        try:
-            errs.append(__import__(mod).HTTPError)
-        except (ImportError, AttributeError):
-            pass
-    return tuple(errs)
-
-
 # ---- errors ------------------------------------------------------------------------------------------
 def classify(exc: BaseException) -> tuple[str, str]:
     """(category, the error's first line, token redacted) of an exception raised by huggingface_hub:
     category is "revision", "gated", "repo" (not found, or private without access), "entry" (a file or folder
     not at this revision), "auth" (401/403 on a write), "conflict" (409/412: the branch moved), "timeout" or
-    "other"."""
+    "other"; a request that got no answer is "timeout", or "network" when it says why (`network.cause`)."""
     from huggingface_hub import errors as E
 
     text = str(exc).strip()
@@ -126,6 +115,9 @@ def classify(exc: BaseException) -> tuple[str, str]:
         return "auth", first
     if status in (409, 412):
         return "conflict", first
+    why = cause(exc)
+    if why is not None:
+        return ("timeout" if why.kind in ("timeout", "connect") else "network"), first
     if is_timeout(exc):
         return "timeout", first
     return "other", first
@@ -140,6 +132,8 @@ class Failure:
     first: str  # the error's first line, token redacted
     what: str  # what the call was doing ("listing ...", "resolving revision ...")
     error: str  # the exception's class name
+    network: tuple[str, str] | None = None  # no answer: (what happened, the fix), `network.explain`
+    attempts: int = 1  # the requests made
 
 
 class Subject:
@@ -159,22 +153,26 @@ class HubError(UserError):
     """A Hub call's failure, one line; `category` as `classify` names it, `unresolved` when the Hub did not
     resolve a revision (unknown, or a form it does not take) rather than failing otherwise."""
 
-    def __init__(self, message: str, category: str = "other", unresolved: bool = False):
+    def __init__(self, message: str, category: str = "other", unresolved: bool = False, network: tuple | None = None):
         super().__init__(message)
         self.category = category
         self.unresolved = unresolved
+        self.network = network  # (what happened, the fix) of a request that got no answer
 
 
-def hub_error(subject: Subject, exc: BaseException, what: str) -> HubError:
-    """huggingface_hub's exception `exc`, raised while `what`, as one line in `subject`'s words."""
+def hub_error(subject: Subject, exc: BaseException, what: str, attempts: int = 1) -> HubError:
+    """huggingface_hub's exception `exc`, raised while `what`, as one line in `subject`'s words; one that got no
+    answer says why (`network.explain`: what happened and the fix that works for it)."""
     from huggingface_hub import errors as E
 
     category, first = classify(exc)
     status = getattr(getattr(exc, "response", None), "status_code", None)
     unresolved = not is_timeout(exc) and (isinstance(exc, E.RevisionNotFoundError) or status in (400, 404, 422)) \
         and not isinstance(exc, (E.RepositoryNotFoundError, E.GatedRepoError))
-    message = subject.failure(Failure(category, first, what, type(exc).__name__))
-    return HubError(f"{subject.name}: {message}", category, unresolved)
+    why = cause(exc) if category in ("timeout", "network") else None
+    net = explain(why, where(), network_timeout()) if why is not None else None
+    message = subject.failure(Failure(category, first, what, type(exc).__name__, net, attempts))
+    return HubError(f"{subject.name}: {message}", category, unresolved, net)
 
 
 def missing_entry(exc: BaseException) -> bool:
@@ -227,8 +225,9 @@ def limit_error(subject_name: str, message: str) -> HubError:
 def hub_call(subject: Subject, what: str, call, attempts: int | None = None, retry: bool = True):
     """`call(api)` with the kit's client (an `HfApi` on the endpoint, bounded timeouts). A request the Hub
     does not answer is tried `attempts` (3) times with backoff (1 for calls huggingface_hub retries itself,
-    such as tree listings), then one UserError in `subject`'s words (`no_answer`); any other failure is
-    `hub_error` at once. Without `retry` every failure, no answer included, is `hub_error` at once."""
+    such as tree listings), then one UserError in `subject`'s words (`no_answer`; a refused or cut connection:
+    `hub_error`, which says so); one that asking again cannot help (a host name that does not resolve, TLS) and
+    any other failure is `hub_error` at once. Without `retry` every failure, no answer included, is `hub_error` at once."""
     import time
 
     from huggingface_hub import HfApi
@@ -240,10 +239,13 @@ def hub_call(subject: Subject, what: str, call, attempts: int | None = None, ret
         try:
             return call(api)
         except network_errors() as exc:
-            if not retry or not is_timeout(exc):
-                raise hub_error(subject, exc, what) from None
+            why = cause(exc)
+            if not retry or not is_timeout(exc) or (why is not None and not why.retry):
+                raise hub_error(subject, exc, what, attempt + 1) from None  # asking again cannot help
             if attempt + 1 < attempts:
                 time.sleep(min(2.0 ** attempt, network_timeout()))
+            elif why is not None and why.kind not in ("timeout", "connect"):
+                raise hub_error(subject, exc, what, attempts) from None  # refused, cut, ...: in its own words
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             if not (isinstance(exc, DamagedReply) or raised_in_huggingface_hub(exc)):
                 raise  # a bug of the kit's own is not the Hub's damaged reply

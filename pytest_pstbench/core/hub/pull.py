@@ -88,13 +88,14 @@ def _resolve_commit(uri: HubURI, option: str) -> str:
         sha = revision_sha(uri.subject, f"resolving revision {rev}", uri.repo_id, rev)
     except HubError as exc:
         known = _remembered(memo)
-        if exc.category != "timeout" or known is None:
+        if exc.category not in ("timeout", "network") or known is None:
             raise
+        happened, net_fix = exc.network or (f"no answer from {hub_endpoint.where()}", "check the network and HF_ENDPOINT")
         if read_cached(uri, known) is None:
-            state, fix = "is not in the cache", f"check the network and HF_ENDPOINT, then run `pstbench runs pull {uri.text(known)}`"
+            state, fix = "is not in the cache", f"{net_fix}, then run `pstbench runs pull {uri.text(known)}`"
         else:
             state, fix = "is in the cache", f"use the pinned URI {uri.text(known)}, or set HF_HUB_OFFLINE=1 to read {rev} as last resolved"
-        raise UserError(f"{uri.text()}: no answer from {hub_endpoint.where()}, and a branch or tag cannot be resolved without the "
+        raise UserError(f"{uri.text()}: {happened}, and a branch or tag cannot be resolved without the "
                         f"network ({rev} was commit {known} when last resolved here, which {state}); fix: {fix}") from None
     if not COMMIT.fullmatch(sha):
         raise UserError(f"{uri.text()}: the Hub answered revision {rev} without a commit ({sha!r}); cannot pin it")
