@@ -1,7 +1,8 @@
 """Why the Hub could not be reached, read from the exception's chain (`__cause__`, `__context__`, a `reason`),
 each case in its own words with the fix that works for it (issue #45 item 1): the host name does not resolve,
 no route to it, the connection refused, the TLS certificate not trusted or the handshake failed, no answer in
-time, the connection cut, huggingface_hub in offline mode. Only a timeout names PSTBENCH_NETWORK_TIMEOUT:
+time, the connection cut, huggingface_hub in offline mode (the client says which exception that is). Only a
+timeout names PSTBENCH_NETWORK_TIMEOUT:
 waiting longer helps nothing else. Which exceptions are failures to reach the Hub at all (`is_timeout`,
 `network_errors`) is said here too.
 """
@@ -12,9 +13,6 @@ import os
 import socket
 import ssl
 from dataclasses import dataclass
-
-NETWORK_TIMEOUT_ENV = "PSTBENCH_NETWORK_TIMEOUT"
-
 
 def is_timeout(exc: BaseException) -> bool:
     """A failure to reach the endpoint at all (no answer, refused, cut), as opposed to an answer."""
@@ -60,8 +58,6 @@ def _chain(exc: BaseException):
 def _kind(e: BaseException) -> tuple[str, bool] | None:
     """(kind, retry) of one link of the chain, or None when it says nothing precise."""
     names = {c.__name__ for c in type(e).__mro__}
-    if "OfflineModeIsEnabled" in names:
-        return "offline", False
     if isinstance(e, socket.gaierror):
         return "unresolved", e.errno == getattr(socket, "EAI_AGAIN", -3)  # "temporary failure": asked again
     if isinstance(e, ssl.SSLError) or "SSLError" in names:
@@ -97,9 +93,10 @@ def cause(exc: BaseException) -> Cause | None:
     return None
 
 
-def explain(c: Cause, where: str, timeout: float) -> tuple[str, str]:
+def explain(c: Cause, where: str, timeout: float, timeout_env: str) -> tuple[str, str]:
     """(what happened, the fix that works for it) for cause `c` of a request to the Hub at `where` (the
-    network's side only: the caller adds its own way round, a cached copy or a copy on disk)."""
+    network's side only: the caller adds its own way round, a cached copy or a copy on disk); `timeout_env`: the
+    variable that sets the `timeout` seconds, named only for a timeout."""
     from urllib.parse import urlsplit
 
     parts = urlsplit(where)
@@ -128,7 +125,7 @@ def explain(c: Cause, where: str, timeout: float) -> tuple[str, str]:
                 "proxy in between (HTTPS_PROXY)")
     if c.kind == "timeout":
         return (f"no answer from {where} within {timeout:g} s",
-                f"check the network and HF_ENDPOINT, or set {NETWORK_TIMEOUT_ENV} (seconds) to wait longer")
+                f"check the network and HF_ENDPOINT, or set {timeout_env} (seconds) to wait longer")
     if c.kind == "cut":
         return (f"the connection to {where} was cut ({c.detail})",
                 "run the command again; if it persists, check the network, the proxy (HTTPS_PROXY) and HF_ENDPOINT")

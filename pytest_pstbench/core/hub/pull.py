@@ -22,6 +22,7 @@ from pytest_pstbench.core.hub import endpoint as hub_endpoint
 from pytest_pstbench.core.hub.client import HubError
 from pytest_pstbench.core.hub.limits import MAX_FILE_ENV, max_file_bytes
 from pytest_pstbench.core.hub.digests import check_file
+from pytest_pstbench.core.hub.network import network_errors
 from pytest_pstbench.core.hub.listing import revision_sha, tree
 from pytest_pstbench.core.hub.runcache import (
     PULL_RECORD,
@@ -229,7 +230,7 @@ def _fetch_one(uri: HubURI, commit: str, folder: str, entries: dict[str, dict], 
             try:
                 got = client.download(uri.repo_id, repo_path, repo_type="dataset", revision=commit, local_dir=dl,
                                       max_bytes=max_file_bytes(), subject=uri.subject)
-            except client.network_errors() as exc:
+            except network_errors() as exc:
                 raise client.hub_error(uri.subject, exc, f"downloading {repo_path}") from None
             problem = check_file(got, entries[name], full=True)
             if problem:

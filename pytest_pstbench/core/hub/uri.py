@@ -10,8 +10,7 @@ from dataclasses import dataclass
 
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.hub import endpoint as hub_endpoint
-from pytest_pstbench.core.hub.client import Failure, Subject
-from pytest_pstbench.core.hub.network import NETWORK_TIMEOUT_ENV
+from pytest_pstbench.core.hub.client import NETWORK_TIMEOUT_ENV, Failure, Subject
 
 PREFIX = "hf://"
 COMMIT = re.compile(r"[0-9a-f]{40}")
