@@ -15,6 +15,7 @@ from pathlib import Path
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.files.jsonfile import read_json
 from pytest_pstbench.core.hub import client
+from pytest_pstbench.core.hub.network import network_errors
 from pytest_pstbench.core.hub import endpoint as hub_endpoint
 from pytest_pstbench.core.hub.digests import check_file
 from pytest_pstbench.data.dataset_lock import (
@@ -210,7 +211,7 @@ def _download(m: DatasetManifest, root: Path, sha: str, expected: dict[str, dict
                 except _Mismatch as exc:
                     errors[path] = f"downloaded, but {exc}; removed"
                     say(f"[{k}/{len(todo)}] {path}: {errors[path]}")
-                except client.network_errors() as exc:
+                except network_errors() as exc:
                     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
                     errors[path] = f"{type(exc).__name__}: {first}"
                     say(f"[{k}/{len(todo)}] {path}: FAILED ({errors[path]})")

@@ -37,8 +37,20 @@ class DatasetSubject(Subject):
                     f"fix: check repo_id in {m.path}, or log in with `hf auth login` if it is gated")
         if f.category == "entry":
             return f"{f.what}: not found at this revision ({f.first}); fix: correct the layout in {m.path}"
+        if f.network is not None:  # no answer, and why: in its own words, with the fix that works for it
+            happened, fix = f.network
+            tries = f" ({f.attempts} attempts)" if f.attempts > 1 else ""
+            return f"{happened} while {f.what}{tries}; fix: {fix}{self.way_round()}"
         return (f"could not reach the Hub at {where} while {f.what} ({f.error}: {f.first}); "
                 "fix: check the network and HF_ENDPOINT, or register a copy you have with --from DIR")
+
+    def way_round(self) -> str:
+        """The ways that need no Hub: the copy fetched before (HF_HUB_OFFLINE=1), where there is one; a copy on disk."""
+        from pytest_pstbench.data.dataset_lock import LOCK_NAME, dataset_dir
+
+        root = dataset_dir(self.m.name)
+        cached = f", or set HF_HUB_OFFLINE=1 to use the copy fetched before ({root})" if (root / LOCK_NAME).is_file() else ""
+        return f"{cached}, or register a copy you have with --from DIR"
 
     def no_answer(self, what: str, attempts: int, timeout: float) -> str:
         tries = f"{attempts} attempts" if attempts > 1 else "after huggingface_hub's retries with backoff"

@@ -49,6 +49,7 @@ from helpers.disk import full_disk
 from helpers.damage_kinds import DAMAGES, applies
 from helpers.damage_kinds import apply as apply_damage
 from helpers.hub_server import HOSTILE as HUB_HOSTILE
+from helpers import unreachable
 
 
 # ---- the catalogue ---------------------------------------------------------------------------------------
@@ -308,10 +309,16 @@ FULL_DISK, SECOND_WRITER = "full-disk", "second-writer"
 HUB_DAMAGE, MODEL_DAMAGE = "hub-", "model-"
 HOSTILE_ENV = {"PSTBENCH_HUB_DEADLINE": "0.5", "PSTBENCH_NETWORK_TIMEOUT": "0.5", "PSTBENCH_HUB_MAX_LISTING": "50"}
 HOSTILE_SECONDS = 6.0
+# ... and a Hub that cannot be reached (issue #45 item 1; tests/helpers/unreachable.py: a host name that does not
+# resolve, a port nothing listens on, an untrusted TLS certificate, a server that never answers), for every form
+# that reads from the Hub and `data fetch`: the error says what happened and names the fix that works for it
+NET_DAMAGE = "net-"
+NET_ENV = {"PSTBENCH_NETWORK_TIMEOUT": "0.2"}
+NET_URL: dict[str, str] = {}  # the HF_ENDPOINT of the case running now
 
 
 def hostile(damage: str) -> bool:
-    return damage.startswith((HUB_DAMAGE, MODEL_DAMAGE))
+    return damage.startswith((HUB_DAMAGE, MODEL_DAMAGE, NET_DAMAGE))
 
 
 @dataclass(frozen=True)
@@ -359,6 +366,7 @@ def cases() -> list[Case]:
                     if applies(d, INPUTS[key].fmt) and d.name not in INPUTS[key].unchanged_by]
         out += [Case(form, None, HUB_DAMAGE + b) for b in HUB_HOSTILE if form.hub]
         out += [Case(form, None, MODEL_DAMAGE + b) for b in dw.MODEL_HOSTILE if form.model]
+        out += [Case(form, None, NET_DAMAGE + k) for k in unreachable.KINDS if form.hub or form.command == "data fetch"]
         if form.servers_only:
             continue
         if form.writes:
@@ -642,11 +650,27 @@ def hostile_servers(world, damage: str):
                 os.environ[k] = v
 
 
+@contextlib.contextmanager
+def unreachable_hub(damage: str):
+    """HF_ENDPOINT naming a Hub that cannot be reached as `damage` says (NET_URL), with NET_ENV, for the block."""
+    saved = {k: os.environ.get(k) for k in ("HF_ENDPOINT", *NET_ENV)}
+    with unreachable.endpoint(damage[len(NET_DAMAGE):]) as url:
+        os.environ.update(NET_ENV, HF_ENDPOINT=url)
+        NET_URL["url"] = url
+        try:
+            yield
+        finally:
+            for k, v in saved.items():
+                os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+
+
 def run_form(form: Form, world, request, damage: str | None = None, option: str | None = None) -> tuple[int, str, str]:
     argv = fill(form.argv, world) + ([option, VALUE_FORMS.get(option, "{}").format(ARGUMENTS[damage])] if option else [])
     surroundings = {FULL_DISK: full_disk, SECOND_WRITER: lambda: second_writer(form, world)}.get(damage or "", contextlib.nullcontext)
     if damage and hostile(damage):
         surroundings = lambda: hostile_servers(world, damage)  # noqa: E731
+    if damage and damage.startswith(NET_DAMAGE):
+        surroundings = lambda: unreachable_hub(damage)  # noqa: E731
     if not form.pytest:
         with surroundings():
             return dw.cli(*argv)
@@ -695,6 +719,9 @@ def names_the_cause(case: Case, world, text: str) -> bool:
         return case.option in text
     if case.damage.startswith(HUB_DAMAGE):  # the Hub's address, or a URI on it
         return world.hub.url in text or "hf://datasets/" in text
+    if case.damage.startswith(NET_DAMAGE):  # the Hub's address (or a URI on it), and the fix that works for the case
+        return (NET_URL["url"] in text or "hf://datasets/" in text) and not unreachable.says(
+            case.damage[len(NET_DAMAGE):], NET_URL["url"], text)
     if case.damage.startswith(MODEL_DAMAGE):  # the endpoint (--api-base)
         return world.model.base.split("/v1")[0] in text
     path = Path(INPUTS[case.input].path)
@@ -728,6 +755,10 @@ def judge(case: Case, code: int, out: str, err: str, before: Snapshot, after: Sn
             problems.append(f"{len(lines)} lines of error")
         if lines and world is not None and not names_the_cause(case, world, "\n".join(lines)):
             problems.append("the error does not name the damaged input")
+        if lines and case.damage.startswith(NET_DAMAGE):
+            missing = unreachable.says(case.damage[len(NET_DAMAGE):], NET_URL["url"], "\n".join(lines))
+            if missing:
+                problems.append(f"the error does not say what happened or name the fix that works ({'; '.join(missing)})")
         # exit 1: the command ran and recorded what failed (an incomplete run): it may replace what it writes
         allowed = case.form.writes if code == 1 else case.form.state
     if case.input == "score cache":

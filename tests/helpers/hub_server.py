@@ -53,6 +53,7 @@ import io
 import json
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
@@ -116,6 +117,8 @@ HOSTILE = {
     "throttles": "every request answered 429 with a Retry-After of a day",
 }
 FLOOD_BYTES = 1 << 30
+TLS_CERT = str(Path(__file__).parent / "tls" / "cert.pem")  # self-signed, 127.0.0.1 and localhost, tests only
+TLS_KEY = str(Path(__file__).parent / "tls" / "key.pem")
 
 
 def _wrong(value):
@@ -196,16 +199,25 @@ class FakeHub:
     @property
     def url(self) -> str:
         host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"{'https' if getattr(self, 'tls', False) else 'http'}://{host}:{port}"
 
-    def start(self) -> "FakeHub":
+    def start(self, tls: bool = False) -> "FakeHub":
+        """Serve on 127.0.0.1; with `tls`, over HTTPS with the self-signed certificate TLS_CERT (a client trusts
+        it only when told to: SSL_CERT_FILE=TLS_CERT)."""
         hub = self
 
         class Handler(_Handler):
             pass
 
         Handler.hub = hub
+        self.tls = tls
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        if tls:
+            import ssl
+
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(TLS_CERT, TLS_KEY)
+            self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
         self.server.daemon_threads = True
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         return self

@@ -3,11 +3,10 @@ the endpoint ($HF_ENDPOINT, checked before huggingface_hub is imported), bounded
 huggingface_hub's shared HTTP client, which exceptions are network failures, offline mode, the token kept
 out of every message, the one retry loop (`hub_call`: a request that gets no answer is tried again with
 backoff) and the one error map (`hub_error`: huggingface_hub's exception classified once - repository,
-revision or file not found, gated, not authorised, branch moved, no answer - and worded by the caller's
-`Subject`, a run URI or a dataset, each message one line naming the fix; a damaged reply, `damaged`), the
-token checked before it is sent (`endpoint`: the endpoint and the token), the one bounded read of a Hub API reply
-(`bounded_get`: a byte cap and a deadline, busy answers asked again but never past the deadline) and the one
-download (`download`: capped by the listed size, with a deadline).
+revision or file not found, gated, not authorised, branch moved, no answer and why (`network`) - and worded
+by the caller's `Subject`, a run URI or a dataset, each message one line naming the fix; a damaged reply,
+`damaged`), the one bounded read of a Hub API reply (`bounded_get`: a byte cap and a deadline, busy answers asked
+again but never past the deadline) and the one download (`download`: capped by the listed size, with a deadline).
 huggingface_hub is imported only inside the functions that talk to the Hub.
 """
 from __future__ import annotations
@@ -20,8 +19,8 @@ from pytest_pstbench.core.envvars import env_number
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.hub.endpoint import check_token, endpoint, redact, where
 from pytest_pstbench.core.hub.limits import DEADLINE_ENV, MAX_FILE_ENV, deadline_seconds, listed_size
-from pytest_pstbench.core.hub.limits import raise_for_status, retry_after
-
+from pytest_pstbench.core.hub.limits import bound_reply, raise_for_status, retry_after, time_left
+from pytest_pstbench.core.hub.network import Cause, cause, explain, is_timeout, network_errors
 
 NETWORK_TIMEOUT_ENV = "PSTBENCH_NETWORK_TIMEOUT"
 DEFAULT_NETWORK_TIMEOUT = 30.0  # seconds: connect and each read of a Hub request
@@ -39,13 +38,12 @@ _CLIENT: dict = {}
 
 
 def bounded_hub_client() -> None:
-    """Make huggingface_hub's shared HTTP client time out (its default client waits forever for an
-    endpoint that accepts a connection and never answers), through its public client API:
-    `huggingface_hub.get_session()` gives the client it would use (its own event hooks: offline mode,
-    request ids, debug logs), and `huggingface_hub.set_client_factory()` installs one like it whose
-    requests each get `PSTBENCH_NETWORK_TIMEOUT` seconds where huggingface_hub passes none. A
-    huggingface_hub without these functions (older, requests-based) is left as it is: the calls that
-    take a `timeout=` get one per request (`repo_info(..., timeout=...)`)."""
+    """Make huggingface_hub's shared HTTP client time out (its default waits forever for an endpoint that accepts
+    a connection and never answers), through its public client API: `get_session()` gives the client it would use
+    (its own event hooks: offline mode, request ids, debug logs), and `set_client_factory()` installs one like it
+    whose requests each get `PSTBENCH_NETWORK_TIMEOUT` seconds where huggingface_hub passes none, and whose replies
+    read inside `limits.replies_bounded` (a push) keep its byte cap and deadline. An older, requests-based
+    huggingface_hub is left as it is (its calls that take a `timeout=` get one)."""
     check_token()
     timeout = network_timeout()
     endpoint()  # a broken HF_ENDPOINT is a one-line error, not a traceback from huggingface_hub's import
@@ -66,26 +64,25 @@ def bounded_hub_client() -> None:
         _CLIENT.clear()
         _CLIENT.update(hf=hf, base=(type(base), {k: list(v) for k, v in base.event_hooks.items()}, type(base.timeout)))
     client_class, hooks, timeout_class = _CLIENT["base"]
+    stream_class = getattr(client_class.send, "__globals__", {}).get("SyncByteStream")  # of the client's own library
 
     class _Client(client_class):
         def build_request(self, *args, **kwargs):
             if kwargs.get("timeout", "default") is None:  # huggingface_hub passes None ("wait forever") explicitly
                 kwargs["timeout"] = self.timeout
+            left = time_left()  # inside `limits.replies_bounded`: no wait past its deadline
+            if left is not None:
+                kwargs["timeout"] = timeout_class(max(0.05, min(timeout, left)))
             return super().build_request(*args, **kwargs)
 
     def factory():
-        return _Client(event_hooks={k: list(v) for k, v in hooks.items()}, follow_redirects=True,
-                       timeout=timeout_class(timeout))
+        own = {k: list(v) for k, v in hooks.items()}
+        if stream_class is not None:  # the replies huggingface_hub reads itself: capped, with a deadline
+            own.setdefault("response", []).append(lambda response: bound_reply(response, stream_class))
+        return _Client(event_hooks=own, follow_redirects=True, timeout=timeout_class(timeout))
 
     set_client_factory(factory)
     _CLIENT["timeout"] = timeout
-
-
-def is_timeout(exc: BaseException) -> bool:
-    """A failure to reach the endpoint at all (no answer, refused, cut), as opposed to an answer."""
-    names = {c.__name__ for c in type(exc).__mro__}
-    return bool(names & {"TimeoutException", "ConnectError", "ConnectTimeout", "ReadTimeout", "TimeoutError",
-                         "NetworkError", "RemoteProtocolError", "ConnectionError"})
 
 
 def offline() -> bool:
@@ -93,22 +90,11 @@ def offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in ("1", "ON", "YES", "TRUE")
 
 
-def network_errors() -> tuple[type[BaseException], ...]:
-    errs: list[type[BaseException]] = [OSError]  # HfHubHTTPError and requests' errors are OSErrors
-    for mod in ("httpx2", "httpx"):
-        try:
-            errs.append(__import__(mod).HTTPError)
-        except (ImportError, AttributeError):
-            pass
-    return tuple(errs)
-
-
 # ---- errors ------------------------------------------------------------------------------------------
 def classify(exc: BaseException) -> tuple[str, str]:
-    """(category, the error's first line, token redacted) of an exception raised by huggingface_hub:
-    category is "revision", "gated", "repo" (not found, or private without access), "entry" (a file or folder
-    not at this revision), "auth" (401/403 on a write), "conflict" (409/412: the branch moved), "timeout" or
-    "other"."""
+    """(category, the error's first line, token redacted) of an exception raised by huggingface_hub: "revision",
+    "gated", "repo" (not found, or private without access), "entry" (a file or folder not at this revision), "auth"
+    (401/403 on a write), "conflict" (409/412: the branch moved), "timeout", "network" (no answer, and why) or "other"."""
     from huggingface_hub import errors as E
 
     text = str(exc).strip()
@@ -126,9 +112,18 @@ def classify(exc: BaseException) -> tuple[str, str]:
         return "auth", first
     if status in (409, 412):
         return "conflict", first
+    why = hub_cause(exc)
+    if why is not None:
+        return ("timeout" if why.kind in ("timeout", "connect") else "network"), first
     if is_timeout(exc):
         return "timeout", first
     return "other", first
+
+
+def hub_cause(exc: BaseException) -> Cause | None:
+    """Why `exc` got no answer (`network.cause`); huggingface_hub's offline mode is "offline" (not asked again)."""
+    from huggingface_hub import errors as E
+    return Cause("offline", str(exc), False) if isinstance(exc, E.OfflineModeIsEnabled) else cause(exc)
 
 
 # ---- the one error map ---------------------------------------------------------------------------------
@@ -140,6 +135,8 @@ class Failure:
     first: str  # the error's first line, token redacted
     what: str  # what the call was doing ("listing ...", "resolving revision ...")
     error: str  # the exception's class name
+    network: tuple[str, str] | None = None  # no answer: (what happened, the fix), `network.explain`
+    attempts: int = 1  # the requests made
 
 
 class Subject:
@@ -159,22 +156,26 @@ class HubError(UserError):
     """A Hub call's failure, one line; `category` as `classify` names it, `unresolved` when the Hub did not
     resolve a revision (unknown, or a form it does not take) rather than failing otherwise."""
 
-    def __init__(self, message: str, category: str = "other", unresolved: bool = False):
+    def __init__(self, message: str, category: str = "other", unresolved: bool = False, network: tuple | None = None):
         super().__init__(message)
         self.category = category
         self.unresolved = unresolved
+        self.network = network  # (what happened, the fix) of a request that got no answer
 
 
-def hub_error(subject: Subject, exc: BaseException, what: str) -> HubError:
-    """huggingface_hub's exception `exc`, raised while `what`, as one line in `subject`'s words."""
+def hub_error(subject: Subject, exc: BaseException, what: str, attempts: int = 1) -> HubError:
+    """huggingface_hub's exception `exc`, raised while `what`, as one line in `subject`'s words (no answer: what
+    happened and the fix that works for it, `network.explain`)."""
     from huggingface_hub import errors as E
 
     category, first = classify(exc)
     status = getattr(getattr(exc, "response", None), "status_code", None)
     unresolved = not is_timeout(exc) and (isinstance(exc, E.RevisionNotFoundError) or status in (400, 404, 422)) \
         and not isinstance(exc, (E.RepositoryNotFoundError, E.GatedRepoError))
-    message = subject.failure(Failure(category, first, what, type(exc).__name__))
-    return HubError(f"{subject.name}: {message}", category, unresolved)
+    why = hub_cause(exc) if category in ("timeout", "network") else None
+    net = explain(why, where(), network_timeout(), NETWORK_TIMEOUT_ENV) if why is not None else None
+    message = subject.failure(Failure(category, first, what, type(exc).__name__, net, attempts))
+    return HubError(f"{subject.name}: {message}", category, unresolved, net)
 
 
 def missing_entry(exc: BaseException) -> bool:
@@ -219,7 +220,7 @@ def damaged(subject: Subject, what: str, exc: BaseException) -> HubError:
                     "HF_ENDPOINT names a Hugging Face Hub (or a sound mirror of it), then try again", "damaged")
 
 
-def limit_error(subject_name: str, message: str) -> HubError:
+def limit_error(subject_name: str, message: str) -> HubError:  # a limit of `limits` reached
     return HubError(f"{subject_name}: {message}", "limit")
 
 
@@ -227,8 +228,9 @@ def limit_error(subject_name: str, message: str) -> HubError:
 def hub_call(subject: Subject, what: str, call, attempts: int | None = None, retry: bool = True):
     """`call(api)` with the kit's client (an `HfApi` on the endpoint, bounded timeouts). A request the Hub
     does not answer is tried `attempts` (3) times with backoff (1 for calls huggingface_hub retries itself,
-    such as tree listings), then one UserError in `subject`'s words (`no_answer`); any other failure is
-    `hub_error` at once. Without `retry` every failure, no answer included, is `hub_error` at once."""
+    such as tree listings), then one UserError in `subject`'s words (`no_answer`; a refused or cut connection:
+    `hub_error`, which says so); one that asking again cannot help (a host name that does not resolve, TLS) and
+    any other failure is `hub_error` at once. Without `retry` every failure, no answer included, is `hub_error` at once."""
     import time
 
     from huggingface_hub import HfApi
@@ -240,9 +242,11 @@ def hub_call(subject: Subject, what: str, call, attempts: int | None = None, ret
         try:
             return call(api)
         except network_errors() as exc:
-            if not retry or not is_timeout(exc):
-                raise hub_error(subject, exc, what) from None
-            if attempt + 1 < attempts:
+            why, last = hub_cause(exc), attempt + 1 >= attempts
+            # asking again cannot help (TLS, ...); or the last try of one that says why (refused, cut): in its own words
+            if not retry or not is_timeout(exc) or (why is not None and (not why.retry or last and why.kind != "timeout")):
+                raise hub_error(subject, exc, what, attempt + 1) from None
+            if not last:
                 time.sleep(min(2.0 ** attempt, network_timeout()))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             if not (isinstance(exc, DamagedReply) or raised_in_huggingface_hub(exc)):

@@ -1,11 +1,15 @@
 """The Hub client's limits, each raised by one environment variable: the bytes a published run file may
 have (PSTBENCH_HUB_MAX_FILE_BYTES), the seconds a tree listing or one download may take in all
 (PSTBENCH_HUB_DEADLINE), the entries (and pages) of one tree listing (PSTBENCH_HUB_MAX_LISTING); and the
-sizes the tree listings gave, the byte cap of each later download of those files; and an error answer's
-body, read only in part for its message.
+sizes the tree listings gave, the byte cap of each later download of those files; an error answer's
+body, read only in part for its message; and the bounds of the replies huggingface_hub reads itself (a push's
+create_repo, preupload and commit: `replies_bounded`, applied by the Hub client's response hook `bound_reply`).
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import time
 
 from pytest_pstbench.core.envvars import env_number
 
@@ -77,3 +81,79 @@ def raise_for_status(response, end: float) -> None:
                                                                               "transfer-encoding")}
     hf_raise_for_status(type(response)(response.status_code, headers=headers, content=body[:ERROR_BODY_BYTES],
                                        request=response.request))
+
+
+# ---- replies huggingface_hub reads itself (a push: create_repo, preupload, commit) ---------------------------
+class ReplyBounds:
+    """A deadline (`end`, time.monotonic()) and a byte cap for every reply read inside `replies_bounded`, each
+    broken as the exception `late()` or `big()` gives; `requests`: (method, path) of each request answered."""
+
+    def __init__(self, end: float, cap: int, late, big):
+        self.end, self.cap, self.late, self.big = end, cap, late, big
+        self.requests: list[tuple[str, str]] = []
+
+
+_SCOPE: contextvars.ContextVar[ReplyBounds | None] = contextvars.ContextVar("pstbench_hub_reply_bounds", default=None)
+
+
+@contextlib.contextmanager
+def replies_bounded(bounds: ReplyBounds):
+    """Every reply the Hub client reads in this block (this thread) within `bounds`: the client's response hook
+    (`bound_reply`) caps its body and stops it at the deadline, and each request's timeout is the time left."""
+    token = _SCOPE.set(bounds)
+    try:
+        yield bounds
+    finally:
+        _SCOPE.reset(token)
+
+
+def time_left() -> float | None:
+    """Seconds left before the deadline of the `replies_bounded` block around this call (None: none)."""
+    bounds = _SCOPE.get()
+    return None if bounds is None else bounds.end - time.monotonic()
+
+
+def bound_reply(response, stream_class) -> None:
+    """The Hub client's response hook: inside `replies_bounded`, the response's body (`response.stream`, a
+    `stream_class` of its HTTP library) is read within the byte cap and the deadline; a Content-Length over the
+    cap, or an answer past the deadline, is refused before its body is read."""
+    bounds = _SCOPE.get()
+    if bounds is None:
+        return
+    bounds.requests.append((response.request.method, response.request.url.path))
+    length = response.headers.get("Content-Length", "")
+    if length.isdigit() and int(length) > bounds.cap:
+        raise bounds.big()
+    if time.monotonic() > bounds.end:
+        raise bounds.late()
+    response.stream = _bounded_stream(stream_class)(response.stream, bounds)
+
+
+_STREAMS: dict[type, type] = {}
+
+
+def _bounded_stream(base: type) -> type:
+    if base not in _STREAMS:
+        class Bounded(base):
+            def __init__(self, inner, bounds: ReplyBounds):
+                self.inner, self.bounds = inner, bounds
+
+            def __iter__(self):
+                got = 0
+                for chunk in self.inner:
+                    got += len(chunk)
+                    if got > self.bounds.cap:
+                        raise self.bounds.big()
+                    if time.monotonic() > self.bounds.end:
+                        raise self.bounds.late()
+                    yield chunk
+
+            def close(self) -> None:
+                self.inner.close()
+
+            @property
+            def elapsed(self):
+                return getattr(self.inner, "elapsed", None)
+
+        _STREAMS[base] = Bounded
+    return _STREAMS[base]

@@ -15,6 +15,7 @@ from pytest_pstbench.core.hub.client import DamagedReply, Subject, hub_call, mis
 from pytest_pstbench.core.hub.limits import (
     DEADLINE_ENV,
     MAX_LISTING_ENV,
+    ReplyBounds,
     deadline_seconds,
     max_listing,
     raise_for_status,
@@ -82,25 +83,33 @@ class _Bounds:
     def __init__(self, subject: Subject, what: str, kind: str = "reply"):
         import time
 
-        self.subject, self.what, self.kind = subject, what, kind  # kind: "listing" (pages) or "reply" (one)
+        self.subject, self.what, self.kind = subject, what, kind  # "listing" (pages), "reply" (one), "answer" (a push's)
         self.budget, self.cap = deadline_seconds(), reply_bytes()
         self.end = time.monotonic() + self.budget
         self.pages = self.entries = 0
 
     def late(self, waited: str = ""):
+        counts = f" ({self.pages} pages, {self.entries} entries{waited})" if self.kind != "answer" else waited
         return client.limit_error(self.subject.name, f"the Hub's {self.kind} took longer than "
-                                  f"{self.budget:g} s while {self.what} ({self.pages} pages, {self.entries} entries{waited}); "
+                                  f"{self.budget:g} s while {self.what}{counts}; "
                                   f"stopped; fix: check the network and HF_ENDPOINT, or raise {DEADLINE_ENV} (seconds)")
 
     def big(self):
         what = "a page of the Hub's listing" if self.kind == "listing" else "the Hub's reply"
         return client.limit_error(self.subject.name, f"{what} is larger than {self.cap} bytes while {self.what}; stopped; "
                                   f"fix: check the path and HF_ENDPOINT, or raise {MAX_LISTING_ENV} (entries; a "
-                                  f"{self.kind if self.kind == 'reply' else 'page'} may have 1 kB per entry, up to 10,000)")
+                                  f"{'page' if self.kind == 'listing' else 'reply'} may have 1 kB per entry, up to 10,000)")
 
     def get(self, url: str, params: dict | None, retry: bool):
         """(the JSON of one GET of `url`, its next link or None), within these limits (`client.bounded_get`)."""
         return client.bounded_get(url, params, end=self.end, cap=self.cap, retry=retry, late=self.late, big=self.big)
+
+
+def answer_bounds(subject: Subject, what: str) -> ReplyBounds:
+    """The bounds of the replies huggingface_hub reads itself in one step of a push (`limits.replies_bounded`):
+    one deadline for all of them (`deadline_seconds()` from now) and each reply's byte cap (`reply_bytes()`)."""
+    b = _Bounds(subject, what, "answer")
+    return ReplyBounds(b.end, b.cap, b.late, b.big)
 
 
 def reply(subject: Subject, what: str, url: str, params: dict | None = None):

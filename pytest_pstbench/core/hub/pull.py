@@ -22,6 +22,7 @@ from pytest_pstbench.core.hub import endpoint as hub_endpoint
 from pytest_pstbench.core.hub.client import HubError
 from pytest_pstbench.core.hub.limits import MAX_FILE_ENV, max_file_bytes
 from pytest_pstbench.core.hub.digests import check_file
+from pytest_pstbench.core.hub.network import network_errors
 from pytest_pstbench.core.hub.listing import revision_sha, tree
 from pytest_pstbench.core.hub.runcache import (
     PULL_RECORD,
@@ -88,13 +89,14 @@ def _resolve_commit(uri: HubURI, option: str) -> str:
         sha = revision_sha(uri.subject, f"resolving revision {rev}", uri.repo_id, rev)
     except HubError as exc:
         known = _remembered(memo)
-        if exc.category != "timeout" or known is None:
+        if exc.category not in ("timeout", "network") or known is None:
             raise
+        happened, net_fix = exc.network or (f"no answer from {hub_endpoint.where()}", "check the network and HF_ENDPOINT")
         if read_cached(uri, known) is None:
-            state, fix = "is not in the cache", f"check the network and HF_ENDPOINT, then run `pstbench runs pull {uri.text(known)}`"
+            state, fix = "is not in the cache", f"{net_fix}, then run `pstbench runs pull {uri.text(known)}`"
         else:
             state, fix = "is in the cache", f"use the pinned URI {uri.text(known)}, or set HF_HUB_OFFLINE=1 to read {rev} as last resolved"
-        raise UserError(f"{uri.text()}: no answer from {hub_endpoint.where()}, and a branch or tag cannot be resolved without the "
+        raise UserError(f"{uri.text()}: {happened}, and a branch or tag cannot be resolved without the "
                         f"network ({rev} was commit {known} when last resolved here, which {state}); fix: {fix}") from None
     if not COMMIT.fullmatch(sha):
         raise UserError(f"{uri.text()}: the Hub answered revision {rev} without a commit ({sha!r}); cannot pin it")
@@ -228,7 +230,7 @@ def _fetch_one(uri: HubURI, commit: str, folder: str, entries: dict[str, dict], 
             try:
                 got = client.download(uri.repo_id, repo_path, repo_type="dataset", revision=commit, local_dir=dl,
                                       max_bytes=max_file_bytes(), subject=uri.subject)
-            except client.network_errors() as exc:
+            except network_errors() as exc:
                 raise client.hub_error(uri.subject, exc, f"downloading {repo_path}") from None
             problem = check_file(got, entries[name], full=True)
             if problem:

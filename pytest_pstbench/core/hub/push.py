@@ -2,7 +2,9 @@
 one commit (huggingface_hub's `create_commit`) holding the files, or none.
 
 An existing PATH on the branch is replaced (deleted and written in the same commit) only with `replace`;
-the commit names its parent, so a branch that moved in between is refused rather than overwritten. The
+the commit names its parent, so a branch that moved in between is refused rather than overwritten. Every reply
+of the Hub keeps the client's deadline and byte cap, those huggingface_hub reads itself included (creating the
+repo, the commit's preupload and the commit: `limits.replies_bounded`). The
 token is huggingface_hub's own (HF_TOKEN, `hf auth login`) and appears in no message. Which files a run
 publishes is the run store's to say (`core.store.published`).
 """
@@ -15,7 +17,8 @@ from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.hub import client
 from pytest_pstbench.core.hub import endpoint as hub_endpoint
 from pytest_pstbench.core.hub.client import HubError, hub_call
-from pytest_pstbench.core.hub.listing import path_exists, revision_sha
+from pytest_pstbench.core.hub.limits import replies_bounded
+from pytest_pstbench.core.hub.listing import answer_bounds, path_exists, revision_sha
 from pytest_pstbench.core.hub.uri import HubURI, parse_uri
 
 
@@ -64,15 +67,26 @@ def push_files(uri: HubURI, target: str, files: list[Path], *, described: str, r
         CommitOperationAdd(path_in_repo=f"{uri.path}/{f.name}", path_or_fileobj=f.read_bytes()) for f in files]
     title = message or f"pstbench: {'replace' if exists else 'publish'} {described} at {uri.path}"
     say(f"{target}: committing {len(files)} files to {uri.repo_id}@{branch} (parent {head[:12]}) ...")
+    what = f"committing to {branch}"
+    bounds = answer_bounds(uri.subject, what)  # the preupload's and the commit's replies: one deadline, a byte cap
     try:
-        info = hub_call(uri.subject, f"committing to {branch}", lambda api: api.create_commit(
-            uri.repo_id, ops, commit_message=title, repo_type="dataset", revision=branch, parent_commit=head))
+        info = hub_call(uri.subject, what, lambda api: _within(bounds, lambda: api.create_commit(
+            uri.repo_id, ops, commit_message=title, repo_type="dataset", revision=branch, parent_commit=head)))
     except UserError as exc:
+        if getattr(exc, "category", None) == "limit" and any("/commit/" in path for _m, path in bounds.requests):
+            raise UserError(f"{exc}; the Hub may have made the commit (its answer was not read in full): check {branch} "
+                            f"with `pstbench runs ls {uri.text()}` before pushing again") from None
         raise UserError(f"{exc}; the Hub made no commit (a push is one commit or none): nothing of the run is on {branch}") from None
     commit = str(getattr(info, "oid", "") or "")
     if len(commit) != 40:
         raise UserError(f"push target {target}: the Hub answered the commit without its id ({commit!r}); check the repo")
     return PushResult(uri, commit, exists, [f.name for f in files])
+
+
+def _within(bounds, call):
+    """call() with every reply huggingface_hub reads in it within `bounds` (the Hub client's deadline and byte cap)."""
+    with replies_bounded(bounds):
+        return call()
 
 
 def _branch_head(uri: HubURI, branch: str, create: bool, private: bool, say) -> str:
@@ -86,8 +100,9 @@ def _branch_head(uri: HubURI, branch: str, create: bool, private: bool, say) -> 
                                 f"it); nothing was pushed; fix: check OWNER/NAME, or pass --create to create it"
                                 f"{' (private with --private)' if not private else ''}") from None
             say(f"{uri.text()}: creating dataset repo {uri.repo_id} ({'private' if private else 'public'}) ...")
-            hub_call(uri.subject, "creating the repo", lambda api: api.create_repo(uri.repo_id, repo_type="dataset",
-                                                                                    private=private, exist_ok=True))
+            bounds = answer_bounds(uri.subject, "creating the repo")
+            hub_call(uri.subject, "creating the repo", lambda api: _within(bounds, lambda: api.create_repo(
+                uri.repo_id, repo_type="dataset", private=private, exist_ok=True)))
             sha = revision_sha(uri.subject, what, uri.repo_id, branch)
         elif exc.category == "revision":
             raise UserError(f"{uri.text()}: branch {branch} does not exist in {uri.repo_id}; nothing was pushed; fix: create "

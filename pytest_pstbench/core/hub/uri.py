@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.hub import endpoint as hub_endpoint
-from pytest_pstbench.core.hub.client import Failure, Subject
+from pytest_pstbench.core.hub.client import NETWORK_TIMEOUT_ENV, Failure, Subject
 
 PREFIX = "hf://"
 COMMIT = re.compile(r"[0-9a-f]{40}")
@@ -110,12 +110,25 @@ class URISubject(Subject):
                        "log in with `hf auth login` (or set HF_TOKEN) with a token that has write access"))
         if f.category == "conflict":
             return f"{uri.revision or 'main'} moved while {f.what} (another push?) ({f.first}); fix: run the command again"
+        if f.network is not None:  # no answer, and why: in its own words, with the fix that works for it
+            happened, fix = f.network
+            tries = f" ({f.attempts} attempts)" if f.attempts > 1 else ""
+            return f"{happened} while {f.what}{tries}{self.not_cached}; fix: {fix}{self.then}"
         if f.category == "timeout":
             return (f"could not reach {where} while {f.what} ({f.first}), and it is not in the cache; "
                     f"fix: check the network and HF_ENDPOINT, then fetch it with `pstbench runs pull {uri.text()}`")
         return f"the Hub at {where} refused {f.what} ({f.error}: {f.first}); fix: check the URI and try again"
 
+    @property
+    def not_cached(self) -> str:
+        return ", and it is not in the cache"
+
+    @property
+    def then(self) -> str:
+        return f", then fetch it with `pstbench runs pull {self.uri.text()}`"
+
     def no_answer(self, what: str, attempts: int, timeout: float) -> str:
-        return (f"no answer from {hub_endpoint.where()} while {what} ({attempts} attempt{'s' if attempts > 1 else ''}), and it is "
-                f"not in the cache; fix: check the network and HF_ENDPOINT, then fetch it with `pstbench runs pull "
+        return (f"no answer from {hub_endpoint.where()} within {timeout:g} s while {what} ({attempts} attempt{'s' if attempts > 1 else ''}), and it is "
+                f"not in the cache; fix: check the network and HF_ENDPOINT (or set {NETWORK_TIMEOUT_ENV}, seconds, to wait longer), "
+                f"then fetch it with `pstbench runs pull "
                 f"{self.uri.text()}` (a pulled run is read by its 40-hex commit without the network)")
