@@ -95,6 +95,15 @@ def pyiqa_scorer(spec: str, *, device: str = "cpu"):
     try:
         with contextlib.redirect_stdout(sys.stderr):  # pyiqa prints its downloads: keep stdout for the tables
             metric = pyiqa.create_metric(name, device=torch.device(device))
+    except ImportError as exc:  # a module pyiqa's metric imports without declaring it: not the weights' fault
+        from pytest_pstbench.core.install import extra_install
+
+        missing = getattr(exc, "name", None) or _one_line(exc)
+        raise UserError(
+            f"--judge {spec}: pyiqa {version}'s metric {name} imports the module {missing}, which is not installed "
+            f"(pyiqa does not declare it); fix: {extra_install('iqa')} (the [iqa] extra brings what pyiqa's metrics "
+            f"import), or pip install {missing}"
+        ) from None
     except Exception as exc:  # noqa: BLE001 - pyiqa's own failure (no weights, no network, a broken install)
         raise UserError(
             f"--judge {spec}: pyiqa {version} could not create metric {name} ({type(exc).__name__}: {_one_line(exc)[:300]}); "

@@ -230,3 +230,23 @@ def test_pyiqa_piqe_scores_vab_demo(tmp_path, capsys):
         assert got == pytest.approx(want, rel=1e-5, abs=1e-4), task.id
     params = SelectionParams.of(load_protocol("vab"))
     assert params.judge["num_trials"] == run["judge"]["num_trials"]
+
+
+def test_a_module_pyiqa_does_not_declare_is_named_with_the_extra_not_the_weights(monkeypatch, small_track, tmp_path, capsys):
+    """Issue #43: `pyiqa:qalign` failed with `No module named 'icecream'` and a fix about weights."""
+    missing = ModuleNotFoundError("No module named 'icecream'", name="icecream")
+    monkeypatch.setitem(sys.modules, "pyiqa", fake_pyiqa(missing))
+    source = Path(__import__("pytest_pstbench").__file__).resolve().parents[1]  # the tests run from a source tree
+    assert cli_main(["vab", "score", "--track", str(small_track), "--judge", "pyiqa:redness", "--results", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"pstbench: error: --judge pyiqa:redness: pyiqa 0.0.fake's metric redness imports the module icecream, "
+                   f"which is not installed (pyiqa does not declare it); fix: pip install -e '{source}[iqa]' (the [iqa] extra "
+                   "brings what pyiqa's metrics import), or pip install icecream\n")
+    assert "weights" not in err
+
+
+def test_the_iqa_extra_declares_what_pyiqa_imports_without_declaring():
+    import tomllib
+
+    extra = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["project"]["optional-dependencies"]["iqa"]
+    assert any(r.startswith("icecream") for r in extra) and "setuptools<81" in extra
