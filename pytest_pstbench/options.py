@@ -70,7 +70,7 @@ MODEL_REQUEST = (
 PLUGIN_ONLY = (
     Option("answers", "selection tracks: JSON Lines answers file (raw responses or parsed best/worst labels)"),
     Option("judge", "selection tracks: scoring function module:function or path/to/file.py:function (image -> float), "
-           "or pyiqa:METRIC (a no-reference pyiqa metric, on --pstbench-device)"),
+           "or pyiqa:METRIC (a no-reference pyiqa metric, on --pstbench-device), or vab-paper:qalign (Q-Align as the paper scores it)"),
     Option("votes", "selection tracks: the experts' votes (CSV task_id,k,judge,best,worst, as `pstbench vab consensus` reads) "
            "for the human reference row: each expert scored against the consensus of the other experts (leave-one-out); "
            "default: the track's own (`votes:` in its track.yaml)", metavar="FILE"),

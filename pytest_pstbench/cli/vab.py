@@ -352,7 +352,8 @@ def add_vab_commands(subparsers) -> None:
     s.add_argument("--track", required=True, help="vab-demo, or the path to a local selection track.yaml")
     s.add_argument("--answers", default=None, help="JSON Lines answers file (raw responses or parsed labels)")
     s.add_argument("--judge", default=None, help="scoring function module:function or path/to/file.py:function, or pyiqa:METRIC "
-                   "(a no-reference pyiqa metric; needs the [iqa] extra: docs/selection.md)")
+                   "(a no-reference pyiqa metric; needs the [iqa] extra: docs/selection.md), or vab-paper:qalign (Q-Align as the paper "
+                   "scores it)")
     add_to_argparse(s, "device", "votes")
     s.add_argument("--name", default=None, help="run name (default: the answers file's stem, or the function's name)")
     s.add_argument("--results", default="results", help="results root; run files go to RESULTS/<track>/<name>/ (default: results)")

@@ -63,13 +63,15 @@ def _metric_names(pyiqa, mode: str | None) -> list[str]:
     return [str(n) for n in (pyiqa.list_models(metric_mode=mode) if mode else pyiqa.list_models())]
 
 
-def pyiqa_scorer(spec: str, *, device: str = "cpu"):
+def pyiqa_scorer(spec: str, *, device: str = "cpu", metric_name: str | None = None, adapt=None):
     """`pyiqa:NAME` as (batch function, provenance): the metric created once on `device`; the batch function
     maps a list of uint8 HxWx3 RGB arrays to one score each, higher = better (`judges.load_judge` makes the
-    Judge)."""
+    Judge). A scorer built on a pyiqa model (`selection.qalign`) names the metric (`metric_name`) and passes
+    `adapt(metric) -> (forward, provenance)`: `forward` replaces the metric's own call on each batch, and its
+    provenance is added to the judge's."""
     from pytest_pstbench.metrics.kernels import check_device
 
-    name = spec[len(PREFIX):]
+    name = metric_name or spec[len(PREFIX):]
     if not name:
         raise UserError(f"--judge {spec}: name a pyiqa metric after 'pyiqa:' (e.g. pyiqa:piqe, pyiqa:qalign); fix: give pyiqa:NAME")
     pyiqa = _import_pyiqa(spec)
@@ -110,6 +112,7 @@ def pyiqa_scorer(spec: str, *, device: str = "cpu"):
             f"pyiqa fetches its weights into {cache_dir()} (models on Hugging Face, such as qalign, into the Hugging Face "
             "cache); fix: run once where they can be downloaded and copy that folder here (docs/selection.md, pyiqa judges)"
         ) from None
+    forward, adapted = (metric, {}) if adapt is None else adapt(metric)
     lower_better = bool(getattr(metric, "lower_better", False))
     sign = -1.0 if lower_better else 1.0
 
@@ -124,7 +127,7 @@ def pyiqa_scorer(spec: str, *, device: str = "cpu"):
         def run(idx: list[int]) -> list:
             x = torch.from_numpy(np.stack([images[i] for i in idx])).permute(0, 3, 1, 2).to(torch.float32).div_(255.0)
             with torch.no_grad():
-                scores = metric(x.to(device))
+                scores = forward(x.to(device))
             if torch.is_tensor(scores):
                 scores = scores.detach().to("cpu", torch.float64).reshape(-1).tolist()
             elif isinstance(scores, (int, float)):
@@ -159,5 +162,6 @@ def pyiqa_scorer(spec: str, *, device: str = "cpu"):
         "input": "RGB float32 in [0, 1], NCHW; the candidates of one size of a task in one batch (one image per call "
                  "where the metric refuses the batch)",
         "weights_cache": cache_dir(),
+        **adapted,
     }
     return batch, provenance

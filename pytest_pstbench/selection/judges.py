@@ -2,7 +2,8 @@
 
 A judge is named `package.module:function` (imported) or `path/to/file.py:function` (loaded from
 the file; a relative path is relative to the current folder), or `pyiqa:NAME`, a no-reference pyiqa
-metric (`selection.iqa`; this is the one place a judge spec is resolved). It receives each candidate as a
+metric (`selection.iqa`), or `vab-paper:NAME`, one of the paper's reward models scored as the paper scores it
+(`selection.qalign`; this is the one place a judge spec is resolved). It receives each candidate as a
 uint8 HxWx3 RGB numpy array (Pillow: EXIF orientation applied, converted to RGB; a fresh copy per
 call) and returns one number. Each candidate's score is the mean of `num_trials` calls (the
 protocol's `judge.num_trials`, or the function's own `num_trials` attribute); the calls run per
@@ -48,12 +49,14 @@ def _one_line(text: str) -> str:
 
 
 def load_judge(spec: str, *, base: Path | None = None, default_num_trials: int = 1, device: str = "cpu") -> Judge:
-    """Resolve `module:function`, `path/to/file.py:function` or `pyiqa:NAME` (on `device`) into a Judge (user
-    errors are one line)."""
+    """Resolve `module:function`, `path/to/file.py:function`, `pyiqa:NAME` or `vab-paper:NAME` (on `device`) into a
+    Judge (user errors are one line)."""
     from pytest_pstbench.selection.iqa import is_pyiqa_spec, pyiqa_scorer
+    from pytest_pstbench.selection.qalign import is_paper_spec, paper_scorer
 
-    if is_pyiqa_spec(spec):
-        batch, prov = pyiqa_scorer(str(spec), device=device)
+    if is_pyiqa_spec(spec) or is_paper_spec(spec):
+        scorer = pyiqa_scorer if is_pyiqa_spec(spec) else paper_scorer
+        batch, prov = scorer(str(spec), device=device)
         return Judge(lambda image: batch([image])[0], str(spec), default_num_trials, {**prov, "num_trials": default_num_trials},
                      batch=batch)
     target, sep, func_name = str(spec).rpartition(":")

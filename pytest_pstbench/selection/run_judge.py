@@ -43,9 +43,10 @@ def answers_judge(path: Path, track, params, *, model: str | None = None, model_
 
 def function_judge(spec: str, base: Path, params, device: str = "cpu") -> RunJudge:
     """A scoring function `module:function` or `path/to/file.py:function` (a relative path against `base`), or a
-    pyiqa metric `pyiqa:NAME` (created on `device`), as the judge: named after the function (`pyiqa-NAME`),
-    labelled with the spec."""
+    pyiqa metric `pyiqa:NAME` or a paper reward model `vab-paper:NAME` (created on `device`), as the judge: named
+    after the function (`pyiqa-NAME`, `vab-paper-NAME`), labelled with the spec."""
     judge = load_judge(spec, base=base, default_num_trials=int(params.judge["num_trials"]), device=device)
     prov = judge.provenance
-    name = f"pyiqa-{prov['metric']}" if prov.get("kind") == "pyiqa" else prov.get("function", "judge")
+    name = (f"pyiqa-{prov['metric']}" if prov.get("kind") == "pyiqa" else f"vab-paper-{prov['model']}"
+            if prov.get("kind") == "vab-paper" else prov.get("function", "judge"))
     return RunJudge(None, judge, prov, name, spec)
