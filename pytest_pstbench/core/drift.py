@@ -75,12 +75,13 @@ def pairs_drift(pairs) -> list[str]:
 def gate_drift(result, candidate_run: dict, baselines, strict: bool) -> None:
     """The gate: a note per baseline whose run.json environment differs from the candidate run's (`result`: a
     gate.GateResult); with `strict`, a reason too (the gate fails)."""
-    import json
     from pathlib import Path
+
+    from pytest_pstbench.core.files.jsonfile import read_json
 
     for b in baselines:
         try:
-            env = json.loads((Path(b) / "run.json").read_text(encoding="utf-8")).get("environment")
+            env = read_json(Path(b) / "run.json").get("environment")
         except (OSError, ValueError, AttributeError):  # the gate's loader has already refused a bad baseline
             continue
         fields = drift(env, candidate_run.get("environment"))

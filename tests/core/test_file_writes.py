@@ -230,12 +230,15 @@ OTHER_WRITES = {
     "core/hub/client.py": "a Hub download streamed into a temporary file beside the target and renamed into place "
                           "once complete (what huggingface_hub's own download did); a dataset's files are then verified",
     "core/store/folder.py": "the run store's hard-linked copies of a replaced run folder's other entries",
+    "core/store/versions.py": "`pstbench history`: a run folder's files at one commit, read from git's objects into a "
+                              "temporary folder (the work tree is never touched)",
     "data/fetch.py": "dataset files placed by hard link or copy of verified files, renamed into place",
     "data/pinned_packages.py": "a wheel unpacked into a staging_dir folder, renamed into place",
     "data/pipfetch.py": "pip's requirements file in a temporary folder",
     "data/remote_selection.py": "a selection track extracted into a staging_dir folder",
     "data/weights/sources.py": "a download into a temporary folder, and torchvision's own cache file",
     "plugin/verdict.py": "appends to $GITHUB_STEP_SUMMARY, a file GitHub owns",
+    "report/history.py": "`pstbench history --plot`: the plots written into a staging_dir folder, renamed into place",
     "selection/answerfile.py": "the answers file: an append-only log under its writer lock",
     "selection/export.py": "an export folder built in a staging_dir folder, renamed into place",
 }

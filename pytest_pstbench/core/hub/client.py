@@ -272,9 +272,7 @@ def bounded_get(url: str, params: dict | None, *, end: float, cap: int, retry: b
 
     from huggingface_hub import get_session
     from huggingface_hub.utils import build_hf_headers
-
     from pytest_pstbench.core.files.jsonfile import loads
-
     headers, wait, tries = build_hf_headers(), 1.0, READ_TRIES if retry else 1
     for attempt in range(tries):
         last = attempt + 1 >= tries
@@ -301,11 +299,13 @@ def bounded_get(url: str, params: dict | None, *, end: float, cap: int, retry: b
                         raise late("")
                 nxt = (r.links.get("next") or {}).get("url")
         except network_errors() as exc:
-            if last or not is_timeout(exc) or isinstance(exc, HubError):
+            why = cause(exc)  # asking again cannot help (a name that does not resolve, TLS): at once, in its words
+            if last or not is_timeout(exc) or isinstance(exc, HubError) or (why is not None and not why.retry):
                 raise
-            if time.monotonic() + wait >= end:
+            pause = min(wait, network_timeout())  # never longer than one request may take (as `hub_call`)
+            if time.monotonic() + pause >= end:
                 raise late("") from None
-            time.sleep(wait)
+            time.sleep(pause)
             wait = min(8.0, wait * 2)
             continue
         try:
