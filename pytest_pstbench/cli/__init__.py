@@ -338,6 +338,9 @@ def build_parser() -> argparse.ArgumentParser:
     from pytest_pstbench.cli.table import add_table_command
 
     add_table_command(sub)  # pstbench table ...
+    from pytest_pstbench.cli.power import add_power_command
+
+    add_power_command(sub)  # pstbench power ...
     from pytest_pstbench.cli.discover import add_discover_commands
 
     add_discover_commands(sub)  # pstbench ls ..., pstbench cache prune

@@ -213,3 +213,59 @@ def mde_text(row, decimals: int) -> str:
     if not info:
         return "-"
     return "none at this n" if info["mde"] is None else f"{info['mde']:.{decimals}g}"
+
+
+def planning_rows(runs: list, protocol, metrics: list[str], *, pairs: int | None = None, effects: dict | None = None) -> list[dict]:
+    """`pstbench power`: per metric, the noise model (the observed differences when a candidate run is given,
+    else the baseline's values with `baseline_correlation`), the MDE at the run's n (and at `pairs`), and the
+    pairs each shift in `effects` needs. Holm's correction is over len(metrics) tests, as a gate on them."""
+    from pytest_pstbench.paired.aggregation import per_pair_higher_is_better
+
+    cfg = protocol.comparison
+    settings = cfg.power
+    ids = list(runs[0].scores)
+    n = len(ids)
+    out = []
+    for m in metrics:
+        a = np.array([runs[0].scores[p][m] for p in ids], dtype=np.float64)
+        if len(runs) > 1:
+            residuals = np.array([runs[1].scores[p][m] for p in ids], dtype=np.float64) - a
+            model = "observed differences"
+        else:
+            residuals = baseline_residuals(a, settings.baseline_correlation)
+            model = f"baseline values, correlation {settings.baseline_correlation:g}"
+        plan = Plan(per_pair_higher_is_better(protocol, m), cfg.tie(m), cfg, len(metrics))
+        row = {"metric": m, "n": n, "noise": model, "sd": float(np.std(residuals)), "tests": len(metrics),
+               "power": settings.target, "simulations": settings.simulations, "seed": settings.seed,
+               "mde": minimum_detectable_effect(residuals, n, plan, settings)}
+        if pairs is not None:
+            row["pairs"] = pairs
+            row["mde_at_pairs"] = minimum_detectable_effect(residuals, pairs, plan, settings)
+        if effects and m in effects:
+            row["effect"] = effects[m]
+            row["pairs_needed"] = pairs_needed(residuals, effects[m], plan, settings)
+        out.append(row)
+    return out
+
+
+def planning_text(rows: list[dict], runs: list, protocol) -> str:
+    """What `pstbench power` prints: one line per metric."""
+    def shift(v):
+        return "none (no shift is detectable at this n)" if v is None else f"{v:.4g}"
+
+    s = runs[0].summary
+    first = rows[0]
+    lines = [f"track: {s.get('track')}   protocol: {protocol.id}   n={first['n']}   alpha={protocol.comparison.alpha}   "
+             f"power target {first['power'] * 100:g}% ({first['simulations']} simulations, seed {first['seed']}; "
+             f"Holm over {first['tests']} tests)"]
+    for r in rows:
+        label = protocol.metrics[r["metric"]]["label"]
+        text = f"{label} ({r['metric']}): minimum detectable worse shift {shift(r['mde'])} at n={r['n']}"
+        if "pairs" in r:
+            text += f"; {shift(r['mde_at_pairs'])} at n={r['pairs']}"
+        if "effect" in r:
+            need = r["pairs_needed"]
+            text += (f"; a shift of {r['effect']:g} needs {need} pairs" if need is not None
+                     else f"; a shift of {r['effect']:g} needs more than {MAX_PAIRS} pairs")
+        lines.append(f"{text}   [noise: {r['noise']}, sd {r['sd']:.4g}]")
+    return "\n".join(lines)
