@@ -48,11 +48,17 @@ def noise(residuals, n: int, simulations: int, seed: int) -> np.ndarray:
     e = e - e.mean()
     sd = float(e.std())
     rng = np.random.default_rng(seed)
-    if sd == 0.0:
+    if constant(e):
         return np.zeros((1, n))
     idx = rng.integers(0, e.size, size=(simulations, n))
     h = 1.06 * sd * e.size ** -0.2
     return (e[idx] + h * rng.standard_normal((simulations, n))) / np.sqrt(1.0 + (h / sd) ** 2)
+
+
+def constant(residuals) -> bool:
+    """The differences are one value up to rounding (sd at most 1e-12 of their size): no noise to simulate."""
+    e = np.asarray(residuals, dtype=np.float64)
+    return float(np.std(e)) <= 1e-12 * max(1.0, float(np.max(np.abs(e))) if e.size else 0.0)
 
 
 def _has_ties(d: np.ndarray) -> np.ndarray:
@@ -141,7 +147,7 @@ def minimum_detectable_effect(residuals, n: int, plan: Plan, settings, *, steps:
     core.protocol.PowerSection), to a relative 1e-3; None when no shift reaches it (too few pairs: even n
     differences all worse are not significant after Holm's correction)."""
     e = np.asarray(residuals, dtype=np.float64)
-    if float(np.std(e)) == 0.0:  # every difference the same: a shift at the tie threshold is found in every draw, or none is
+    if constant(e):  # every difference the same: a shift at the tie threshold is found in every draw, or none is
         smallest = max(plan.threshold, np.finfo(float).tiny)
         return plan.threshold if power(np.zeros((1, n)), smallest, plan) >= settings.target else None
     draws = noise(residuals, n, settings.simulations, settings.seed)
