@@ -182,6 +182,7 @@ FORMS: list[Form] = [
     Form("compare", "compare-paired", ("compare", "results/small/a", "results/small/b"), (*PAIRED_RUN, "protocol")),
     Form("table", "table-paired", ("table", "results/small/a", "results/small/b", "--out", "out/table.md"),
          (*PAIRED_RUN, "protocol"), writes=("out/table.md",)),
+    Form("power", "power-paired", ("power", "results/small/a", "results/small/b"), (*PAIRED_RUN, "protocol")),
     Form("sensitivity", "sensitivity",
          ("sensitivity", "--track", T, "a=paired/outs/a", "b=paired/outs/b", "--variants", "paired/variant.yaml",
           "--protocol", P, "--out", "out/sens"),
