@@ -105,6 +105,11 @@ def test_method_is_the_protocols(tmp_path):
     p = variant(tmp_path, "method-exact", lambda x: x["comparison"].update(method="exact"))
     assert row(p, np.full(20, 2.0), 2.0 + d, "ssim").pvalue == exact
     assert row(SHIPPED, np.full(20, 2.0), 2.0 + d, "ssim").pvalue == auto
+    nozero = d[2:]
+    approx, auto = (scipy.stats.wilcoxon(nozero, method=m).pvalue for m in ("asymptotic", "auto"))
+    assert approx != auto  # no zeros at n = 18: auto takes the exact distribution
+    p = variant(tmp_path, "method-approx", lambda x: x["comparison"].update(method="approx"))
+    assert row(p, np.full(18, 2.0), 2.0 + nozero, "ssim").pvalue == approx
 
 
 def test_alpha_and_holm_are_the_protocols(tmp_path):
@@ -190,6 +195,24 @@ def _selection_cells(params):
     return cells[0]["metrics"]["top1"]["ap@1"], hits
 
 
+def _selection_pass3(params):
+    """The overall top1 pass^3 entry of the same tasks as `_selection_cells`."""
+    from pytest_pstbench.selection.accuracy import aggregate, trial_outcomes
+    from pytest_pstbench.selection.tracks import Task
+
+    P = Path("x")
+    tasks, answers = [], {}
+    rng = np.random.default_rng(9)
+    for i in range(40):
+        t = Task(f"T{i}", f"T{i}", "a", "x", (P,) * 3, best=0, worst=2)
+        tasks.append(t)
+        right = rng.random(3) < 0.6
+        ans = lambda ok: {"best": 0 if ok else 1, "worst": 2, "status": "ok", "detail": None}  # noqa: E731
+        answers[t.id] = {"pick_best": [ans(ok) for ok in right], "pick_worst": [ans(True)] * 3,
+                         "pick_best_and_worst": [ans(ok) for ok in right]}
+    return aggregate(tasks, [trial_outcomes(t, answers[t.id], params) for t in tasks], params)[0]["metrics"]["top1"]["pass^3"]
+
+
 def _plain_ap1(hits, boot):
     """ap@1 (each trial's accuracy over the resampled tasks, then their mean) bootstrapped in a loop."""
     rng = np.random.default_rng(int(boot["seed"]))
@@ -199,15 +222,32 @@ def _plain_ap1(hits, boot):
     return tuple(float(v) for v in np.nanquantile(values, [a, 1 - a]))
 
 
-@pytest.mark.parametrize("resamples", [None, 2500])
-def test_selection_ap1_bootstrap_equals_a_plain_loop(tmp_path, resamples):
+@pytest.mark.parametrize("field, value", [(None, None), ("resamples", 2500), ("seed", 5), ("confidence", 0.8)])
+def test_selection_ap1_bootstrap_equals_a_plain_loop(tmp_path, field, value):
     from pytest_pstbench.selection.protocol import SelectionParams
 
-    protocol = load_protocol("vab") if resamples is None else variant(
-        tmp_path, "vab-boot", lambda d: d["aggregation"]["bootstrap"].update(resamples=resamples), base="vab")
+    protocol = load_protocol("vab") if field is None else variant(
+        tmp_path, f"vab-boot-{field}", lambda d: d["aggregation"]["bootstrap"].update({field: value}), base="vab")
     params = SelectionParams.of(protocol)
     entry, hits = _selection_cells(params)
     want = _plain_ap1(hits, params.bootstrap)
-    assert want != _plain_ap1(hits, {**params.bootstrap, "resamples": 1000})  # 1,000 resamples would differ
+    if field in (None, "resamples"):
+        assert want != _plain_ap1(hits, {**params.bootstrap, "resamples": 1000})  # 1,000 resamples would differ
     low, high = min(want[0], entry["mean"]), max(want[1], entry["mean"])
     assert (entry["ci_low"], entry["ci_high"]) == (low, high)
+
+
+@pytest.mark.parametrize("field, value", [(None, None), ("seed", 5), ("confidence", 0.8)])
+def test_selection_pass3_bootstrap_equals_a_plain_loop(tmp_path, field, value):
+    """pass^3 (1 when all three trials are right) bootstrapped over tasks: the plain loop, the protocol's fields."""
+    from pytest_pstbench.selection.protocol import SelectionParams
+
+    protocol = load_protocol("vab") if field is None else variant(
+        tmp_path, f"vab-p3-{field}", lambda d: d["aggregation"]["bootstrap"].update({field: value}), base="vab")
+    params = SelectionParams.of(protocol)
+    _, hits = _selection_cells(params)
+    cells_pass = hits.all(axis=1).astype(float)
+    boot = params.bootstrap
+    want = plain_bootstrap(cells_pass, resamples=int(boot["resamples"]), seed=int(boot["seed"]), confidence=float(boot["confidence"]))
+    got = _selection_pass3(params)
+    assert (got["ci_low"], got["ci_high"]) == want and got["mean"] == cells_pass.mean()
