@@ -161,18 +161,26 @@ def comparison_failures(comp, kind: RunKind, protocol, fix: str = GATE_FIX) -> l
     return reasons
 
 
-def cannot_detect(rows, alpha: float, kind: RunKind, protocol, fix: str = GATE_FIX) -> str | None:
+def cannot_detect(rows, alpha: float, kind: RunKind, protocol, fix: str = GATE_FIX,
+                  what: str = "the baseline comparison cannot detect a worse run") -> str | None:
     """Why a comparison could not have found any test worse, whatever the runs' values: with too few pairs
     (or tasks), Holm's smallest adjusted p-value, m times the smallest p any test can give, is not below
-    alpha. A gate that cannot fail proves nothing, so it fails and says so; None when it can detect."""
+    alpha. A gate that cannot fail proves nothing, so it fails and says so; None when it can detect.
+    `what` opens the line (compare and table say that no difference can be significant)."""
     smallest = min(kind.smallest_pvalue(r, protocol) for r in rows)
     m = len(rows)
     if m * smallest < alpha:
         return None
     n = min(r.n for r in rows)
-    return (f"the baseline comparison cannot detect a worse run: with {n} {kind.unit} per test the smallest p-value a "
+    return (f"{what}: with {n} {kind.unit} per test the smallest p-value a "
             f"test can give is {smallest:.4g}, and Holm's correction over its {m} tests makes that {min(1.0, m * smallest):.4g}, "
             f"not below alpha {alpha}; {fix}")
+
+
+#: How `pstbench compare` and `pstbench table` open the line of a comparison where nothing can be significant.
+NOTHING_SIGNIFICANT = "no difference can be significant here"
+TABLE_FIX = "fix: tabulate a track with more items or fewer metrics (--metrics)"
+NOTE_FIX = "fix: compare on a track with more items or on fewer metrics (--metrics)"
 
 
 def unique_baselines(baselines, kind: RunKind, notes: list[str]) -> list[Path]:
@@ -200,10 +208,14 @@ def unique_baselines(baselines, kind: RunKind, notes: list[str]) -> list[Path]:
 
 def fail_on_worse(args, comp, kind_name: str, protocol) -> int:
     """`pstbench compare --fail-on-worse`: 1 (each reason on stderr) when the gate would fail on this
-    comparison (a test worse, or a comparison that could not detect one), else 0."""
+    comparison (a test worse, or a comparison that could not detect one), else 0. Without the option, a
+    comparison in which no difference can be significant says so in one line on stderr, and 0."""
     import sys
 
     if not getattr(args, "fail_on_worse", False):
+        blind = cannot_detect(comp.rows, comp.alpha, get(kind_name), protocol, NOTE_FIX, NOTHING_SIGNIFICANT) if comp.rows else None
+        if blind:  # --fail-on-worse gives its own reason below
+            print(f"pstbench compare: {blind}", file=sys.stderr)
         return 0
     reasons = comparison_failures(comp, get(kind_name), protocol, COMPARE_FIX)
     for reason in reasons:

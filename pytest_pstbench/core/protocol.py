@@ -20,6 +20,7 @@ from pytest_pstbench.core.errors import UserError, did_you_mean
 MAX_RESAMPLES = 10_000_000  # a bootstrap beyond this is a typo (and would not fit in memory)
 MAX_SEED = 2**64 - 1  # numpy.random.default_rng seeds
 MAX_VERSION = 1_000_000  # a protocol's `version`: an integer >= 1
+MAX_SIMULATIONS = 1_000_000  # `comparison.power.simulations`: more is a typo (and would not finish)
 
 
 def _finite_number(v: Any) -> bool:
@@ -212,6 +213,43 @@ class AggregationSection:
 
 
 @dataclass(frozen=True)
+class PowerSection:
+    """`comparison.power`: how the minimum detectable effect is simulated (paired/power.py). Optional: a
+    protocol without it (the shipped ones) gets these defaults, which docs/protocol.md lists."""
+
+    target: float = 0.8  # the power the minimum detectable effect reaches
+    simulations: int = 2000  # simulated comparisons per power value
+    seed: int = 0  # numpy.random.default_rng(seed)
+    baseline_correlation: float = 0.5  # planning from a baseline alone: assumed correlation of the two runs' values
+
+    @classmethod
+    def of(cls, d: dict | None) -> "PowerSection":
+        d = d or {}
+        base = cls()
+        return cls(float(d.get("target", base.target)), int(d.get("simulations", base.simulations)),
+                   int(d.get("seed", base.seed)), float(d.get("baseline_correlation", base.baseline_correlation)))
+
+
+def power_problem(power: Any, key: str) -> str | None:
+    """The first rule an optional `comparison.power` section breaks, or None (docs/protocol.md, "Ranges")."""
+    if not isinstance(power, dict):
+        return f"{key} must be a mapping"
+    unknown = sorted(set(power) - {"target", "simulations", "seed", "baseline_correlation"})
+    if unknown:
+        return f"{key}.{unknown[0]} is not a key of {key} (target, simulations, seed, baseline_correlation)"
+    checks = (("target", lambda v, k: number_problem(v, k, low=0, high=1, low_open=True, high_open=True)),
+              ("simulations", lambda v, k: integer_problem(v, k, low=100, high=MAX_SIMULATIONS)),
+              ("seed", lambda v, k: integer_problem(v, k, low=0, high=MAX_SEED)),
+              ("baseline_correlation", lambda v, k: number_problem(v, k, low=-1, high=1, high_open=True)))
+    for name, check in checks:
+        if name in power:
+            problem = check(power[name], f"{key}.{name}")
+            if problem:
+                return problem
+    return None
+
+
+@dataclass(frozen=True)
 class ComparisonSection:
     """`comparison`: the paired test between runs (scipy.stats.wilcoxon's settings), its ties, the
     correction, alpha, and the bootstrap of the mean difference."""
@@ -224,12 +262,14 @@ class ComparisonSection:
     method: str = "auto"
     test: str = "wilcoxon"
     correction: str = "holm"
+    power: PowerSection = PowerSection()  # `comparison.power`, defaults when absent
 
     @classmethod
     def of(cls, d: dict) -> "ComparisonSection":
         ties = {m: float(v) for m, v in (d.get("tie_threshold") or {}).items()}
         return cls(str(d["zero_method"]), str(d["alternative"]), float(d["alpha"]), BootstrapSection.of(d["bootstrap"]),
-                   ties, str(d.get("method", "auto")), str(d.get("test", "wilcoxon")), str(d.get("correction", "holm")))
+                   ties, str(d.get("method", "auto")), str(d.get("test", "wilcoxon")), str(d.get("correction", "holm")),
+                   PowerSection.of(d.get("power")))
 
     def tie(self, metric: str) -> float:
         """Differences below this are ties (0 when the protocol names no threshold for the metric)."""

@@ -41,6 +41,9 @@ class MetricComparison:
     # Set only for a metric with a margin > 0: then `statistic`/`pvalue`/`direction` are those of the
     # one-sided test of the margin-shifted differences (see `compare_two`); absent from the JSON otherwise.
     margin: float | None = None
+    # What the test can detect (paired/power.py `detectable`: compare and the gate): the minimum detectable
+    # effect and the settings it was simulated with; absent from the JSON where it was not computed.
+    detectable: dict | None = None
 
 
 @dataclass
@@ -66,6 +69,8 @@ def _row_json(row: MetricComparison) -> dict:
     d = asdict(row)
     if d["margin"] is None:  # without a margin the JSON is what it was before margins existed
         del d["margin"]
+    if d["detectable"] is None:
+        del d["detectable"]
     return d
 
 
@@ -209,6 +214,7 @@ def compare_two(baseline: Run, candidate: Run, protocol, metrics: list[str] | No
         row.direction = signed_rank_sum if hib else -signed_rank_sum
         if margin > 0:
             row.margin = margin
+        row.differences = b - a  # not a field (not in the JSON): what paired/power.py simulates from
         rows.append(row)
     return rows
 
@@ -224,7 +230,7 @@ def compare_runs(
     rows: list[MetricComparison] = []
     for base, cand in run_pairs(runs, against_first):
         rows.extend(compare_two(base, cand, protocol, metrics, margins))
-    return finish_comparison(rows, protocol)
+    return finish_with_power(rows, protocol)
 
 
 def finish_comparison(rows: list[MetricComparison], protocol) -> Comparison:
@@ -246,6 +252,16 @@ def finish_comparison(rows: list[MetricComparison], protocol) -> Comparison:
         else:
             r.verdict = NO_DIFF
     return Comparison(rows, alpha, protocol.id)
+
+
+def finish_with_power(rows: list[MetricComparison], protocol) -> Comparison:
+    """`finish_comparison`, then each row's minimum detectable effect (paired/power.py): what compare and the
+    gate report (`pstbench table` finishes without it)."""
+    from pytest_pstbench.paired.power import detectable
+
+    comp = finish_comparison(rows, protocol)
+    detectable(comp, protocol)
+    return comp
 
 
 def load_runs(paths: list[str | Path]) -> list[Run]:
@@ -342,7 +358,7 @@ def _make_kind():
     return RunKind(
         name="paired", run_files=RUN_FILES, load=load_run, check_comparable=check_comparable, validate=validate_run,
         item_file="metrics.csv", smallest_pvalue=_smallest_pvalue, unit="pairs",
-        compare_two=compare_two, finish=finish_comparison, worse_reason=_worse_reason, compare_paths=_compare_paths,
+        compare_two=compare_two, finish=finish_with_power, worse_reason=_worse_reason, compare_paths=_compare_paths,
         compare_text=_compare_text, check_margins=_accept_margins, worst=_worst, gate_worst=_gate_worst,
         history_values=_history_values, history_step=_history_step,
     )

@@ -25,4 +25,22 @@ def evaluate_gate(run_dir: Path, summary: dict, protocol, *, baselines: list[Pat
                                        statistic=lambda m: statistic_of(protocol, m).replace("pooled_mse", "pooled-MSE PSNR")))
     if baselines:
         gate_against_baselines(result, run_dir, baselines, protocol, metrics, margins, item_files)
+        line = detectable_line(result.comparison, protocol)
+        if line:
+            result.basis.append(line)
     return result
+
+
+def detectable_line(comp, protocol) -> str | None:
+    """What a passed gate could have found (its verdict's basis): each tested metric's minimum detectable
+    effect at the run's n (paired/power.py), or that no shift is detectable at this n."""
+    from pytest_pstbench.paired.power import mde_text
+
+    rows = [r for r in (comp.rows if comp is not None else []) if r.detectable]
+    if not rows:
+        return None
+    info = rows[0].detectable
+    parts = [f"{protocol.metrics[r.metric]['label']} {mde_text(r, 3)}"
+             + (f" vs {r.baseline}" if len({x.baseline for x in rows}) > 1 else "") for r in rows]
+    return (f"worse shifts of the mean detectable with {info['power'] * 100:g}% power at n={rows[0].n} (Holm over "
+            f"{info['tests']} tests): {', '.join(parts)}")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
-from pytest_pstbench.core.compare import checked_runs
+from pytest_pstbench.core.compare import NOTHING_SIGNIFICANT, TABLE_FIX, cannot_detect, checked_runs
 from pytest_pstbench.core.errors import UserError, suggest
 from pytest_pstbench.core.papertable import (Cell, Column, Table, cell_text, check_alphas, check_confidence, group_by_track,
                                              rank_column, reference_of, refuse_row_name, unique_names)
@@ -87,8 +87,12 @@ def build_paired_table(paths: list[Path], *, metrics: list[str] | None, against:
         col.cells[name].worse = row.verdict == WORSE
         col.cells[name].test = asdict(row)
     confidence = check_confidence(protocols)
+    notes = _paired_notes(columns, protocols, metrics)
+    blind = cannot_detect([t[2] for t in tests], alpha, PAIRED_RUNS, protocols[0], TABLE_FIX, NOTHING_SIGNIFICANT) if tests else None
+    if blind:  # no dagger can appear, whatever the values
+        notes.append(blind[0].upper() + blind[1:] + ".")
     return Table(KIND.name, rows, "Identity", tracks, columns, alpha, against, len(tests), "paired Wilcoxon signed-rank",
-                 confidence, _paired_notes(columns, protocols, metrics),
+                 confidence, notes,
                  values_note=(f"Mean ± half the {confidence * 100:g}% bootstrap CI over the pairs (a statistic other than the mean "
                               "is named in the column); the protocol's decimals."),
                  reference_note="Identity (the content image, unchanged) is a reference row and is not ranked.",

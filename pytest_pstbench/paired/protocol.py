@@ -10,7 +10,7 @@ from typing import Any
 
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.files.images import MAX_PIXELS
-from pytest_pstbench.core.protocol import MAX_VERSION, bootstrap_problem, integer_problem, number_problem
+from pytest_pstbench.core.protocol import MAX_VERSION, bootstrap_problem, integer_problem, number_problem, power_problem
 from pytest_pstbench.metrics import registry as _registry
 from pytest_pstbench.metrics.registry import ENTRY_KEYS as _REQUIRED_METRIC_KEYS, MAX_SIDE, RESIZE_FILTERS
 
@@ -199,6 +199,10 @@ def _validate_comparison(rules: _Rules, cmp: Any, metrics: dict) -> None:
     rules.choice(cmp.get("correction", "holm"), "comparison.correction", CORRECTIONS)
     rules.number(cmp["alpha"], "comparison.alpha", low=0, high=1, low_open=True, high_open=True)
     rules.bootstrap(cmp["bootstrap"], "comparison.bootstrap")
+    if cmp.get("power") is not None:  # optional: absent, the defaults of core.protocol.PowerSection
+        problem = power_problem(cmp["power"], "comparison.power")
+        if problem:
+            raise rules.bad(problem)
     ties = cmp.get("tie_threshold")
     if ties is not None:
         ties = rules.mapping(ties, "comparison.tie_threshold")

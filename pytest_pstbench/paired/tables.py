@@ -57,8 +57,11 @@ def run_table(protocol, rows: list[tuple[str, dict]], tablefmt: str = "simple", 
 def comparison_table(comp: Comparison, protocol, tablefmt: str = "simple") -> str:
     from tabulate import tabulate
 
+    from pytest_pstbench.paired.power import mde_text
+
     body = []
     with_margin = any(r.margin is not None for r in comp.rows)
+    powered = [r.detectable for r in comp.rows if r.detectable]
     for r in comp.rows:
         params = protocol.metrics[r.metric]
         dec = int(params.get("decimals", 4)) + 1
@@ -73,11 +76,13 @@ def comparison_table(comp: Comparison, protocol, tablefmt: str = "simple") -> st
                 f"{r.statistic:g}",
                 f"{r.pvalue:.4g}",
                 f"{r.p_holm:.4g}",
-                r.verdict,
+                *([mde_text(r, 3)] if powered else []),
+                r.verdict,  # last: CI scripts read the verdict from the last column
             ]
         )
     headers = ["metric", "baseline", "candidate", *(["margin"] if with_margin else []),
-               "mean diff [95% CI]", "W/T/L", "W", "p", "p (Holm)", "verdict"]
+               "mean diff [95% CI]", "W/T/L", "W", "p", "p (Holm)",
+               *([f"MDE ({powered[0]['power'] * 100:g}% power)"] if powered else []), "verdict"]
     return tabulate(body, headers=headers, tablefmt=tablefmt, disable_numparse=True)
 
 

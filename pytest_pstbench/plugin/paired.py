@@ -208,7 +208,10 @@ class PairedRun(TrackRun):
         return evaluate_gate(self.outcome.run_dir, self.outcome.summary, self.protocol, **opts, item_files=files)
 
     def junit_verdict(self, r) -> tuple[str, str]:
-        return f"{r.metric}", f"{r.verdict}; mean diff {r.mean_diff:+.6g}; p {r.pvalue:.4g}; p_holm {r.p_holm:.4g}"
+        from pytest_pstbench.paired.power import mde_text
+
+        mde = f"; mde {mde_text(r, 6)}" if r.detectable else ""  # the minimum detectable effect (paired/power.py)
+        return f"{r.metric}", f"{r.verdict}; mean diff {r.mean_diff:+.6g}; p {r.pvalue:.4g}; p_holm {r.p_holm:.4g}{mde}"
 
     # -- terminal summary ----------------------------------------------------------------------------
     def _table_rows(self) -> list[tuple[str, dict]]:

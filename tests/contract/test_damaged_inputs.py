@@ -188,6 +188,7 @@ FORMS: list[Form] = [
          (*PAIRED_RUN, "protocol"), writes=("out/history",)),
     # a published run path's commits: the hostile servers' cases only
     Form("history", "history-hub", ("history", HUB_URI), writes=("cache/hub-runs",), fresh=True, hub=True, servers_only=True),
+    Form("power", "power-paired", ("power", "results/small/a", "results/small/b"), (*PAIRED_RUN, "protocol")),
     Form("sensitivity", "sensitivity",
          ("sensitivity", "--track", T, "a=paired/outs/a", "b=paired/outs/b", "--variants", "paired/variant.yaml",
           "--protocol", P, "--out", "out/sens"),

@@ -63,7 +63,8 @@ def test_summary_of_a_passed_gate_and_an_unwritable_summary(pytester, setup, mon
     assert r.ret == 0
     text = (pytester.path / "summary.md").read_text()
     assert "**Gate: passed** (all 8 pairs of track small scored; 4 tests against baseline run baseline, none " \
-           "significantly worse)" in text
+           "significantly worse; worse shifts of the mean detectable with 80% power at n=8 (Holm over 4 tests): PSNR " in text
+    assert "MDE (80% power)" in text  # issue #46: what the gate could have found, in the step summary too
     (pytester.path / "taken").write_text("a file")
     r = pytester.runpytest_subprocess(*s.base, f"--pstbench-outputs={s.good}", "--pstbench-name=cand",
                                       f"--pstbench-baseline={s.baseline}", "--pstbench-summary=taken/summary.md")

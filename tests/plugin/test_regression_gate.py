@@ -37,6 +37,7 @@ def test_gate_fails_on_degraded_candidate(pytester, gate_setup):
     props = {p.get("name"): p.get("value") for p in ET.parse(pytester.path / "report.xml").iter("property")}
     assert props["pstbench_gate"] == "failed"
     assert props["pstbench_verdict[baseline][psnr]"].startswith("worse;")
+    assert "; mde " in props["pstbench_verdict[baseline][psnr]"]  # issue #46: the minimum detectable effect
 
 
 def test_gate_passes_on_identical_candidate(pytester, gate_setup):
