@@ -844,3 +844,39 @@ def test_full_disk_in_a_child_process(world, tmp_path):
         restore(world)
     assert not judge(Case(form, None, FULL_DISK), proc.returncode, proc.stdout, proc.stderr, before, after), proc.stderr
     assert "File too large" in proc.stderr
+
+
+# ---- a mistyped option of every command (issue #45 item 3) --------------------------------------------
+def _typo(option: str) -> str:
+    """`--outputs` -> `--otuputs`: two letters of the name swapped (never a prefix argparse would accept)."""
+    name = option[2:]
+    i = max(1, len(name) // 2 - 1)
+    return "--" + name[:i] + name[i + 1] + name[i] + name[i + 2:]
+
+
+def _typo_cases() -> list[tuple[str, str]]:
+    from pytest_pstbench.cli import build_parser
+
+    out = []
+    for command in sorted(parser_commands(build_parser())):
+        parser = build_parser()
+        for word in command.split():
+            parser = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[word]
+        longs = [o for a in parser._actions for o in a.option_strings if o.startswith("--") and o != "--help" and len(o) > 5]
+        typo = next(((o, _typo(o)) for o in longs if _typo(o) != o and not any(k.startswith(_typo(o)) for k in longs)), None)
+        if typo is not None:
+            out.append((command, *typo))
+    return out
+
+
+@pytest.mark.parametrize("command, option, typo", _typo_cases())
+def test_a_mistyped_option_names_the_closest_and_the_command_help(command, option, typo, capsys):
+    """Every command answers a mistyped option with the option meant and its own --help, in one line, exit 2."""
+    from pytest_pstbench.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main([*command.split(), typo, "x"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert f"did you mean {option}?" in err and err.rstrip().endswith(f"fix: see `pstbench {command} --help`"), err
