@@ -24,6 +24,7 @@ from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.files.write import write_new
 from pytest_pstbench.core.files.write import refuse_overwriting_inputs, staging_dir, swap_dir_into_place
 from pytest_pstbench.core.install import extra_install
+from pytest_pstbench.core.store.reader import check_same_setting
 from pytest_pstbench.report.figures import assign_colors, metric_figures, sensitivity_figures
 from pytest_pstbench.report.html import page_css, render
 from pytest_pstbench.report.model import (
@@ -34,7 +35,6 @@ from pytest_pstbench.report.model import (
     build_page,
     check_paired,
     check_reportable,
-    check_same_setting,
     load_analysis,
 )
 from pytest_pstbench.report.thumbnails import thumbnails, track_for

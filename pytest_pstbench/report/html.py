@@ -8,8 +8,9 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
+from pytest_pstbench.core.store.reader import run_field
 from pytest_pstbench.core.text import html_escape as esc
-from pytest_pstbench.report.model import ANALYSIS_FILE, GENERATOR, Image, MetricInfo, Page, entry_value, ranks_of, run_field, short
+from pytest_pstbench.report.model import ANALYSIS_FILE, GENERATOR, Image, MetricInfo, Page, entry_value, ranks_of, short
 from pytest_pstbench.report.worst import pair_anchor, render_worst
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.files.jsonfile import read_json
+from pytest_pstbench.core.store.reader import run_field
 
 DEFAULT_THUMB_SIZE = 192
 DEFAULT_MAX_PAIRS = 50
@@ -105,37 +106,6 @@ def check_paired(run) -> None:
     for m, entry in metrics.items():
         if not isinstance(entry, dict) or "mean" not in entry or "higher_is_better" not in entry:
             raise UserError(f"{run.path / 'summary.json'}: metrics.{m} lacks mean/higher_is_better; fix: score the run again")
-
-
-def run_field(run, *keys):
-    value = run.run
-    for k in keys:
-        value = value.get(k) if isinstance(value, dict) else None
-    return value
-
-
-_SAME = (
-    ("track", ("track",)),
-    ("dataset.id", ("dataset", "id")),
-    ("dataset.revision", ("dataset", "revision")),
-    ("protocol.id", ("protocol", "id")),
-    ("protocol.sha256", ("protocol", "sha256")),
-)
-
-
-def check_same_setting(runs) -> None:
-    first = runs[0]
-    for label, keys in _SAME:
-        if run_field(first, *keys) is None:
-            raise UserError(f"{first.path / 'run.json'}: lacks {label}; fix: score the run again")
-    for r in runs[1:]:
-        for label, keys in _SAME:
-            a, b = run_field(first, *keys), run_field(r, *keys)
-            if a != b:
-                raise UserError(
-                    f"{r.path}: run.json {label} is {b!r} but {first.path} has {a!r}; one report shows runs of one "
-                    "track, dataset revision and protocol file; fix: report these runs separately"
-                )
 
 
 def build_page(runs, max_pairs: int, protocol) -> Page:

@@ -25,3 +25,29 @@ def read_runs(paths, *, protocol=None, protocol_spec: str | None = None, compara
     if check is not None:
         check(runs)
     return kind, runs, checked_runs(kind, runs, protocol=protocol, protocol_spec=protocol_spec, comparable=comparable)
+
+
+def run_field(run, *keys):
+    """run.json's value at `keys` (nested), or None where any level is missing or not an object."""
+    value = run.run
+    for k in keys:
+        value = value.get(k) if isinstance(value, dict) else None
+    return value
+
+
+SAME_SETTING = (("track", ("track",)), ("dataset.id", ("dataset", "id")), ("dataset.revision", ("dataset", "revision")),
+                ("protocol.id", ("protocol", "id")), ("protocol.sha256", ("protocol", "sha256")))
+
+
+def check_same_setting(runs) -> None:
+    """The runs of one page (either kind's report) share track, dataset and protocol file: one line otherwise."""
+    first = runs[0]
+    for label, keys in SAME_SETTING:
+        if run_field(first, *keys) is None:
+            raise UserError(f"{first.path / 'run.json'}: lacks {label}; fix: score the run again")
+    for r in runs[1:]:
+        for label, keys in SAME_SETTING:
+            a, b = run_field(first, *keys), run_field(r, *keys)
+            if a != b:
+                raise UserError(f"{r.path}: run.json {label} is {b!r} but {first.path} has {a!r}; one report shows runs of "
+                                "one track, dataset revision and protocol file; fix: report these runs separately")

@@ -9,12 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.core.store.reader import check_same_setting, run_field
 from pytest_pstbench.selection.run_check import PICK_COLUMNS
 
 #: The pick columns of per_task.csv, as the page shows them: (heading, the columns of one trial's answer).
 PICK_VIEWS = (("best", ("best_t",)), ("worst", ("worst_t",)), ("best+worst", ("bw_best_t", "bw_worst_t")))
-_SAME = (("track", ("track",)), ("dataset.id", ("dataset", "id")), ("dataset.revision", ("dataset", "revision")),
-         ("protocol.id", ("protocol", "id")), ("protocol.sha256", ("protocol", "sha256")))
 
 
 @dataclass
@@ -83,26 +82,6 @@ class SelectionPage:
     figures: list[tuple[str, str]] = field(default_factory=list)  # (caption, relative path)
     colors: dict[str, str] = field(default_factory=dict)
     shown_index: dict[str, int] = field(default_factory=dict)  # task id -> its anchor number in the gallery
-
-
-def run_field(run, *keys):
-    value = run.run
-    for k in keys:
-        value = value.get(k) if isinstance(value, dict) else None
-    return value
-
-
-def check_same_setting(runs) -> None:
-    first = runs[0]
-    for label, keys in _SAME:
-        if run_field(first, *keys) is None:
-            raise UserError(f"{first.path / 'run.json'}: lacks {label}; fix: score the run again")
-    for r in runs[1:]:
-        for label, keys in _SAME:
-            a, b = run_field(first, *keys), run_field(r, *keys)
-            if a != b:
-                raise UserError(f"{r.path}: run.json {label} is {b!r} but {first.path} has {a!r}; one report shows runs of "
-                                "one track, dataset revision and protocol file; fix: report these runs separately")
 
 
 def metric_cells(run, tid: str, metric: str, trials: int) -> list[str]:
