@@ -207,7 +207,7 @@ def test_a_function_judge_never_imports_pyiqa(tmp_path, small_track):
 def test_pyiqa_piqe_scores_vab_demo(tmp_path, capsys):
     """The weight-free PIQE (lower is better) scores the demo track; each candidate's score is -PIQE of pyiqa
     called on that image alone (the adapter's decoding, scaling, batching and negation)."""
-    pyiqa = pytest.importorskip("pyiqa", reason="pyiqa is the optional extra [iqa] (pip install 'pytest-pstbench[iqa]')")
+    pyiqa = pytest.importorskip("pyiqa", reason="pyiqa is the optional extra [iqa] (from the clone: pip install -e '.[iqa]')")
     assert cli_main(["vab", "score", "--track", "vab-demo", "--judge", "pyiqa:piqe", "--results", str(tmp_path / "r")]) == 0
     assert "judge: pyiqa:piqe" in capsys.readouterr().out
     run_dir = tmp_path / "r" / "vab-demo" / "pyiqa-piqe"
