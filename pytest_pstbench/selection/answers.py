@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -89,6 +90,9 @@ class AnswerSet:
     entries: dict[tuple[str, int, str], tuple[dict, str, str | None, int]] = field(default_factory=dict)
     reasoning_removed: int = 0   # response lines whose leading reasoning block the protocol's split removed
     reasoning_separate: int = 0  # response lines whose endpoint returned the reasoning apart (`reasoning`)
+    # read_answers(keep_texts=...): (task_id, trial, prompt_type) -> (field, text cut to text_bound, its length),
+    # what the counted line said: its `response`, its `error`, or its labels (`best`/`worst`)
+    texts: dict[tuple[str, int, str], tuple[str, str, int]] = field(default_factory=dict)
 
     def provenance(self) -> dict:
         out = {"kind": "answers", "path": str(self.path), "sha256": self.sha256, "lines": self.n_lines}
@@ -96,8 +100,21 @@ class AnswerSet:
         return out
 
 
-def read_answers(path: Path, track, params) -> AnswerSet:
-    """Read and check an answers JSONL file against a track (file-level problems are user errors)."""
+def line_text(obj: dict, needs: tuple[str, ...]) -> tuple[str, str]:
+    """(field, text) of what an answers line said: its API error, its parsed labels or its raw response."""
+    if "error" in obj and obj["error"] not in (None, "", False):
+        return "error", str(obj["error"])
+    if any(n in obj for n in ("best", "worst")):
+        return "labels", ", ".join(f"{n}: {obj.get(n)!r}" for n in needs)
+    response = obj.get("response")
+    return "response", response if isinstance(response, str) else repr(response)
+
+
+def read_answers(path: Path, track, params, *, keep_texts: Collection[str] | None = None,
+                 text_bound: int = 2000) -> AnswerSet:
+    """Read and check an answers JSONL file against a track (file-level problems are user errors).
+    `keep_texts`: the tasks whose counted lines' texts are kept in `AnswerSet.texts`, each cut to `text_bound`
+    characters (the report's Answers)."""
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: answers file not found; fix: give a JSON Lines file with one answer per task, trial and prompt type")
@@ -181,6 +198,9 @@ def read_answers(path: Path, track, params) -> AnswerSet:
         prev = out.entries.get(key)
         if prev is None or attempt > prev[4]:  # the highest attempt counts, whatever the line order
             out.entries[key] = (labels, status, detail, lineno, attempt)
+            if keep_texts is not None and tid in keep_texts:
+                kind, said = line_text(obj, needs)
+                out.texts[key] = (kind, said[:text_bound], len(said))
     if out.n_lines == 0:  # missing answers are scored as missing; a file with none is the wrong file, not a run
         raise UserError(f"{path}: holds no answer (the file is empty); fix: give the answers file the model's answers "
                         "were written to (JSON Lines: one answer per task, trial and prompt type)")

@@ -51,7 +51,7 @@ def _int(value: str, lo: int, hi: int, where: str) -> int:
     return n
 
 
-def _statuses(run, params) -> dict[tuple[str, int, str], str]:
+def trial_statuses(run, params) -> dict[tuple[str, int, str], str]:
     """run.json answers.problems as (task, trial, prompt type) -> status, each entry checked."""
     from pytest_pstbench.selection.answers import ERROR, MISSING, UNPARSEABLE
 
@@ -85,7 +85,7 @@ def rebuilt(run, params, answers_out: list | None = None) -> tuple[list[RowTask]
     from pytest_pstbench.selection.answers import OK, answer_record, complete_derived
 
     f = run.path / "per_task.csv"
-    statuses = _statuses(run, params)
+    statuses = trial_statuses(run, params)
     tasks, outcomes, no_answer = [], [], []
     for tid in run.task_ids:
         row = run.rows[tid]

@@ -6,6 +6,8 @@ from __future__ import annotations
 from pytest_pstbench.core.papertable import DAGGER, legend_lines
 from pytest_pstbench.core.text import html_escape as esc
 from pytest_pstbench.selection.human import coverage
+from pytest_pstbench.selection.report.answers import EXTRA_CSS as ANSWERS_CSS
+from pytest_pstbench.selection.report.answers import render_answers
 from pytest_pstbench.selection.report.page import PICK_VIEWS, metric_cells
 
 EXTRA_CSS = """
@@ -151,6 +153,7 @@ def _task(page, i: int, tid: str, w) -> None:
                            f'data-cols="{esc(raw)}">{_pick_text(page, info, picks[heading], cells, order)}{mark}</td>')
             w("<tr>" + "".join(row) + "</tr>")
         w("</table>")
+        render_answers(page, judge, ji, tid, info.k, w)
     w("</div>")
 
 
@@ -175,7 +178,7 @@ def render(page, generator: str, css: str) -> str:
     w('<html lang="en"><head><meta charset="utf-8">')
     w(f'<meta name="generator" content="{esc(generator)}">')
     w('<meta name="viewport" content="width=device-width, initial-scale=1">')
-    w(f"<title>{esc(title)}</title><style>\n{css}{EXTRA_CSS}</style></head><body>")
+    w(f"<title>{esc(title)}</title><style>\n{css}{EXTRA_CSS}{ANSWERS_CSS}</style></head><body>")
     w(f'<header><h1>{esc(title)}</h1><div class="meta">selection runs · protocol <code>{esc(page.protocol_id)}</code> '
       f"(sha256 <code>{esc(page.protocol_sha256[:12])}</code>) · dataset <code>{esc(page.dataset_id)}@{esc(page.revision)}</code> · "
       f"{len(page.judges)} judge(s) · {len(page.task_ids)} task(s)</div></header>")

@@ -42,6 +42,7 @@ class Judge:
     run: object  # SelectionRunFiles
     wrong: list[str]  # task ids wrong in some counted trial of some metric
     moved: list[str]  # task ids whose pick differs between trials
+    answers: object = None  # report/answers.JudgeAnswers: a model judge's answer texts, where its file is read here
 
     def picks(self, tid: str, trial: int) -> dict[str, list[int | None] | None]:
         """Heading -> the picked candidates of the trial's answer (None: no answer in that prompt type)."""
@@ -82,6 +83,7 @@ class SelectionPage:
     figures: list[tuple[str, str]] = field(default_factory=list)  # (caption, relative path)
     colors: dict[str, str] = field(default_factory=dict)
     shown_index: dict[str, int] = field(default_factory=dict)  # task id -> its anchor number in the gallery
+    track: object = None  # the track the runs were scored on, where it could be opened
 
 
 def metric_cells(run, tid: str, metric: str, trials: int) -> list[str]:
@@ -109,6 +111,7 @@ def read_page(request) -> SelectionPage:
     from pytest_pstbench.selection.compare import SELECTION_RUNS
     from pytest_pstbench.selection.paper_table import build_selection_table
     from pytest_pstbench.selection.protocol import SelectionParams
+    from pytest_pstbench.selection.report.answers import attach_answers
 
     if "--max-pairs" in request.given:
         raise UserError(f"--max-pairs {request.max_pairs}: bounds the pairs of a page of paired runs, and these are "
@@ -144,6 +147,7 @@ def read_page(request) -> SelectionPage:
     attach_track(page, request.track_spec, request.progress, run_field(first, "dataset", "manifest"))  # track order
     page.shown = page.task_ids if request.max_tasks == 0 else page.task_ids[:request.max_tasks]
     page.left_out = page.task_ids[len(page.shown):]
+    attach_answers(page)  # the shown tasks' answer texts of each model judge
     return page
 
 
@@ -182,6 +186,7 @@ def attach_track(page: SelectionPage, track_spec: str | None, progress, manifest
             continue
         info.candidates = list(task.candidates)
         info.orders = orders_for(task, page.params)
+    page.track = track
 
 
 def write_thumbnails(page: SelectionPage, stage: Path, size: int, progress) -> None:
