@@ -300,3 +300,46 @@ def test_selection_runs_in_order_are_tested_with_mcnemar(tmp_path, capsys):
     top = h["points"][0]["metrics"]
     assert set(top) == {f"{m}.{o}" for m in params.metrics for o in protocol.data["comparison"]["outcomes"]}
     assert all(v["low"] <= v["mean"] <= v["high"] for v in top.values())
+
+
+def test_a_force_pushed_branch_gives_the_new_history_and_reuses_the_commits_in_both(tmp_path, capsys, hub):
+    """issue #41 (damaged sources: a branch force-pushed between two calls): main is rewritten after its third
+    commit to another history; the second call lists the new history's commits only (no commit of the old
+    history, cached or not), asks the Hub nothing about the commits both histories share, and reads the new ones."""
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    repo = stage / "r"
+
+    def publish(sha, parent, message, psnr, day):
+        files = {f"{RUN}/{n}": b for n, b in put_run(repo, psnr, None, True, stage).items()}
+        hub.add_commit("me/board", sha, {**files, "README.md": message.encode()}, refs=("main",), lfs=False,
+                       parent=parent, title=message, date=f"2026-10-{day:02d}T00:00:00Z")
+
+    shared = ["a" * 40, "b" * 40, "c" * 40]
+    old, new = ["d" * 40, "e" * 40], ["f" * 40, "0" * 39 + "1"]
+    chain = None
+    for i, sha in enumerate(shared + old):
+        publish(sha, chain, f"old {i}", SERIES[i][1], i + 1)
+        chain = sha
+    uri = f"hf://datasets/me/board/{RUN}"
+    code, out, err = cli(capsys, "history", uri, "--json")
+    assert code == 0, err
+    first = json.loads(out)
+    assert [p["commit"] for p in first["points"]] == shared + old
+    assert [s["commit"] for s in first["steps"]] == [shared[2]]  # the planted step ("faster LUT")
+
+    # force-push: main now goes shared[2] -> new[0] -> new[1]; new[0] holds old[0]'s very run (same files)
+    publish(new[0], shared[2], "rewritten 0", SERIES[3][1], 10)
+    publish(new[1], new[0], "rewritten 1", BASE + 0.5 + rng.normal(0, 0.01, N), 11)
+    before = len(hub.log)
+    code, out, err = cli(capsys, "history", uri, "--json")
+    assert code == 0, err
+    second = json.loads(out)
+    assert [p["commit"] for p in second["points"]] == shared + new
+    assert [p["message"] for p in second["points"]] == ["old 0", "old 1", "old 2", "rewritten 0", "rewritten 1"]
+    assert not any(sha in json.dumps(second) for sha in old)
+    assert second["left_out"] == [] and second["breaks"] == []
+    assert [(s["commit"], s["direction"]) for s in second["steps"]] == [(shared[2], "worse"), (new[1], "better")]
+    asked = [p for _m, p, _ in hub.log[before:]]
+    assert not [p for p in asked if any(sha in p for sha in shared + old)], asked
+    assert all(any(sha in p for p in asked) for sha in new), asked

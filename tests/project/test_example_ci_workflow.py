@@ -10,7 +10,9 @@ workflow's `env:` and a `$GITHUB_OUTPUT` file, exactly as written. Two things di
   runs the other steps with the pytest-pstbench of this checkout, installed in this virtualenv.
 
 `uses:` steps (checkout, setup-python, cache, upload-artifact) are GitHub actions and not run; the
-test checks that the cache key includes the track's revision output by the `track` step.
+test checks that the cache key includes the track's revision output by the `track` step. The copy is made a
+git repository with the baseline committed (as the README says), as checkout's full clone gives it in CI, for
+the `pstbench history` step (issue #41).
 """
 from __future__ import annotations
 
@@ -57,6 +59,12 @@ def _path(tmp_path: Path) -> str:
     return os.pathsep.join([str(shim), str(Path(sys.executable).parent), os.environ.get("PATH", "")])
 
 
+def _git(repo: Path, *args: str) -> None:
+    ident = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t",
+             "GIT_COMMITTER_EMAIL": "t@example.org"}
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env={**os.environ, **ident})
+
+
 def _bash(cmd: str, cwd: Path, env: dict) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", "-e", "-o", "pipefail", "-c", cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
 
@@ -74,6 +82,9 @@ def test_install_step_uses_the_repository_at_a_tag_or_commit():
 def test_workflow_run_steps_in_a_copy_of_the_example(tmp_path):
     repo = tmp_path / "method-repo"
     shutil.copytree(EXAMPLE, repo)
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "the example")
     manifest = _local_track(tmp_path / "local-track")  # stands in for the remote pst50-paired
     wf = _workflow()
     steps = wf["jobs"]["score"]["steps"]
@@ -85,6 +96,7 @@ def test_workflow_run_steps_in_a_copy_of_the_example(tmp_path):
         **{k: str(v) for k, v in wf["jobs"]["score"].get("env", {}).items()},
         "PSTBENCH_TRACK": str(manifest),  # the one change: a local track in place of the remote one
         "GITHUB_OUTPUT": str(gh_output),
+        "GITHUB_STEP_SUMMARY": str(tmp_path / "step_summary"),
         "PSTBENCH_DATA": str(tmp_path / "data"),
         "PATH": _path(tmp_path),
     }
@@ -102,6 +114,9 @@ def test_workflow_run_steps_in_a_copy_of_the_example(tmp_path):
     proc = _bash(f'{baseline_cmd} --pstbench-track="$PSTBENCH_TRACK"', repo, env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert (repo / "baseline" / "pst50-paired" / "baseline" / "run.json").is_file()
+    git_add = next(line for line in readme.splitlines() if line.startswith("git add baseline/"))
+    assert _bash(git_add, repo, env).returncode == 0
+    _git(repo, "commit", "-q", "-m", "the baseline")
 
     ran = []
     for step in steps:
@@ -113,7 +128,7 @@ def test_workflow_run_steps_in_a_copy_of_the_example(tmp_path):
         proc = _bash(cmd, repo, env)
         assert proc.returncode == 0, f"step {cmd!r} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
         ran.append((cmd, proc))
-    assert len(ran) == 4  # revision, weights, data fetch, pytest
+    assert len(ran) == 5  # revision, weights, data fetch, pytest, history
 
     from pytest_pstbench.paired.tracks import load_manifest
 
@@ -127,6 +142,15 @@ def test_workflow_run_steps_in_a_copy_of_the_example(tmp_path):
     suite = junit if junit.tag == "testsuite" else junit.find("testsuite")
     assert int(suite.get("tests")) >= 8 and int(suite.get("failures")) == 0 and int(suite.get("errors")) == 0
     assert "pstbench gate passed" in pytest_out
+    # the history of the committed baseline (one commit: one point), its plots uploaded with the run
+    assert ran[4][1].stdout.startswith("history: 1 points"), ran[4][1].stdout + ran[4][1].stderr
+    assert "history: 1 points" in (tmp_path / "step_summary").read_text()
+    upload = next(s for s in steps if str(s.get("uses", "")).startswith("actions/upload-artifact"))
+    assert "history/" in upload["with"]["path"].split("\n")
+    plots = list((repo / "history").iterdir())
+    assert plots and all(p.suffix == ".png" for p in plots), plots
+    checkout = next(s for s in steps if str(s.get("uses", "")).startswith("actions/checkout"))
+    assert checkout["with"]["fetch-depth"] == 0  # a shallow clone would hold one commit of the baseline's history
 
     # the same pytest step fails the job when the method gets worse (here: it returns the content unchanged)
     test_method = repo / "test_method.py"
