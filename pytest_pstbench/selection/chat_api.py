@@ -134,6 +134,8 @@ def _post(url: str, body: bytes, headers: dict, timeout: float, max_bytes: int, 
         try:
             conn.connect()
             held.append(conn.sock)
+            if cut.is_set():  # the deadline passed while connecting (a server's full backlog: SYNs resent after 1 s),
+                raise ApiError(f"timed out after {timeout:g} s (--timeout)", kind="timeout")  # before the socket was held
             conn.request("POST", path, body=body, headers=headers)
             resp = conn.getresponse()
             status = resp.status

@@ -67,3 +67,31 @@ def test_a_dripped_answer_that_closes_the_connection_is_cut_at_the_timeout():
         assert time.monotonic() - t0 < 3
     finally:
         stub.close()
+
+
+def test_a_deadline_that_passes_while_connecting_still_cuts_a_dripped_answer(monkeypatch):
+    """The harness's `vab-run-asked/model-drips` case took 18 s in 1 of 4 runs: with 32 requests at once the
+    stub's listen backlog (5) was full, a SYN was resent after 1 s, the watchdog fired before the socket was
+    held (it closed nothing), and the dripped answer then ran its whole length. Made certain here: the connect
+    itself takes past the deadline."""
+    import http.client
+    import time
+
+    from helpers.damaged_world import ModelStub
+
+    real_connect = http.client.HTTPConnection.connect
+
+    def slow_connect(self):
+        time.sleep(1.2)  # past --timeout 1, before the socket exists
+        real_connect(self)
+
+    monkeypatch.setattr(http.client.HTTPConnection, "connect", slow_connect)
+    stub = ModelStub()
+    stub.hostile = "drips"
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(chat_api.ApiError, match="timed out after 1 s"):
+            chat_api.post(f"{stub.base}/chat/completions", b"{}", {"Authorization": f"Bearer {KEY}"}, 1.0)
+        assert time.monotonic() - t0 < 3
+    finally:
+        stub.close()
