@@ -1,4 +1,5 @@
 """Shared by the benchmark scripts (run as `python benchmarks/bench_*.py`, so this folder is on sys.path)."""
+
 from __future__ import annotations
 
 import shutil
@@ -12,7 +13,9 @@ def time_pstbench(args: list[str], cwd: Path, env: dict | None = None, quiet: bo
     """Wall seconds of `pstbench ARGS` in a fresh process (start-up and imports included), as a user runs it."""
     out = subprocess.DEVNULL if quiet else None
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "pytest_pstbench.cli", *args], env=env, cwd=cwd, check=True, stdout=out, stderr=out)
+    subprocess.run(
+        [sys.executable, "-m", "pytest_pstbench.cli", *args], env=env, cwd=cwd, check=True, stdout=out, stderr=out
+    )
     return time.perf_counter() - t0
 
 

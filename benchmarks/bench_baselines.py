@@ -7,6 +7,7 @@ so the idt timing excludes the one-time wheel fetch unless there is nothing to c
 track is built once before the timings. Each step runs in a fresh process, as a user runs it, so
 every time includes Python start-up and imports. Prints wall times in seconds.
 """
+
 from __future__ import annotations
 
 import os
@@ -28,9 +29,16 @@ def main() -> None:
         env = dict(os.environ, PSTBENCH_CACHE=str(seeded_cache(tmp, "packages")))
         run(["baseline", "all", "--fetch-only"], env, tmp)
         run(["baseline", "identity", "--track", "demo", "--out", "warmup"], env, tmp)  # builds the demo track
-        rows = [(f"pstbench baseline {m} --track demo", run(["baseline", m, "--track", "demo", "--out", m], env, tmp))
-                for m in METHODS]
-        rows.append(("pstbench baseline all --track demo", run(["baseline", "all", "--track", "demo", "--out", "all"], env, tmp)))
+        rows = [
+            (f"pstbench baseline {m} --track demo", run(["baseline", m, "--track", "demo", "--out", m], env, tmp))
+            for m in METHODS
+        ]
+        rows.append(
+            (
+                "pstbench baseline all --track demo",
+                run(["baseline", "all", "--track", "demo", "--out", "all"], env, tmp),
+            )
+        )
     width = max(len(r[0]) for r in rows)
     for name, secs in rows:
         print(f"{name:<{width}}  {secs:6.2f} s")

@@ -2,6 +2,7 @@
 
 Run: ``PYTHONPATH=. python benchmarks/bench_demo_build.py [--repeat N]``
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,8 +38,12 @@ def main() -> None:
             size = sum(p.stat().st_size for p in root.rglob("*.png"))
 
     print(f"demo track: {n_pairs} pairs, {size / 2**20:.1f} MiB of PNG, revision(s) {', '.join(sorted(revisions))}")
-    print(f"cold build : median {statistics.median(cold):.3f} s  (runs: {', '.join(f'{t:.3f}' for t in cold)}; first includes imports)")
-    print(f"warm reuse : median {statistics.median(warm) * 1000:.1f} ms (runs: {', '.join(f'{t * 1000:.1f}' for t in warm)})")
+    print(
+        f"cold build : median {statistics.median(cold):.3f} s  (runs: {', '.join(f'{t:.3f}' for t in cold)}; first includes imports)"
+    )
+    print(
+        f"warm reuse : median {statistics.median(warm) * 1000:.1f} ms (runs: {', '.join(f'{t * 1000:.1f}' for t in warm)})"
+    )
 
 
 if __name__ == "__main__":

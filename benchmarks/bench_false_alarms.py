@@ -19,6 +19,7 @@ worse), "compare" the comparisons in which `pstbench compare` reports any signif
 worse; the same comparison). Uses a temporary PSTBENCH_CACHE (the LPIPS weights and the demo track copied from
 the user's cache when present). Prints one line per change and a line per comparison that fired.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -29,7 +30,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from _common import seeded_cache
 
 METHODS = ("reinhard", "mkl", "histmatch")
@@ -70,7 +70,7 @@ def synthetic_track(root: Path) -> Path:
         photo = np.stack([photo] * 3, axis=-1) if photo.ndim == 2 else photo[..., :3]
         h, w = photo.shape[:2]
         y, x = rng.integers(0, h // 4), rng.integers(0, w // 4)
-        crop = photo[y:y + 3 * h // 4, x:x + 3 * w // 4]
+        crop = photo[y : y + 3 * h // 4, x : x + 3 * w // 4]
         crop = crop[:, ::-1] if (i // len(PHOTOS)) % 2 else crop
         images.append(np.asarray(Image.fromarray(np.ascontiguousarray(crop)).resize(SIZE, Image.Resampling.BICUBIC)))
     entries = []
@@ -81,7 +81,14 @@ def synthetic_track(root: Path) -> Path:
         reference = np.clip(np.rint(255.0 * (content / 255.0) ** rng.uniform(0.8, 1.2) * gain), 0, 255).astype(np.uint8)
         for role, img in (("content", content), ("style", images[i + 1]), ("reference", reference)):
             Image.fromarray(img).save(root / f"{pid}_{role}.png")
-        entries.append({"id": pid, "content": f"{pid}_content.png", "style": f"{pid}_style.png", "reference": f"{pid}_reference.png"})
+        entries.append(
+            {
+                "id": pid,
+                "content": f"{pid}_content.png",
+                "style": f"{pid}_style.png",
+                "reference": f"{pid}_reference.png",
+            }
+        )
     (root / "track.yaml").write_text(yaml.safe_dump({"id": "bench-noop", "pairs": entries}))
     return root / "track.yaml"
 
@@ -113,10 +120,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         os.environ["PSTBENCH_CACHE"] = str(seeded_cache(tmp, "weights", "tracks/demo"))
+        from pytest_pstbench.core.files.jsonfile import read_json
         from pytest_pstbench.core.protocol import load_protocol
         from pytest_pstbench.paired.compare import NO_DIFF
         from pytest_pstbench.paired.gate import evaluate_gate
-        from pytest_pstbench.core.files.jsonfile import read_json
 
         protocol = load_protocol()
         tracks = {"demo": "demo", "bench-noop": str(synthetic_track(tmp / "synthetic"))}
@@ -139,22 +146,32 @@ def main() -> None:
                     base = tmp / track_id / "base" / track_id / m
                     run = tmp / track_id / change / track_id / m
                     say(f"gate {change} {track_id} {m}")
-                    result = evaluate_gate(run, read_json(run / "summary.json"), protocol, baselines=[base], metrics=None,
-                                           mins={}, maxs={})
+                    result = evaluate_gate(
+                        run, read_json(run / "summary.json"), protocol, baselines=[base], metrics=None, mins={}, maxs={}
+                    )
                     flagged = [r for r in result.comparison.rows if r.verdict != NO_DIFF]
                     fired[change]["of"] += 1
                     fired[change]["gate"] += result.failed
                     fired[change]["compare"] += bool(flagged)
                     if flagged or result.failed:
-                        notes.append(f"  {change:8s} {track_id:10s} {m:9s}: gate {'FAILED' if result.failed else 'passed'}; "
-                                     + ", ".join(f"{r.metric} {r.verdict} (W/T/L {r.wins}/{r.ties}/{r.losses}, "
-                                                 f"mean diff {r.mean_diff:+.3g})" for r in flagged))
-    print(f"no-op changes on the demo track ({len(METHODS)} methods, 10 pairs) and a synthetic track ({PAIRS} pairs): "
-          f"protocol {protocol.id}, alpha {protocol.comparison.alpha}, Holm over {len(protocol.ranked_metrics)} ranked metrics")
+                        notes.append(
+                            f"  {change:8s} {track_id:10s} {m:9s}: gate {'FAILED' if result.failed else 'passed'}; "
+                            + ", ".join(
+                                f"{r.metric} {r.verdict} (W/T/L {r.wins}/{r.ties}/{r.losses}, "
+                                f"mean diff {r.mean_diff:+.3g})"
+                                for r in flagged
+                            )
+                        )
+    print(
+        f"no-op changes on the demo track ({len(METHODS)} methods, 10 pairs) and a synthetic track ({PAIRS} pairs): "
+        f"protocol {protocol.id}, alpha {protocol.comparison.alpha}, Holm over {len(protocol.ranked_metrics)} ranked metrics"
+    )
     for change in CHANGES:
         f = fired[change]
-        print(f"{change:8s}: gate fired on {f['gate']} of {f['of']} comparisons ({f['gate'] / f['of']:.0%}), "
-              f"compare flagged a difference on {f['compare']} of {f['of']} ({f['compare'] / f['of']:.0%})")
+        print(
+            f"{change:8s}: gate fired on {f['gate']} of {f['of']} comparisons ({f['gate'] / f['of']:.0%}), "
+            f"compare flagged a difference on {f['compare']} of {f['of']} ({f['compare'] / f['of']:.0%})"
+        )
     for line in notes:
         print(line)
     print(f"total {time.perf_counter() - start:.0f} s")

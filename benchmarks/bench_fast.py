@@ -37,6 +37,7 @@ and, to show where the floor of cold scoring lies on this machine:
 Timings on a shared machine are noisy: compare the ratios of one run, not seconds across runs.
 Peak RSS is `resource.getrusage(RUSAGE_SELF).ru_maxrss` after each step (it only grows).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,6 +57,7 @@ SIZE = (1920, 1080)  # W, H
 
 # ---- the previous engine's per-pair path (a COPY: do not import the engine's metric functions here) -------
 
+
 def _prev_psnr(a: np.ndarray, b: np.ndarray, data_range: float, cap_db: float) -> float:
     diff = a.astype(np.float64) - b.astype(np.float64)
     err = float(np.mean(diff * diff))
@@ -65,11 +67,21 @@ def _prev_psnr(a: np.ndarray, b: np.ndarray, data_range: float, cap_db: float) -
 def _prev_ssim(a: np.ndarray, b: np.ndarray, p: dict) -> float:
     from skimage.metrics import structural_similarity
 
-    return float(np.mean([
-        structural_similarity(a[..., c].astype(np.float64), b[..., c].astype(np.float64), data_range=p["data_range"],
-                              gaussian_weights=p["gaussian_weights"], sigma=p["sigma"],
-                              use_sample_covariance=p["use_sample_covariance"])
-        for c in range(3)]))
+    return float(
+        np.mean(
+            [
+                structural_similarity(
+                    a[..., c].astype(np.float64),
+                    b[..., c].astype(np.float64),
+                    data_range=p["data_range"],
+                    gaussian_weights=p["gaussian_weights"],
+                    sigma=p["sigma"],
+                    use_sample_covariance=p["use_sample_covariance"],
+                )
+                for c in range(3)
+            ]
+        )
+    )
 
 
 def _prev_lab(rgb: np.ndarray, rgb_to_xyz) -> np.ndarray:
@@ -79,14 +91,22 @@ def _prev_lab(rgb: np.ndarray, rgb_to_xyz) -> np.ndarray:
     t = (lin @ m.T) / m.sum(axis=1)
     eps = (6.0 / 29.0) ** 3
     f = np.where(t > eps, np.cbrt(t), t / (3.0 * (6.0 / 29.0) ** 2) + 4.0 / 29.0)
-    return np.stack([116.0 * f[..., 1] - 16.0, 500.0 * (f[..., 0] - f[..., 1]), 200.0 * (f[..., 1] - f[..., 2])], axis=-1)
+    return np.stack(
+        [116.0 * f[..., 1] - 16.0, 500.0 * (f[..., 0] - f[..., 1]), 200.0 * (f[..., 1] - f[..., 2])], axis=-1
+    )
 
 
 def _prev_delta_e00(a: np.ndarray, b: np.ndarray, p: dict) -> float:
     from skimage.color import deltaE_ciede2000
 
-    d = deltaE_ciede2000(_prev_lab(a, p["rgb_to_xyz"]), _prev_lab(b, p["rgb_to_xyz"]), kL=p["kL"], kC=p["kC"], kH=p["kH"],
-                         channel_axis=-1)
+    d = deltaE_ciede2000(
+        _prev_lab(a, p["rgb_to_xyz"]),
+        _prev_lab(b, p["rgb_to_xyz"]),
+        kL=p["kL"],
+        kC=p["kC"],
+        kH=p["kH"],
+        channel_axis=-1,
+    )
     return float(np.mean(d))
 
 
@@ -132,6 +152,7 @@ def previous_engine_pair(protocol, lpips_metric, output: Path, reference: Path, 
 
 # ---- the pairs ------------------------------------------------------------------------------------------
 
+
 def _photo(i: int) -> np.ndarray:
     import skimage.data
     from PIL import Image
@@ -151,7 +172,7 @@ def colour_shift(img: np.ndarray, k: int) -> np.ndarray:
 
 def tone(img: np.ndarray) -> np.ndarray:
     x = img.astype(np.float64) / 255.0
-    return np.clip(np.rint(255.0 * x ** 0.9), 0, 255).astype(np.uint8)
+    return np.clip(np.rint(255.0 * x**0.9), 0, 255).astype(np.uint8)
 
 
 def build_track(root: Path, n: int, methods: int = 3):
@@ -173,30 +194,55 @@ def build_track(root: Path, n: int, methods: int = 3):
             Image.fromarray(img).save(root / "track" / f"{pid}_{role}.png")
         for k, o in enumerate(outs):
             Image.fromarray(colour_shift(content, k)).save(o / f"{pid}.png")
-        entries.append({"id": pid, "content": f"{pid}_content.png", "style": f"{pid}_style.png",
-                        "reference": f"{pid}_reference.png"})
+        entries.append(
+            {
+                "id": pid,
+                "content": f"{pid}_content.png",
+                "style": f"{pid}_style.png",
+                "reference": f"{pid}_reference.png",
+            }
+        )
     (root / "track" / "track.yaml").write_text(yaml.safe_dump({"id": "bench-fast", "pairs": entries}))
     return load_manifest(root / "track" / "track.yaml"), outs
 
 
 # ---- timing ---------------------------------------------------------------------------------------------
 
+
 def peak_rss_gb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0 ** 2  # ru_maxrss is in KiB on Linux
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0**2  # ru_maxrss is in KiB on Linux
 
 
-def score_sessions(track, protocol, outputs_dirs: list[Path], results: Path, names: list[str], device: str,
-                   workers: int | None = None, cache_root: Path | None = None) -> None:
+def score_sessions(
+    track,
+    protocol,
+    outputs_dirs: list[Path],
+    results: Path,
+    names: list[str],
+    device: str,
+    workers: int | None = None,
+    cache_root: Path | None = None,
+) -> None:
     """What `pstbench score --no-cache --outputs DIR [DIR ...]` does after its imports: one RunSession per
     folder, scored together through the pipeline (`paired/planner.py: score_runs`), run files written.
     With `cache_root`: `pstbench score` with its score cache, kept under `cache_root` (not the user's)."""
-    from pytest_pstbench.paired.scorecache import ScoreCache
     from pytest_pstbench.paired.planner import score_runs
+    from pytest_pstbench.paired.scorecache import ScoreCache
     from pytest_pstbench.paired.session import RunSession
 
-    sessions = [RunSession(track, protocol, name=name, results_dir=results, device=device, outputs_dir=d,
-                           use_cache=cache_root is not None, command="bench_fast")
-                for d, name in zip(outputs_dirs, names)]
+    sessions = [
+        RunSession(
+            track,
+            protocol,
+            name=name,
+            results_dir=results,
+            device=device,
+            outputs_dir=d,
+            use_cache=cache_root is not None,
+            command="bench_fast",
+        )
+        for d, name in zip(outputs_dirs, names)
+    ]
     if cache_root is not None:
         for session in sessions:
             session.cache = ScoreCache(cache_root)
@@ -225,14 +271,14 @@ def main(argv=None) -> None:
             times.append(time.perf_counter() - t0)
         return min(times)
 
+    import skimage.color  # noqa: F401,E401
     import torch
     from PIL import Image
 
-    from pytest_pstbench.metrics import lpips_metric
+    import pytest_pstbench.paired.session  # noqa: F401 (imported before any clock starts)
     from pytest_pstbench.core.protocol import load_protocol
     from pytest_pstbench.data.weights.resolve import resolve_features
-    import pytest_pstbench.paired.session  # noqa: F401 (imported before any clock starts)
-    import skimage.color, skimage.metrics  # noqa: F401,E401
+    from pytest_pstbench.metrics import lpips_metric
 
     protocol = load_protocol()
     lp_name = next(n for n, p in protocol.metrics.items() if p["kind"] == "lpips")
@@ -241,20 +287,28 @@ def main(argv=None) -> None:
         tmp = Path(tmp)
         t0 = time.perf_counter()
         track, outs = build_track(tmp, args.pairs)
-        print(f"built {args.pairs} pairs at {SIZE[0]}x{SIZE[1]} in {time.perf_counter() - t0:.1f} s "
-              f"(torch {torch.__version__}, {torch.get_num_threads()} threads, device {args.device})", file=sys.stderr)
+        print(
+            f"built {args.pairs} pairs at {SIZE[0]}x{SIZE[1]} in {time.perf_counter() - t0:.1f} s "
+            f"(torch {torch.__version__}, {torch.get_num_threads()} threads, device {args.device})",
+            file=sys.stderr,
+        )
 
         t0 = time.perf_counter()
         lp = lpips_metric.LpipsMetric(protocol.metrics[lp_name], args.device, weights=resolve_features)
         rows.append(("LPIPS model build (once per process; not in a-d)", time.perf_counter() - t0, peak_rss_gb()))
 
-        arrays = [(np.asarray(Image.open(outs[0] / f"{p.id}.png").convert("RGB")),
-                   np.asarray(Image.open(p.reference).convert("RGB"))) for p in track.pairs]
+        arrays = [
+            (
+                np.asarray(Image.open(outs[0] / f"{p.id}.png").convert("RGB")),
+                np.asarray(Image.open(p.reference).convert("RGB")),
+            )
+            for p in track.pairs
+        ]
         lp.distance(*arrays[0])  # warm-up: the first pass at a new size sets up the convolutions (not timed)
         lp.distance_from_features(lp.features(arrays[0][0]), lp.features(arrays[0][1]))
-        t_a = best(lambda: [lp.distance(o, r) for o, r in arrays])
+        t_a = best(lambda: [lp.distance(o, r) for o, r in arrays])  # noqa: F821 (a false positive: `del arrays` below)
         rows.append(("(a) LPIPS forward passes alone (lpips 0.1.4's forward)", t_a, peak_rss_gb()))
-        t_a1 = best(lambda: [lp.distance_from_features(lp.features(o), lp.features(r)) for o, r in arrays])
+        t_a1 = best(lambda: [lp.distance_from_features(lp.features(o), lp.features(r)) for o, r in arrays])  # noqa: F821 (a false positive: `del arrays` below)
         rows.append(("(a') the engine's LPIPS passes alone (features, distance)", t_a1, peak_rss_gb()))
         del arrays
 
@@ -269,28 +323,63 @@ def main(argv=None) -> None:
         t_dec = best(decode_all)
         rows.append(("(a'') decoding the 3 PNGs of each pair alone", t_dec, peak_rss_gb()))
 
-        k = iter(range(10 ** 6))
-        t_b = best(lambda: score_sessions(track, protocol, [outs[0]], tmp / "results", [f"b{next(k)}"], args.device,
-                                          args.workers))
+        k = iter(range(10**6))
+        t_b = best(
+            lambda: score_sessions(
+                track, protocol, [outs[0]], tmp / "results", [f"b{next(k)}"], args.device, args.workers
+            )
+        )
         rows.append(("(b) cold score --no-cache (RunSession work, no imports)", t_b, peak_rss_gb()))
 
-        t_c = best(lambda: [previous_engine_pair(protocol, lp, outs[0] / f"{p.id}.png", p.reference, p.style)
-                            for p in track.pairs])
+        t_c = best(
+            lambda: [
+                previous_engine_pair(protocol, lp, outs[0] / f"{p.id}.png", p.reference, p.style) for p in track.pairs
+            ]
+        )
         rows.append(("(c) previous engine's per-pair path (copy)", t_c, peak_rss_gb()))
 
-        t_d3 = best(lambda: [score_sessions(track, protocol, [o], tmp / "results", [f"d{next(k)}"], args.device,
-                                            args.workers) for o in outs])
+        t_d3 = best(
+            lambda: [
+                score_sessions(track, protocol, [o], tmp / "results", [f"d{next(k)}"], args.device, args.workers)
+                for o in outs
+            ]
+        )
         rows.append(("(d) three methods as three calls", t_d3, peak_rss_gb()))
-        t_d1 = best(lambda: score_sessions(track, protocol, outs, tmp / "results",
-                                           [f"e{next(k)}" for _ in outs], args.device, args.workers))
+        t_d1 = best(
+            lambda: score_sessions(
+                track, protocol, outs, tmp / "results", [f"e{next(k)}" for _ in outs], args.device, args.workers
+            )
+        )
         rows.append(("(d) three methods in one call", t_d1, peak_rss_gb()))
         cache_root = tmp / "score-cache"
-        t_e0 = best(lambda: (shutil.rmtree(cache_root, ignore_errors=True),
-                             score_sessions(track, protocol, [outs[0]], tmp / "results", [f"c{next(k)}"], args.device,
-                                            args.workers, cache_root=cache_root)))
+        t_e0 = best(
+            lambda: (
+                shutil.rmtree(cache_root, ignore_errors=True),
+                score_sessions(
+                    track,
+                    protocol,
+                    [outs[0]],
+                    tmp / "results",
+                    [f"c{next(k)}"],
+                    args.device,
+                    args.workers,
+                    cache_root=cache_root,
+                ),
+            )
+        )
         rows.append(("(e) cold score with the score cache (entries written)", t_e0, peak_rss_gb()))
-        t_e = best(lambda: score_sessions(track, protocol, [outs[0]], tmp / "results", [f"c{next(k)}"], args.device,
-                                          args.workers, cache_root=cache_root))
+        t_e = best(
+            lambda: score_sessions(
+                track,
+                protocol,
+                [outs[0]],
+                tmp / "results",
+                [f"c{next(k)}"],
+                args.device,
+                args.workers,
+                cache_root=cache_root,
+            )
+        )
         rows.append(("(e) rerun from the score cache", t_e, peak_rss_gb()))
         pytest_rows = time_pytest(tmp, track, outs[0], args.repeat) if args.pytest else []
 
@@ -301,7 +390,9 @@ def main(argv=None) -> None:
         per = f"{secs / n:7.2f}" if name.startswith("(") else " " * 7
         print(f"{name:<{width}}  {secs:8.2f}  {per}  {rss:11.2f}")
     print(f"ratio (b)/(a) cold score / LPIPS alone:       {t_b / t_a:5.2f}   (target <= 1.3)")
-    print(f"  floor on this machine, ((a') + (a''))/(a):   {(t_a1 + t_dec) / t_a:5.2f}   (LPIPS and decoding, nothing else)")
+    print(
+        f"  floor on this machine, ((a') + (a''))/(a):   {(t_a1 + t_dec) / t_a:5.2f}   (LPIPS and decoding, nothing else)"
+    )
     print(f"  the other metrics and checks, ((b) - (a') - (a''))/(a): {(t_b - t_a1 - t_dec) / t_a:5.2f}")
     print(f"ratio (c)/(b) previous engine / cold score:   {t_c / t_b:5.2f}   (target >= 2)")
     print(f"ratio (d) three calls / one call (b):         {t_d3 / t_b:5.2f}")
@@ -323,8 +414,19 @@ def time_pytest(tmp: Path, track, outputs: Path, repeat: int) -> list[str]:
         best_t = None
         for r in range(repeat):
             results = tmp / f"pytest-{label.replace(' ', '')}-{r}"
-            cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--pstbench-track={manifest}",
-                   f"--pstbench-outputs={outputs}", "--pstbench-no-cache", f"--pstbench-results={results}", *extra]
+            cmd = [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                f"--pstbench-track={manifest}",
+                f"--pstbench-outputs={outputs}",
+                "--pstbench-no-cache",
+                f"--pstbench-results={results}",
+                *extra,
+            ]
             t0 = time.perf_counter()
             proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, env=dict(os.environ))
             t = time.perf_counter() - t0
@@ -335,9 +437,11 @@ def time_pytest(tmp: Path, track, outputs: Path, repeat: int) -> list[str]:
             times.setdefault(label + " files", {f: (run_dir / f).read_bytes() for f in ("metrics.csv", "summary.json")})
         times[label] = best_t
     same = times["serial files"] == times["-n 2 files"]
-    return [f"pytest items, fresh process (imports included): serial {times['serial']:.2f} s, "
-            f"-n 2 {times['-n 2']:.2f} s ({times['-n 2'] / times['serial']:.2f}x serial); "
-            f"run files byte-identical: {same}"]
+    return [
+        f"pytest items, fresh process (imports included): serial {times['serial']:.2f} s, "
+        f"-n 2 {times['-n 2']:.2f} s ({times['-n 2'] / times['serial']:.2f}x serial); "
+        f"run files byte-identical: {same}"
+    ]
 
 
 if __name__ == "__main__":

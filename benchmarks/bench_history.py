@@ -18,6 +18,7 @@ script's (torch and the scored runs: ~740 MiB), so every child read as big as th
 `--commits N` also gives the memory's growth with N (run it with a few values). Run:
 ``PYTHONPATH=. python benchmarks/bench_history.py [--commits N]``
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,6 +44,7 @@ RUN = "results/small/m"
 def scored_runs(tmp: Path, k: int = 4) -> list[Path]:
     """`k` complete runs of one method on a small local track, scored in this process."""
     from helpers.tracks import make_outputs, make_track
+
     from pytest_pstbench.cli import main as cli
 
     manifest = make_track(tmp / "track", n=8)
@@ -51,15 +53,23 @@ def scored_runs(tmp: Path, k: int = 4) -> list[Path]:
         outputs = make_outputs(manifest, tmp / f"outputs-{i}", strength=0.3 + 0.15 * i)
         results = tmp / f"scored-{i}"
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            code = cli(["score", "--track", str(manifest), "--outputs", str(outputs), "--name", "m", "--results", str(results)])
+            code = cli(
+                ["score", "--track", str(manifest), "--outputs", str(outputs), "--name", "m", "--results", str(results)]
+            )
         assert code == 0, f"scoring run {i} failed"
         runs.append(results / "small" / "m")
     return runs
 
 
 def git(repo: Path, *args: str, date: str | None = None) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@example.org", "GIT_COMMITTER_NAME": "b",
-           "GIT_COMMITTER_EMAIL": "b@example.org", **({"GIT_COMMITTER_DATE": date, "GIT_AUTHOR_DATE": date} if date else {})}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "b",
+        "GIT_AUTHOR_EMAIL": "b@example.org",
+        "GIT_COMMITTER_NAME": "b",
+        "GIT_COMMITTER_EMAIL": "b@example.org",
+        **({"GIT_COMMITTER_DATE": date, "GIT_AUTHOR_DATE": date} if date else {}),
+    }
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env).stdout
 
 
@@ -107,8 +117,14 @@ def measure(args: list[str], env: dict, cwd: Path) -> tuple[float, float, float,
     hwm_file.unlink(missing_ok=True)
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as out:
-        proc = subprocess.run([sys.executable, "-c", _CHILD, str(hwm_file), *args], env=env, cwd=cwd, stdout=out,
-                              stderr=subprocess.DEVNULL, check=False)
+        proc = subprocess.run(
+            [sys.executable, "-c", _CHILD, str(hwm_file), *args],
+            env=env,
+            cwd=cwd,
+            stdout=out,
+            stderr=subprocess.DEVNULL,
+            check=False,
+        )
         wall = time.perf_counter() - t0
         out.seek(0)
         text = out.read().decode()
@@ -128,8 +144,12 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="pstbench-bench-history-") as tmp:
         tmp = Path(tmp)
-        env = dict(os.environ, PSTBENCH_CACHE=str(seeded_cache(tmp, "weights")), HF_HOME=str(tmp / "hf"),
-                   PSTBENCH_DATA=str(tmp / "data"))
+        env = dict(
+            os.environ,
+            PSTBENCH_CACHE=str(seeded_cache(tmp, "weights")),
+            HF_HOME=str(tmp / "hf"),
+            PSTBENCH_DATA=str(tmp / "data"),
+        )
         env.pop("HF_HUB_OFFLINE", None)
         os.environ.update({k: env[k] for k in ("PSTBENCH_CACHE", "HF_HOME", "PSTBENCH_DATA")})
         t0 = time.perf_counter()
@@ -150,7 +170,9 @@ def main() -> None:
             try:
                 parent = None
                 for sha, date, message, files in made:
-                    hub.add_commit("bench/method", sha, files, refs=("main",), lfs=False, parent=parent, title=message, date=date)
+                    hub.add_commit(
+                        "bench/method", sha, files, refs=("main",), lfs=False, parent=parent, title=message, date=date
+                    )
                     parent = sha
                 env_hub = dict(env, HF_ENDPOINT=hub.url, PSTBENCH_CACHE=str(tmp / "hub-cache"))
                 shutil.copytree(env["PSTBENCH_CACHE"], env_hub["PSTBENCH_CACHE"])
@@ -166,12 +188,16 @@ def main() -> None:
             cold, warm = json.loads(out_cold), json.loads(out_warm)
             assert cold == warm and [p["commit"] for p in cold["points"]] == [p["commit"] for p in h["points"]]
 
-    print(f"history of {args.commits} commits (4 runs of 8 pairs in rotation; {len(h['points'])} points, {h['n_tests']} tests, "
-          f"{len(h['steps'])} steps); setup {setup:.1f} s")
+    print(
+        f"history of {args.commits} commits (4 runs of 8 pairs in rotation; {len(h['points'])} points, {h['n_tests']} tests, "
+        f"{len(h['steps'])} steps); setup {setup:.1f} s"
+    )
     for label, wall, cpu, rss in rows:
         print(f"  {label:16s} {wall:7.2f} s wall  {cpu:6.2f} s CPU   peak RSS {rss:6.0f} MiB")
     if requests is not None:
-        print(f"  Hub requests during the cached call: {requests} (the commit listing only); cold and cached outputs equal")
+        print(
+            f"  Hub requests during the cached call: {requests} (the commit listing only); cold and cached outputs equal"
+        )
 
 
 if __name__ == "__main__":

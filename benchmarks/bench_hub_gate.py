@@ -14,6 +14,7 @@ run in this process after one warm-up, K times each:
 The claim checked: cold - local <= pull (the Hub adds no more than the download) and warm ~ local with no
 request at all. Run: ``PYTHONPATH=. python benchmarks/bench_hub_gate.py [--pairs N] [--repeat K]``
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,14 +39,37 @@ def write_run(root: Path, name: str, values, protocol) -> Path:
     d = root / "t" / name
     d.mkdir(parents=True)
     ids = [f"p{i:04d}" for i in range(len(values))]
-    lines = ["pair_id," + ",".join(names)] + [pid + "," + ",".join(repr(float(v[m])) for m in names) for pid, v in zip(ids, values)]
+    lines = ["pair_id," + ",".join(names)] + [
+        pid + "," + ",".join(repr(float(v[m])) for m in names) for pid, v in zip(ids, values)
+    ]
     (d / "metrics.csv").write_text("\n".join(lines) + "\n")
     summary = {m: summary_entry([v[m] for v in values], protocol, m) for m in names}
-    (d / "summary.json").write_text(json.dumps({"track": "t", "protocol": protocol.id, "dataset_revision": "r1", "name": name,
-                                                "n": len(values), "complete": True, "metrics": summary}))
-    (d / "run.json").write_text(json.dumps({"protocol": {"id": protocol.id, "sha256": protocol.sha256}, "name": name,
-                                            "track": "t", "dataset": {"id": "t", "revision": "r1"}, "complete": True,
-                                            "n_pairs": len(values), "n_scored": len(values)}))
+    (d / "summary.json").write_text(
+        json.dumps(
+            {
+                "track": "t",
+                "protocol": protocol.id,
+                "dataset_revision": "r1",
+                "name": name,
+                "n": len(values),
+                "complete": True,
+                "metrics": summary,
+            }
+        )
+    )
+    (d / "run.json").write_text(
+        json.dumps(
+            {
+                "protocol": {"id": protocol.id, "sha256": protocol.sha256},
+                "name": name,
+                "track": "t",
+                "dataset": {"id": "t", "revision": "r1"},
+                "complete": True,
+                "n_pairs": len(values),
+                "n_scored": len(values),
+            }
+        )
+    )
     return d
 
 
@@ -87,7 +111,9 @@ def main() -> None:
         os.environ.pop("HF_HUB_OFFLINE", None)
         base, cand = runs(tmp / "runs", args.pairs)
         sha = "b" * 40
-        hub.add_commit("bench/baselines", sha, {f"t/baseline/{f.name}": f.read_bytes() for f in base.iterdir()}, refs=("main",))
+        hub.add_commit(
+            "bench/baselines", sha, {f"t/baseline/{f.name}": f.read_bytes() for f in base.iterdir()}, refs=("main",)
+        )
         uri = f"hf://datasets/bench/baselines@{sha}/t/baseline"
         size = sum(f.stat().st_size for f in base.iterdir())
 
@@ -121,13 +147,23 @@ def main() -> None:
         hub.stop()
 
     med = statistics.median
-    print(f"baseline: {args.pairs} pairs, {size / 1024:.0f} KiB of run files; {args.repeat} repeats, medians (all runs)")
-    for label, xs in (("gate, local folder", local), ("pull alone (cold)", pulls), ("gate, Hub URI, cold cache", cold),
-                      ("gate, Hub URI, warm cache", warm)):
+    print(
+        f"baseline: {args.pairs} pairs, {size / 1024:.0f} KiB of run files; {args.repeat} repeats, medians (all runs)"
+    )
+    for label, xs in (
+        ("gate, local folder", local),
+        ("pull alone (cold)", pulls),
+        ("gate, Hub URI, cold cache", cold),
+        ("gate, Hub URI, warm cache", warm),
+    ):
         print(f"  {label:27s} {med(xs):.3f} s  ({', '.join(f'{x:.3f}' for x in xs)})")
-    print(f"  cold - local = {med(cold) - med(local):.3f} s vs pull {med(pulls):.3f} s; warm - local = {med(warm) - med(local):+.3f} s; "
-          f"requests during warm gates: {sum(warm_requests)}")
-    print(f"  same verdict and output for all {len(outputs) == 1 and 'runs' or 'NOT all runs'} (exit {next(iter(outputs))[0]})")
+    print(
+        f"  cold - local = {med(cold) - med(local):.3f} s vs pull {med(pulls):.3f} s; warm - local = {med(warm) - med(local):+.3f} s; "
+        f"requests during warm gates: {sum(warm_requests)}"
+    )
+    print(
+        f"  same verdict and output for all {len(outputs) == 1 and 'runs' or 'NOT all runs'} (exit {next(iter(outputs))[0]})"
+    )
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ seconds of the step and its peak resident memory above the process after imports
 input (ru_maxrss), or "> TIMEOUT s" when the step did not finish. The package imported is the one on
 sys.path (PYTHONPATH=/path/to/checkout measures another checkout).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,8 +51,8 @@ print(json.dumps({"seconds": time.perf_counter() - t, "above_mb": (rss() - base)
 def votes_track(root: Path, experts: int, k: int, tasks: int = 2, seed: int = 0) -> Path:
     """A track of `tasks` tasks with `k` candidates and a votes file of `experts` experts per task (80 % vote
     the label)."""
-    from PIL import Image
     import yaml
+    from PIL import Image
 
     root.mkdir(parents=True)
     rng = random.Random(seed)
@@ -61,8 +62,16 @@ def votes_track(root: Path, experts: int, k: int, tasks: int = 2, seed: int = 0)
         for c in range(k):
             Image.new("RGB", (4, 4), (t * 10 % 255, c * 40, 0)).save(root / f"t{t}_{c}.png")
             names.append(f"t{t}_{c}.png")
-        entries.append({"id": f"T{t}", "domain": "d", "topic": "x", "candidates": names, "best": 0,
-                        **({"worst": k - 1} if k >= 3 else {})})
+        entries.append(
+            {
+                "id": f"T{t}",
+                "domain": "d",
+                "topic": "x",
+                "candidates": names,
+                "best": 0,
+                **({"worst": k - 1} if k >= 3 else {}),
+            }
+        )
         for e in range(experts):
             b = 0 if rng.random() < 0.8 else rng.randrange(1, k)
             w = ""
@@ -70,8 +79,12 @@ def votes_track(root: Path, experts: int, k: int, tasks: int = 2, seed: int = 0)
                 w = k - 1 if rng.random() < 0.8 and b != k - 1 else rng.choice([i for i in range(k) if i != b])
             rows.append(f"T{t},{k},e{e:03d},{b},{w}")
     (root / "votes.csv").write_text("task_id,k,judge,best,worst\n" + "\n".join(rows) + "\n")
-    (root / "track.yaml").write_text(yaml.safe_dump({"kind": "selection", "id": "big", "revision": "b1", "tasks": entries,
-                                                     "votes": "votes.csv"}, sort_keys=False))
+    (root / "track.yaml").write_text(
+        yaml.safe_dump(
+            {"kind": "selection", "id": "big", "revision": "b1", "tasks": entries, "votes": "votes.csv"},
+            sort_keys=False,
+        )
+    )
     return root / "track.yaml"
 
 
@@ -90,8 +103,14 @@ def annotations(path: Path, tasks: int, seed: int = 0) -> Path:
 
 def step(kind: str, path: Path, timeout: float) -> str:
     try:
-        out = subprocess.run([sys.executable, "-c", STEP, kind, str(path)], capture_output=True, text=True,
-                             timeout=timeout, check=True, cwd=path.parent).stdout  # the package: from sys.path / PYTHONPATH
+        out = subprocess.run(
+            [sys.executable, "-c", STEP, kind, str(path)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=True,
+            cwd=path.parent,
+        ).stdout  # the package: from sys.path / PYTHONPATH
     except subprocess.TimeoutExpired:
         return f"> {timeout:g} s"
     r = json.loads(out.strip().splitlines()[-1])
@@ -111,11 +130,19 @@ def main() -> None:
             folder = tmp / f"e{experts}k{k}"
             track = votes_track(folder, experts, k)
             size = (folder / "votes.csv").stat().st_size
-            rows.append((f"human row: {experts} experts x 2 tasks, k = {k} ({size / 1e3:.0f} kB votes)",
-                         step("human", track, args.timeout)))
+            rows.append(
+                (
+                    f"human row: {experts} experts x 2 tasks, k = {k} ({size / 1e3:.0f} kB votes)",
+                    step("human", track, args.timeout),
+                )
+            )
         ann = annotations(tmp / "annotations.csv", args.tasks)
-        rows.append((f"vab study: {args.tasks} tasks ({ann.stat().st_size / 1e6:.1f} MB annotations)",
-                     step("study", ann, args.timeout)))
+        rows.append(
+            (
+                f"vab study: {args.tasks} tasks ({ann.stat().st_size / 1e6:.1f} MB annotations)",
+                step("study", ann, args.timeout),
+            )
+        )
     width = max(len(r[0]) for r in rows)
     for name, result in rows:
         print(f"{name:<{width}}  {result}")

@@ -9,6 +9,7 @@ method output for each (per-channel gain and offset, 3x3 box blur, Gaussian nois
 (`ssim_reference_stats`, `lab_of`) is computed once and each further output costs only `ssim_from_stats` /
 `lab_of` + `delta_e00_from_lab`. Timings on a shared machine are noisy: compare the ratios of one run.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,8 +24,8 @@ DE_P = dict(rgb_to_xyz=MATRIX, kL=1.0, kC=1.0, kH=1.0)
 
 
 def pairs(n: int):
-    from PIL import Image
     import skimage.data
+    from PIL import Image
     from scipy.ndimage import uniform_filter
 
     out = []
@@ -82,7 +83,9 @@ def main() -> None:
 
         t, old = best(lambda: color.delta_e00(out, ref, **DE_P), args.repeat)
         rows["de_old"].append(t)
-        t, new = best(lambda: (kernels_color.delta_e00_fast(out, ref, **DE_P, device=args.device), sync())[0], args.repeat)
+        t, new = best(
+            lambda: (kernels_color.delta_e00_fast(out, ref, **DE_P, device=args.device), sync())[0], args.repeat
+        )
         rows["de_new"].append(t)
         lab_ref = kernels_color.lab_of(ref, rgb_to_xyz=MATRIX, device=args.device)
 
@@ -96,8 +99,12 @@ def main() -> None:
         diff["de"] = max(diff["de"], abs(new - old))
 
     mean = {k: float(np.mean(v)) for k, v in rows.items()}
-    print(f"{args.pairs} full-HD pairs, device {args.device}, torch threads {torch.get_num_threads()}, best of {args.repeat}")
-    print(f"{'metric':10} {'old s/pair':>11} {'new s/pair':>11} {'reuse s/pair':>13} {'old/new':>8} {'max |new-old|':>14}")
+    print(
+        f"{args.pairs} full-HD pairs, device {args.device}, torch threads {torch.get_num_threads()}, best of {args.repeat}"
+    )
+    print(
+        f"{'metric':10} {'old s/pair':>11} {'new s/pair':>11} {'reuse s/pair':>13} {'old/new':>8} {'max |new-old|':>14}"
+    )
     for key, label in (("ssim", "SSIM"), ("de", "dE00")):
         o, n, r = mean[f"{key}_old"], mean[f"{key}_new"], mean[f"{key}_reuse"]
         print(f"{label:10} {o:11.3f} {n:11.3f} {r:13.3f} {o / n:8.1f} {diff[key]:14.2e}")

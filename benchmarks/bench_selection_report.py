@@ -11,6 +11,7 @@ thumbs/). The issue's bound: under 60 s on 2 cores and under 50 MB; the script e
 The package imported is the one on sys.path. Run:
 ``PYTHONPATH=. python benchmarks/bench_selection_report.py [--tasks 400] [--size 640x480] [--repeat 1]``
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,12 +29,12 @@ from pathlib import Path
 import numpy as np
 
 LIMIT_S, LIMIT_MB = 60.0, 50.0
-JUDGE = '''import numpy as np
+JUDGE = """import numpy as np
 
 
 def brightness(image: np.ndarray) -> float:
     return float(np.asarray(image)[::8, ::8].mean())
-'''
+"""
 
 
 def make_track(root: Path, tasks: int, k: int, size: tuple[int, int], seed: int = 0) -> Path:
@@ -56,10 +57,19 @@ def make_track(root: Path, tasks: int, k: int, size: tuple[int, int], seed: int 
             name = f"img/t{t:04d}_{c}.jpg"
             Image.fromarray(img).save(root / name, quality=90)
             names.append(name)
-        entries.append({"id": f"T{t:04d}", "domain": f"domain-{t % 8}", "topic": f"topic-{t % 40:02d}",
-                        "candidates": names, "best": 0, "worst": k - 1})
-    (root / "track.yaml").write_text(yaml.safe_dump({"kind": "selection", "id": "bench", "revision": "b1",
-                                                     "tasks": entries}, sort_keys=False))
+        entries.append(
+            {
+                "id": f"T{t:04d}",
+                "domain": f"domain-{t % 8}",
+                "topic": f"topic-{t % 40:02d}",
+                "candidates": names,
+                "best": 0,
+                "worst": k - 1,
+            }
+        )
+    (root / "track.yaml").write_text(
+        yaml.safe_dump({"kind": "selection", "id": "bench", "revision": "b1", "tasks": entries}, sort_keys=False)
+    )
     return root / "track.yaml"
 
 
@@ -118,9 +128,21 @@ def timed_report(runs: list[Path], out: Path, manifest: Path) -> tuple[float, fl
     """(wall seconds, CPU seconds (user + system), peak RSS MB) of `pstbench report RUNS --out OUT --track MANIFEST` in a fresh process (a local
     track's run.json names the track's id, not its path: the page needs --track to find the candidates)."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "pytest_pstbench.cli", "report", *map(str, runs), "--out", str(out),
-                             "--track", str(manifest)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest_pstbench.cli",
+            "report",
+            *map(str, runs),
+            "--out",
+            str(out),
+            "--track",
+            str(manifest),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     err = proc.stderr.read().decode(errors="replace")
@@ -136,11 +158,13 @@ def main() -> int:
     ap.add_argument("--candidates", type=int, default=6)
     ap.add_argument("--size", default="640x480", help="candidate image size WxH (default 640x480)")
     ap.add_argument("--repeat", type=int, default=1, help="report this many times (the fastest is the result)")
-    ap.add_argument("--keep", default=None, metavar="DIR", help="build in DIR (a new folder) and keep it, to look at the page")
+    ap.add_argument(
+        "--keep", default=None, metavar="DIR", help="build in DIR (a new folder) and keep it, to look at the page"
+    )
     a = ap.parse_args()
     size = tuple(int(x) for x in a.size.split("x"))
     ap_keep = a.keep
-    with (contextlib.nullcontext(ap_keep) if ap_keep else tempfile.TemporaryDirectory(prefix="bench-selreport-")) as tmp:
+    with contextlib.nullcontext(ap_keep) if ap_keep else tempfile.TemporaryDirectory(prefix="bench-selreport-") as tmp:
         tmp = Path(tmp)
         t0 = time.perf_counter()
         manifest = make_track(tmp / "track", a.tasks, a.candidates, size)
@@ -151,19 +175,25 @@ def main() -> int:
             answers = write_answers(tmp / f"{name}.jsonl", manifest, right, bias, seed)
             score(["--track", str(manifest), "--answers", str(answers), "--results", str(results)])
         runs = [results / "bench" / n for n in ("brightness", "model-a", "model-b")]
-        print(f"setup (not measured): {a.tasks} tasks x {a.candidates} candidates ({a.size} JPEG), 3 judges scored "
-              f"in {time.perf_counter() - t0:.1f} s; {os.cpu_count()} cores")
+        print(
+            f"setup (not measured): {a.tasks} tasks x {a.candidates} candidates ({a.size} JPEG), 3 judges scored "
+            f"in {time.perf_counter() - t0:.1f} s; {os.cpu_count()} cores"
+        )
         best = None
         for _ in range(a.repeat):
             out = tmp / "page"
             wall, cpu, rss = timed_report(runs, out, manifest)
             best = wall if best is None else min(best, wall)
-            print(f"pstbench report (default --max-tasks): {wall:.2f} s wall, {cpu:.2f} s CPU (user+sys), peak RSS {rss:.0f} MB"
-                  f"; load average {os.getloadavg()[0]:.1f}")
+            print(
+                f"pstbench report (default --max-tasks): {wall:.2f} s wall, {cpu:.2f} s CPU (user+sys), peak RSS {rss:.0f} MB"
+                f"; load average {os.getloadavg()[0]:.1f}"
+            )
         html = (out / "index.html").read_text(encoding="utf-8")
         mb = folder_bytes(out) / 1e6
-        parts = ", ".join(f"{p}: {folder_bytes(out / p) / 1e6:.1f} MB ({len(list((out / p).iterdir()))} files)"
-                          for p in ("figures", "thumbs"))
+        parts = ", ".join(
+            f"{p}: {folder_bytes(out / p) / 1e6:.1f} MB ({len(list((out / p).iterdir()))} files)"
+            for p in ("figures", "thumbs")
+        )
         print(f"page folder: {mb:.1f} MB (index.html {len(html.encode()) / 1e6:.1f} MB, {parts})")
         if "could not be opened" in html or "not shown" in html:
             print("warning: the page notes that candidate images or answers were not shown")

@@ -18,8 +18,21 @@ no numpy, no torch):
 
 __version__ = "0.1.0"
 
-_API = ("score", "compare", "load_run", "metric", "metric_names", "load_image", "load_pair", "track", "protocol",
-        "vab_study", "Metric", "PairImages", "UserError")
+_API = (
+    "score",
+    "compare",
+    "load_run",
+    "metric",
+    "metric_names",
+    "load_image",
+    "load_pair",
+    "track",
+    "protocol",
+    "vab_study",
+    "Metric",
+    "PairImages",
+    "UserError",
+)
 __all__ = ["__version__", *_API]
 
 

@@ -21,6 +21,7 @@ same, byte for byte.
 Bad input raises `pytest_pstbench.UserError` with the one-line message the CLI prints.
 Standard library only at module level.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
@@ -30,8 +31,21 @@ from typing import Any
 
 from pytest_pstbench.core.errors import UserError
 
-__all__ = ["score", "compare", "load_run", "metric", "metric_names", "load_image", "load_pair", "track", "protocol",
-           "vab_study", "Metric", "PairImages", "UserError"]
+__all__ = [
+    "score",
+    "compare",
+    "load_run",
+    "metric",
+    "metric_names",
+    "load_image",
+    "load_pair",
+    "track",
+    "protocol",
+    "vab_study",
+    "Metric",
+    "PairImages",
+    "UserError",
+]
 
 
 def _load_protocol(spec):
@@ -80,27 +94,36 @@ def score(
 
     in_memory = not isinstance(outputs, (str, Path))
     if in_memory and name is None:
-        raise UserError("score(outputs=<arrays>): a run of arrays has no folder to be named after; "
-                        "fix: pass name=, e.g. score(track, outputs, name='my-method')")
-    scoring = open_scoring(ScoreRequest(
-        track=str(track),
-        outputs=None if in_memory else str(outputs),
-        name=name,
-        results=Path(results),
-        protocol=None if protocol is None else str(protocol),
-        allow_resize=allow_resize,
-        device=device,
-        use_cache=use_cache,
-        command="pytest_pstbench.score(...)",
-    ))
+        raise UserError(
+            "score(outputs=<arrays>): a run of arrays has no folder to be named after; "
+            "fix: pass name=, e.g. score(track, outputs, name='my-method')"
+        )
+    scoring = open_scoring(
+        ScoreRequest(
+            track=str(track),
+            outputs=None if in_memory else str(outputs),
+            name=name,
+            results=Path(results),
+            protocol=None if protocol is None else str(protocol),
+            allow_resize=allow_resize,
+            device=device,
+            use_cache=use_cache,
+            command="pytest_pstbench.score(...)",
+        )
+    )
     scoring.session.method_info.update(dict(method_info or {}))  # merged over method.yaml, as --method-info
     from pytest_pstbench.paired.planner import score_run
 
     return score_run(scoring.session, outputs if in_memory else scoring.outputs, workers=workers)
 
 
-def compare(candidate: str | Path, baseline: str | Path, *, metrics: list[str] | None = None,
-            margins: Mapping[str, float] | None = None):
+def compare(
+    candidate: str | Path,
+    baseline: str | Path,
+    *,
+    metrics: list[str] | None = None,
+    margins: Mapping[str, float] | None = None,
+):
     """The tests of `pstbench compare BASELINE CANDIDATE` (paired Wilcoxon with Holm correction; exact
     McNemar for selection runs) -> a Comparison: `.rows` (one per metric: verdict, mean diff, p values),
     `.worse` (the tests significantly worse than the baseline, beyond the margin where one is given),
@@ -110,7 +133,9 @@ def compare(candidate: str | Path, baseline: str | Path, *, metrics: list[str] |
     from pytest_pstbench.core.kinds import kind_of_runs
     from pytest_pstbench.core.store.backends import run_paths
 
-    baseline, candidate = (run_paths([r], option=opt, one=True)[0] for r, opt in ((baseline, "baseline"), (candidate, "candidate")))
+    baseline, candidate = (
+        run_paths([r], option=opt, one=True)[0] for r, opt in ((baseline, "baseline"), (candidate, "candidate"))
+    )
     kind = kind_of_runs([baseline, candidate])
     if margins:
         kind.check_margins("compare(margins=...)", "margins")  # a kind without margins refuses them
@@ -162,12 +187,16 @@ class Metric:
         for what, a in (("output", output), (self.against, other)):
             a = np.asarray(a)
             if a.dtype != np.uint8 or a.ndim != 3 or a.shape[2] != 3:
-                raise UserError(f"metric {self.name}: the {what} is {a.dtype} {a.shape}, not a uint8 HxWx3 RGB array; "
-                                "fix: read images with pytest_pstbench.load_image (or convert with np.clip(np.rint(x), 0, 255).astype(np.uint8))")
+                raise UserError(
+                    f"metric {self.name}: the {what} is {a.dtype} {a.shape}, not a uint8 HxWx3 RGB array; "
+                    "fix: read images with pytest_pstbench.load_image (or convert with np.clip(np.rint(x), 0, 255).astype(np.uint8))"
+                )
             arrays.append(np.ascontiguousarray(a))
         if arrays[0].shape != arrays[1].shape:
-            raise UserError(f"metric {self.name}: output {arrays[0].shape} and {self.against} {arrays[1].shape} differ in "
-                            "size; fix: give images of one size (score() applies the protocol's resolution rules)")
+            raise UserError(
+                f"metric {self.name}: output {arrays[0].shape} and {self.against} {arrays[1].shape} differ in "
+                "size; fix: give images of one size (score() applies the protocol's resolution rules)"
+            )
         return float(self._computer.value(self.params, arrays[0], arrays[1]))
 
 
@@ -181,11 +210,18 @@ def metric(name: str, protocol: str | Path | None = None, device: str = "cpu") -
     (e.g. SSIM's window, CIEDE2000's white point, LPIPS's net): a callable `(output, other) -> float`."""
     proto = _load_protocol(protocol)
     if name not in proto.metrics:
-        raise UserError(f"metric {name!r}: not a metric of protocol {proto.id} ({proto.path}); "
-                        f"fix: use one of {', '.join(proto.metric_names)}")
+        raise UserError(
+            f"metric {name!r}: not a metric of protocol {proto.id} ({proto.path}); "
+            f"fix: use one of {', '.join(proto.metric_names)}"
+        )
     params = dict(proto.metrics[name])
-    return Metric(name=name, against=params["against"], higher_is_better=bool(params.get("higher_is_better", True)),
-                  params=params, device=device)
+    return Metric(
+        name=name,
+        against=params["against"],
+        higher_is_better=bool(params.get("higher_is_better", True)),
+        params=params,
+        device=device,
+    )
 
 
 def load_image(path: str | Path, protocol: str | Path | None = None, role: str = "dataset"):
@@ -223,13 +259,21 @@ def load_pair(pair, protocol: str | Path | None = None) -> PairImages:
     from pytest_pstbench.paired.imageio import load_dataset_image
 
     proto = _load_protocol(protocol)
-    read = {role: load_dataset_image(Path(getattr(pair, role)), proto, role=f"{role} of {pair.id}").array
-            for role in ("content", "style", "reference")}
+    read = {
+        role: load_dataset_image(Path(getattr(pair, role)), proto, role=f"{role} of {pair.id}").array
+        for role in ("content", "style", "reference")
+    }
     return PairImages(**read)
 
 
-def vab_study(annotations: str | Path, *, majority: int | None = None, max_w: float | None = None,
-              protocol: str | Path | None = None, out: str | Path | None = None) -> dict:
+def vab_study(
+    annotations: str | Path,
+    *,
+    majority: int | None = None,
+    max_w: float | None = None,
+    protocol: str | Path | None = None,
+    out: str | Path | None = None,
+) -> dict:
     """The ranking-vs-scoring protocol study of `pstbench vab study ANNOTATIONS.csv` (same code, same
     numbers) -> the dict written as study.json: `fidelity`, `reproducibility`, `distinguishability`,
     `kendall_w`, `per_task`, ... `majority`: votes a label needs (default a strict majority of each
@@ -238,8 +282,13 @@ def vab_study(annotations: str | Path, *, majority: int | None = None, max_w: fl
     study.csv into that folder."""
     from pytest_pstbench.selection.study import run_study, write_study
 
-    result = run_study(Path(annotations), protocol=None if protocol is None else str(protocol), majority=majority,
-                       max_w=max_w, names={"majority": "vab_study(majority={})", "max_w": "vab_study(max_w={})"})
+    result = run_study(
+        Path(annotations),
+        protocol=None if protocol is None else str(protocol),
+        majority=majority,
+        max_w=max_w,
+        names={"majority": "vab_study(majority={})", "max_w": "vab_study(max_w={})"},
+    )
     if out is not None:
         write_study(result, Path(out))
     return result

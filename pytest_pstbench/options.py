@@ -5,6 +5,7 @@ written once. The pytest plugin turns an entry NAME into `--pstbench-NAME` (and 
 nothing below them (the kinds, core, data and metrics take values, not options). Standard library only:
 the plugin imports this module in every pytest run.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -30,96 +31,200 @@ class Option:
 
 # Options of `pstbench score` that the plugin takes too (the plugin as --pstbench-NAME).
 SCORING = (
-    Option("track", "track to score: demo, a remote track (pst50-paired, pst50-paired-log, acetone-transfer; fetch with "
-           "`pstbench data fetch`) or a path to a local track.yaml", pytest_note="; one test item per pair"),
-    Option("outputs", "folder with the method's outputs, one <pair_id>.png per pair; `identity` (or `log:identity`) scores "
-           "the track's content images unchanged (selection tracks are scored with a judge instead)",
-           cli_note="; several folders score several methods in one call (one run per folder, named after it), "
-           "decoding each reference and style once", cli_nargs="+", metavar="DIR"),
-    Option("name", "run name; run files go to RESULTS/<track>/<name>/ (default: method.yaml's `method`, else the outputs folder's name, or its parent's when it is named outputs)",
-           pytest_note=", or 'pytest' without outputs"),
+    Option(
+        "track",
+        "track to score: demo, a remote track (pst50-paired, pst50-paired-log, acetone-transfer; fetch with "
+        "`pstbench data fetch`) or a path to a local track.yaml",
+        pytest_note="; one test item per pair",
+    ),
+    Option(
+        "outputs",
+        "folder with the method's outputs, one <pair_id>.png per pair; `identity` (or `log:identity`) scores "
+        "the track's content images unchanged (selection tracks are scored with a judge instead)",
+        cli_note="; several folders score several methods in one call (one run per folder, named after it), "
+        "decoding each reference and style once",
+        cli_nargs="+",
+        metavar="DIR",
+    ),
+    Option(
+        "name",
+        "run name; run files go to RESULTS/<track>/<name>/ (default: method.yaml's `method`, else the outputs folder's name, or its parent's when it is named outputs)",
+        pytest_note=", or 'pytest' without outputs",
+    ),
     Option("results", "results root folder (default: results)", cli_default="results"),
-    Option("allow-resize", "resize outputs of another size to the reference size (the protocol's filter, bicubic), "
-           "recorded per pair in run.json as a deviation", kind="flag", ini="bool"),
+    Option(
+        "allow-resize",
+        "resize outputs of another size to the reference size (the protocol's filter, bicubic), "
+        "recorded per pair in run.json as a deviation",
+        kind="flag",
+        ini="bool",
+    ),
     Option("device", "device for LPIPS and pyiqa judges: cpu, cuda or cuda:N (default: cpu)", cli_default="cpu"),
-    Option("protocol", "protocol id or YAML path, or BASE+VARIANT (e.g. pstbench+clustered) (default: pstbench; vab for selection tracks)"),
-    Option("method-info", "method provenance recorded in run.json (repeatable); merged over method.yaml beside the outputs",
-           kind="list", metavar="KEY=VALUE", ini=None),
+    Option(
+        "protocol",
+        "protocol id or YAML path, or BASE+VARIANT (e.g. pstbench+clustered) (default: pstbench; vab for selection tracks)",
+    ),
+    Option(
+        "method-info",
+        "method provenance recorded in run.json (repeatable); merged over method.yaml beside the outputs",
+        kind="list",
+        metavar="KEY=VALUE",
+        ini=None,
+    ),
     Option("no-cache", "do not read or write the per-pair score cache", kind="flag", ini="bool"),
-    Option("verify-cache", "rescore N random pairs found in the score cache and fail the run if any differs from its entry",
-           metavar="N"),
-    Option("allow-outside-links", "accept outputs that are links to files outside the outputs folder (each recorded in "
-           "run.json as a deviation)", kind="flag", ini="bool"),
+    Option(
+        "verify-cache",
+        "rescore N random pairs found in the score cache and fail the run if any differs from its entry",
+        metavar="N",
+    ),
+    Option(
+        "allow-outside-links",
+        "accept outputs that are links to files outside the outputs folder (each recorded in run.json as a deviation)",
+        kind="flag",
+        ini="bool",
+    ),
 )
 
 # Options of a model's requests that `pstbench vab run` (cli/vab.py, add_to_argparse) and the plugin's
 # --pstbench-model take alike (parsed by selection.model_options.settings_from_args).
 MODEL_REQUEST = (
-    Option("header", "extra HTTP header on every request to the model's endpoint (repeatable); VALUE env:VAR reads "
-           "environment variable VAR; values are never written to any file (run.json keeps the names, the recorded "
-           "command line shows <redacted>)", kind="list", metavar="NAME=VALUE", ini="linelist",
-           ini_help="NAME=VALUE extra HTTP headers for --pstbench-model, one per line (VALUE env:VAR reads variable VAR)",
-           pytest_note="; selection tracks, with --pstbench-model"),
-    Option("extra-body", "extra field of every request body (repeatable), VALUE as JSON (a value that is not JSON is "
-           "sent as a string), e.g. reasoning_effort='\"high\"'; recorded in run.json", kind="list", metavar="NAME=JSON",
-           ini="linelist", ini_help="NAME=JSON extra request body fields for --pstbench-model, one per line",
-           pytest_note="; selection tracks, with --pstbench-model"),
+    Option(
+        "header",
+        "extra HTTP header on every request to the model's endpoint (repeatable); VALUE env:VAR reads "
+        "environment variable VAR; values are never written to any file (run.json keeps the names, the recorded "
+        "command line shows <redacted>)",
+        kind="list",
+        metavar="NAME=VALUE",
+        ini="linelist",
+        ini_help="NAME=VALUE extra HTTP headers for --pstbench-model, one per line (VALUE env:VAR reads variable VAR)",
+        pytest_note="; selection tracks, with --pstbench-model",
+    ),
+    Option(
+        "extra-body",
+        "extra field of every request body (repeatable), VALUE as JSON (a value that is not JSON is "
+        "sent as a string), e.g. reasoning_effort='\"high\"'; recorded in run.json",
+        kind="list",
+        metavar="NAME=JSON",
+        ini="linelist",
+        ini_help="NAME=JSON extra request body fields for --pstbench-model, one per line",
+        pytest_note="; selection tracks, with --pstbench-model",
+    ),
 )
 
 # Options of the plugin only (the CLI has commands for these: vab score / vab run, compare).
 PLUGIN_ONLY = (
     Option("answers", "selection tracks: JSON Lines answers file (raw responses or parsed best/worst labels)"),
-    Option("judge", "selection tracks: scoring function module:function or path/to/file.py:function (image -> float), "
-           "or pyiqa:METRIC (a no-reference pyiqa metric, on --pstbench-device), or vab-paper:qalign (Q-Align as the paper scores it)"),
-    Option("votes", "selection tracks: the experts' votes (CSV task_id,k,judge,best,worst, as `pstbench vab consensus` reads) "
-           "for the human reference row: each expert scored against the consensus of the other experts (leave-one-out); "
-           "default: the track's own (`votes:` in its track.yaml)", metavar="FILE"),
-    Option("model", "selection tracks: ask this model at --pstbench-api-base (as `pstbench vab run`), appending to "
-           "--pstbench-answers (default RESULTS/<track>/<name>.answers.jsonl; resumed), then score its answers"),
-    Option("api-base", "selection tracks: OpenAI-compatible endpoint base URL for --pstbench-model (API_BASE/chat/completions)"),
-    Option("api-key-env", "selection tracks: environment variable holding the API key for --pstbench-model (default "
-           "API_KEY; never written)"),
-    Option("concurrency", "selection tracks: requests in flight at once for --pstbench-model (default 10, the official "
-           "rules), or `auto`: adapt to the endpoint's rate limit up to --pstbench-max-concurrency (as `pstbench vab run`)",
-           metavar="N|auto"),
-    Option("max-concurrency", "selection tracks: with --pstbench-concurrency auto, the ceiling of the adaptive limit "
-           "(default 64)", metavar="M"),
+    Option(
+        "judge",
+        "selection tracks: scoring function module:function or path/to/file.py:function (image -> float), "
+        "or pyiqa:METRIC (a no-reference pyiqa metric, on --pstbench-device), or vab-paper:qalign (Q-Align as the paper scores it)",
+    ),
+    Option(
+        "votes",
+        "selection tracks: the experts' votes (CSV task_id,k,judge,best,worst, as `pstbench vab consensus` reads) "
+        "for the human reference row: each expert scored against the consensus of the other experts (leave-one-out); "
+        "default: the track's own (`votes:` in its track.yaml)",
+        metavar="FILE",
+    ),
+    Option(
+        "model",
+        "selection tracks: ask this model at --pstbench-api-base (as `pstbench vab run`), appending to "
+        "--pstbench-answers (default RESULTS/<track>/<name>.answers.jsonl; resumed), then score its answers",
+    ),
+    Option(
+        "api-base",
+        "selection tracks: OpenAI-compatible endpoint base URL for --pstbench-model (API_BASE/chat/completions)",
+    ),
+    Option(
+        "api-key-env",
+        "selection tracks: environment variable holding the API key for --pstbench-model (default "
+        "API_KEY; never written)",
+    ),
+    Option(
+        "concurrency",
+        "selection tracks: requests in flight at once for --pstbench-model (default 10, the official "
+        "rules), or `auto`: adapt to the endpoint's rate limit up to --pstbench-max-concurrency (as `pstbench vab run`)",
+        metavar="N|auto",
+    ),
+    Option(
+        "max-concurrency",
+        "selection tracks: with --pstbench-concurrency auto, the ceiling of the adaptive limit (default 64)",
+        metavar="M",
+    ),
     *MODEL_REQUEST,
-    Option("baseline", "baseline run folder to gate against (repeatable): the session fails when the run is significantly "
-           "worse on a gated metric (paired Wilcoxon; exact McNemar for selection tracks; Holm, alpha from the protocol); "
-           "or a published run pinned to a commit, hf://datasets/OWNER/NAME@COMMIT/PATH (pulled once, verified, cached)",
-           kind="list", metavar="RUN_DIR", ini="linelist",
-           ini_help="baseline run folders (or hf://datasets/OWNER/NAME@COMMIT/PATH) to gate against (one per line)"),
-    Option("baseline-allow-branch", "accept a published baseline named by a branch or tag (hf://...@main/PATH): the commit "
-           "it points to now is used and recorded in run.json (default: a baseline URI must name a 40-hex commit)",
-           kind="flag", ini="bool"),
-    Option("gate-metrics", "comma-separated metrics the baseline gate checks (default: every ranked metric; selection: "
-           "top1,bot1,tb1)", metavar="M1,M2", ini_help="metrics the baseline gate checks (comma-separated)"),
-    Option("gate-margin", "non-inferiority margin of the baseline gate (repeatable; paired tracks): the gate fails on METRIC "
-           "only when the run is significantly worse than the baseline by more than DELTA (one-sided Wilcoxon of the "
-           "per-pair differences shifted by DELTA, in metrics.csv units; Holm over the gated tests); 0 (default): no margin",
-           kind="list", metavar="METRIC=DELTA", ini="linelist",
-           ini_help="METRIC=DELTA gate margins, one per line (e.g. lpips=0.002)"),
-    Option("update-baseline", "score, then write this run as the new baseline: the one --pstbench-baseline folder, "
-           "replaced whole (or created); the gate is not evaluated and the session fails, so that a baseline is never "
-           "updated silently (review and commit it, then run without this flag)", kind="flag", ini=None),
-    Option("summary", "also write the results table and the gate's verdict as Markdown to FILE (replaced whole); with "
-           "$GITHUB_STEP_SUMMARY set (GitHub Actions) the same Markdown is appended there", metavar="FILE"),
+    Option(
+        "baseline",
+        "baseline run folder to gate against (repeatable): the session fails when the run is significantly "
+        "worse on a gated metric (paired Wilcoxon; exact McNemar for selection tracks; Holm, alpha from the protocol); "
+        "or a published run pinned to a commit, hf://datasets/OWNER/NAME@COMMIT/PATH (pulled once, verified, cached)",
+        kind="list",
+        metavar="RUN_DIR",
+        ini="linelist",
+        ini_help="baseline run folders (or hf://datasets/OWNER/NAME@COMMIT/PATH) to gate against (one per line)",
+    ),
+    Option(
+        "baseline-allow-branch",
+        "accept a published baseline named by a branch or tag (hf://...@main/PATH): the commit "
+        "it points to now is used and recorded in run.json (default: a baseline URI must name a 40-hex commit)",
+        kind="flag",
+        ini="bool",
+    ),
+    Option(
+        "gate-metrics",
+        "comma-separated metrics the baseline gate checks (default: every ranked metric; selection: top1,bot1,tb1)",
+        metavar="M1,M2",
+        ini_help="metrics the baseline gate checks (comma-separated)",
+    ),
+    Option(
+        "gate-margin",
+        "non-inferiority margin of the baseline gate (repeatable; paired tracks): the gate fails on METRIC "
+        "only when the run is significantly worse than the baseline by more than DELTA (one-sided Wilcoxon of the "
+        "per-pair differences shifted by DELTA, in metrics.csv units; Holm over the gated tests); 0 (default): no margin",
+        kind="list",
+        metavar="METRIC=DELTA",
+        ini="linelist",
+        ini_help="METRIC=DELTA gate margins, one per line (e.g. lpips=0.002)",
+    ),
+    Option(
+        "update-baseline",
+        "score, then write this run as the new baseline: the one --pstbench-baseline folder, "
+        "replaced whole (or created); the gate is not evaluated and the session fails, so that a baseline is never "
+        "updated silently (review and commit it, then run without this flag)",
+        kind="flag",
+        ini=None,
+    ),
+    Option(
+        "summary",
+        "also write the results table and the gate's verdict as Markdown to FILE (replaced whole); with "
+        "$GITHUB_STEP_SUMMARY set (GitHub Actions) the same Markdown is appended there",
+        metavar="FILE",
+    ),
     *(
-        Option(bound, f"fail the session when a mean is {word} VALUE (repeatable); paired tracks: METRIC=VALUE, e.g. "
-               f"psnr=22; selection tracks: METRIC.AGGREGATION=VALUE on the overall cell of summary.json, e.g. tb1.pass^3=0.3",
-               kind="list", metavar="KEY=VALUE", ini="linelist",
-               ini_help=f"KEY=VALUE bounds on means, one per line (fail {word}): psnr=22; tb1.pass^3=0.3")
+        Option(
+            bound,
+            f"fail the session when a mean is {word} VALUE (repeatable); paired tracks: METRIC=VALUE, e.g. "
+            f"psnr=22; selection tracks: METRIC.AGGREGATION=VALUE on the overall cell of summary.json, e.g. tb1.pass^3=0.3",
+            kind="list",
+            metavar="KEY=VALUE",
+            ini="linelist",
+            ini_help=f"KEY=VALUE bounds on means, one per line (fail {word}): psnr=22; tb1.pass^3=0.3",
+        )
         for bound, word in (("min", "below"), ("max", "above"))
     ),
 )
 
 # Options of comparing runs that `pstbench compare` (--NAME) and the gate (--pstbench-NAME) take alike.
 COMPARING = (
-    Option("strict-environment", "fail when a baseline was computed in another environment than the run it is compared "
-           "with (torch, lpips, scikit-image, numpy or pyiqa version, device, torch thread count, LPIPS weights digest; "
-           "core.drift); without it the drift is one line of the output and a note of the verdict",
-           kind="flag", ini="bool", cli_note=" (exit 1, the line on stderr)", pytest_note=" (the gate fails)"),
+    Option(
+        "strict-environment",
+        "fail when a baseline was computed in another environment than the run it is compared "
+        "with (torch, lpips, scikit-image, numpy or pyiqa version, device, torch thread count, LPIPS weights digest; "
+        "core.drift); without it the drift is one line of the output and a note of the verdict",
+        kind="flag",
+        ini="bool",
+        cli_note=" (exit 1, the line on stderr)",
+        pytest_note=" (the gate fails)",
+    ),
 )
 
 PLUGIN = SCORING + PLUGIN_ONLY + COMPARING
@@ -162,9 +267,14 @@ def add_to_argparse(parser, *names: str, required: tuple[str, ...] = ()) -> None
 
 def add_workers_option(parser) -> None:
     """`-j/--workers N` of the commands that score pairs (CLI only)."""
-    parser.add_argument("-j", "--workers", default=None, metavar="N",
-                        help="threads that read and decode the next pairs' images while the current pair's metrics are "
-                        "computed (default: the machine's CPU count); the values do not depend on it")
+    parser.add_argument(
+        "-j",
+        "--workers",
+        default=None,
+        metavar="N",
+        help="threads that read and decode the next pairs' images while the current pair's metrics are "
+        "computed (default: the machine's CPU count); the values do not depend on it",
+    )
 
 
 def option_value(config, name: str):

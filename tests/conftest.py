@@ -1,5 +1,6 @@
 """Shared fixtures: a small local track made from scikit-image photographs (made by helpers/tracks.py), an
 isolated cache folder for the session, and a scored baseline for gate tests."""
+
 from __future__ import annotations
 
 import os
@@ -11,6 +12,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from pathlib import Path  # noqa: E402
 
+import lpips  # noqa: E402,F401 (imported by the LPIPS model's build: torchvision, torch._dynamo)
 import pytest
 
 # pytester restores sys.modules after each test, and extension modules (numpy.fft, torch, ...)
@@ -21,12 +23,11 @@ import skimage.color  # noqa: E402,F401
 import skimage.data  # noqa: E402,F401
 import skimage.io  # noqa: E402,F401
 import skimage.metrics  # noqa: E402,F401
-import pytest_pstbench.paired.imageio  # noqa: E402,F401
-import pytest_pstbench.metrics.lpips_metric  # noqa: E402,F401
-import lpips  # noqa: E402,F401 (imported by the LPIPS model's build: torchvision, torch._dynamo)
-
 from helpers.protocols import protocol_without_lpips  # noqa: E402
 from helpers.tracks import make_outputs, make_track  # noqa: E402
+
+import pytest_pstbench.metrics.lpips_metric  # noqa: E402,F401
+import pytest_pstbench.paired.imageio  # noqa: E402,F401
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -78,5 +79,6 @@ def gated_track(pytester):
     base = ("-p", "no:cacheprovider", f"--pstbench-track={manifest}", f"--pstbench-protocol={proto}")
     r = pytester.runpytest_subprocess(*base, f"--pstbench-outputs={good}", "--pstbench-name=baseline")
     r.assert_outcomes(passed=8)
-    return SimpleNamespace(manifest=manifest, good=good, proto=proto, base=base,
-                           baseline=pytester.path / "results" / "small" / "baseline")
+    return SimpleNamespace(
+        manifest=manifest, good=good, proto=proto, base=base, baseline=pytester.path / "results" / "small" / "baseline"
+    )

@@ -9,6 +9,7 @@ They are baselines, not aesthetic models: `sharpness` rewards detail, so it catc
 JPEG and upscaled crops but mistakes noise for detail; `colourfulness` rewards saturated,
 varied colour, so it prefers a colour cast or overexposure only when they add chroma.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,5 @@
 """Score the method on every pair of the track, in-process (one test per pair)."""
+
 import numpy as np
 
 from pytest_pstbench.paired.baselines import reinhard_lab  # stand-in for the repository's own method

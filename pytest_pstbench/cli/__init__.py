@@ -1,6 +1,7 @@
 """`pstbench` command: demo, score, compare here; the other command groups register
 themselves (weights, data, vab, baseline, sensitivity, report, table, runs). Drives the same engine as the pytest
 plugin; the options both take come from `pytest_pstbench/options.py`, the one option table."""
+
 from __future__ import annotations
 
 import argparse
@@ -10,8 +11,8 @@ from pathlib import Path
 
 from pytest_pstbench.cli.parsing import Parser, positive_int
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.options import add_to_argparse, add_workers_option
 from pytest_pstbench.data.progress import stderr_line as _progress
+from pytest_pstbench.options import add_to_argparse, add_workers_option
 
 
 def _print_table(protocol, track, rows) -> None:
@@ -49,7 +50,9 @@ def _failed_everywhere(identity, outcomes) -> bool:
     track file that cannot be read (e.g. a reference) fails each run the same way, and each run's failures
     name it already."""
     failed = {(f["pair"], f["message"]) for f in identity.run.get("failures", [])}
-    return bool(failed) and all(failed <= {(f["pair"], f["message"]) for f in o.run.get("failures", [])} for o in outcomes)
+    return bool(failed) and all(
+        failed <= {(f["pair"], f["message"]) for f in o.run.get("failures", [])} for o in outcomes
+    )
 
 
 def cmd_score(args) -> int:
@@ -64,18 +67,33 @@ def cmd_score(args) -> int:
             f"fix: pstbench vab score --track {args.track} --judge MODULE:FUNCTION|--answers FILE"
         )
     if args.outputs is None:
-        raise UserError(f"--outputs is required to score paired track {args.track}; fix: pass --outputs DIR (one <pair_id>.png per pair)")
+        raise UserError(
+            f"--outputs is required to score paired track {args.track}; fix: pass --outputs DIR (one <pair_id>.png per pair)"
+        )
     specs = list(args.outputs)
     if len(specs) > 1 and args.name is not None:
-        raise UserError(f"--name {args.name}: names one run, but {len(specs)} --outputs folders were given (each run is "
-                        "named after its folder); fix: drop --name, or score one folder per call")
+        raise UserError(
+            f"--name {args.name}: names one run, but {len(specs)} --outputs folders were given (each run is "
+            "named after its folder); fix: drop --name, or score one folder per call"
+        )
     workers = check_workers(args.workers)
-    reqs = [ScoreRequest(
-        track=args.track, outputs=spec, name=args.name, results=Path(args.results), protocol=args.protocol,
-        allow_resize=args.allow_resize, device=args.device, method_info=tuple(args.method_info or ()),
-        use_cache=not args.no_cache, verify_cache=args.verify_cache, allow_outside_links=args.allow_outside_links,
-        command=args.command_line,
-    ) for spec in specs]
+    reqs = [
+        ScoreRequest(
+            track=args.track,
+            outputs=spec,
+            name=args.name,
+            results=Path(args.results),
+            protocol=args.protocol,
+            allow_resize=args.allow_resize,
+            device=args.device,
+            method_info=tuple(args.method_info or ()),
+            use_cache=not args.no_cache,
+            verify_cache=args.verify_cache,
+            allow_outside_links=args.allow_outside_links,
+            command=args.command_line,
+        )
+        for spec in specs
+    ]
     # The Identity row: a run like the others (same cache rules), scored in the same pass (sharing each pair's
     # reference work); cached pairs cost a hash and a small read.
     with_identity = not any(is_identity_spec(str(spec)) for spec in specs)
@@ -85,8 +103,9 @@ def cmd_score(args) -> int:
     protocol, track = scorings[0].protocol, scorings[0].track
     if with_identity:
         _progress(f"scoring Identity on track {track.id} (the table's reference row)")
-    outcomes = score_runs([s.session for s in scorings], [s.outputs for s in scorings], progress=_progress,
-                          workers=workers)
+    outcomes = score_runs(
+        [s.session for s in scorings], [s.outputs for s in scorings], progress=_progress, workers=workers
+    )
     rows = []
     problem = None
     if with_identity:
@@ -106,12 +125,17 @@ def cmd_score(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from pytest_pstbench.paired.baselines import BaselineFailed, parse_methods, prepare_reference_baseline, write_reference_baseline
-    from pytest_pstbench.data.weights.resolve import resolve_alexnet_features
     from pytest_pstbench.core.protocol import load_protocol
+    from pytest_pstbench.data.weights.resolve import resolve_alexnet_features
+    from pytest_pstbench.paired.baselines import (
+        BaselineFailed,
+        parse_methods,
+        prepare_reference_baseline,
+        write_reference_baseline,
+    )
+    from pytest_pstbench.paired.method_info import load_method_yaml
     from pytest_pstbench.paired.planner import check_workers, identity_row, score_run
     from pytest_pstbench.paired.request import ScoreRequest, open_on
-    from pytest_pstbench.paired.method_info import load_method_yaml
     from pytest_pstbench.paired.session import RunSession
     from pytest_pstbench.paired.tracks import resolve_outputs, resolve_track
 
@@ -124,12 +148,25 @@ def cmd_demo(args) -> int:
     if "lpips" in protocol.metric_names:
         resolve_alexnet_features(progress=_progress)
     results = Path(args.results)
-    identity = open_on(ScoreRequest(track=track.id, outputs="identity", name=None, results=results, protocol=args.protocol,
-                                    device=args.device, use_cache=not args.no_cache, verify_cache=args.verify_cache,
-                                    command=args.command_line), protocol, track)
+    identity = open_on(
+        ScoreRequest(
+            track=track.id,
+            outputs="identity",
+            name=None,
+            results=results,
+            protocol=args.protocol,
+            device=args.device,
+            use_cache=not args.no_cache,
+            verify_cache=args.verify_cache,
+            command=args.command_line,
+        ),
+        protocol,
+        track,
+    )
     _progress(f"scoring Identity on track {track.id} (the table's reference row)")
-    label, summary, problem = identity_row(score_run(identity.session, identity.outputs, progress=_progress,
-                                                     workers=workers), track)
+    label, summary, problem = identity_row(
+        score_run(identity.session, identity.outputs, progress=_progress, workers=workers), track
+    )
     rows = [(label, summary)]
     code = 0
     if problem:
@@ -138,7 +175,9 @@ def cmd_demo(args) -> int:
     for p in prepared:
         out_dir = results / track.id / p.name / "outputs"
         try:
-            write_reference_baseline(p, track, out_dir, protocol=protocol, overwrite=True, command=args.command_line, progress=_progress)
+            write_reference_baseline(
+                p, track, out_dir, protocol=protocol, overwrite=True, command=args.command_line, progress=_progress
+            )
         except BaselineFailed as exc:
             print(f"pstbench: error: {exc}", file=sys.stderr)
             return 1
@@ -178,12 +217,17 @@ def cmd_compare(args) -> int:
         from pytest_pstbench.core.gate import margins_to_apply
 
         runs = [kind.load(p) for p in args.runs]
-        margins = margins_to_apply(args.margin, protocol_for(runs, args.protocol), option="--margin", tested=args.metrics)
+        margins = margins_to_apply(
+            args.margin, protocol_for(runs, args.protocol), option="--margin", tested=args.metrics
+        )
     if args.worst is not None and kind.worst is None:
-        raise UserError(f"--worst {args.worst}: {kind.name} runs have no per-item losses to list; fix: drop --worst "
-                        "(`pstbench report` shows each item of a selection run)")
-    comp, protocol, runs = kind.compare_paths(args.runs, protocol_spec=args.protocol, against_first=args.against_first,
-                                              metrics=args.metrics, margins=margins)
+        raise UserError(
+            f"--worst {args.worst}: {kind.name} runs have no per-item losses to list; fix: drop --worst "
+            "(`pstbench report` shows each item of a selection run)"
+        )
+    comp, protocol, runs = kind.compare_paths(
+        args.runs, protocol_spec=args.protocol, against_first=args.against_first, metrics=args.metrics, margins=margins
+    )
     worst = kind.worst(comp, runs, protocol, args.worst, args.against_first) if args.worst is not None else None
     from pytest_pstbench.core.compare import run_pairs
     from pytest_pstbench.core.drift import FIX as DRIFT_FIX
@@ -191,23 +235,35 @@ def cmd_compare(args) -> int:
 
     drifted = pairs_drift(run_pairs(runs, args.against_first))  # a baseline from another environment: one line each
     if args.json:
-        print(json.dumps({**comp.to_json(), **({"worst": worst[1]} if worst else {}),
-                          **({"environment_drift": drifted} if drifted else {})}, indent=2))
+        print(
+            json.dumps(
+                {
+                    **comp.to_json(),
+                    **({"worst": worst[1]} if worst else {}),
+                    **({"environment_drift": drifted} if drifted else {}),
+                },
+                indent=2,
+            )
+        )
     else:
-        print(kind.compare_text(comp, runs, protocol) + (f"\n\n{worst[0]}" if worst else "")
-              + "".join(f"\n{line}" for line in drifted))
+        print(
+            kind.compare_text(comp, runs, protocol)
+            + (f"\n\n{worst[0]}" if worst else "")
+            + "".join(f"\n{line}" for line in drifted)
+        )
     code = fail_on_worse(args, comp, kind.name, protocol)
     if drifted and args.strict_environment:
         for line in drifted:
-            print(f"pstbench compare: FAILED: {line}; --strict-environment makes that a failure; {DRIFT_FIX}", file=sys.stderr)
+            print(
+                f"pstbench compare: FAILED: {line}; --strict-environment makes that a failure; {DRIFT_FIX}",
+                file=sys.stderr,
+            )
         return 1
     return code
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(
-        prog="pstbench", description="Score photorealistic style transfer outputs under a fixed protocol."
-    )
+    parser = Parser(prog="pstbench", description="Score photorealistic style transfer outputs under a fixed protocol.")
     from pytest_pstbench import __version__
 
     parser.add_argument("--version", action="version", version=f"pstbench {__version__} (pytest-pstbench)")
@@ -218,34 +274,74 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="build the demo track, score Identity and reference baselines, print the table")
     common(p)
-    p.add_argument("--methods", nargs="+", default=["reinhard"],
-                   help="reference baselines to run beside Identity: reinhard, mkl, idt, histmatch or all (default: reinhard; see `pstbench baseline`)")
+    p.add_argument(
+        "--methods",
+        nargs="+",
+        default=["reinhard"],
+        help="reference baselines to run beside Identity: reinhard, mkl, idt, histmatch or all (default: reinhard; see `pstbench baseline`)",
+    )
     add_workers_option(p)
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("score", help="score an outputs folder on a track")
-    add_to_argparse(p, "track", "outputs", "name", "allow-resize", "method-info", "allow-outside-links", required=("track",))
+    add_to_argparse(
+        p, "track", "outputs", "name", "allow-resize", "method-info", "allow-outside-links", required=("track",)
+    )
     common(p)
     add_workers_option(p)
     p.set_defaults(func=cmd_score)
 
-    p = sub.add_parser("compare", help="tests between runs, Holm-corrected: paired Wilcoxon (paired tracks) or exact McNemar (selection tracks)")
-    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run folders (results/<track>/<name>) or published runs "
-                   "(hf://datasets/OWNER/NAME@REVISION/PATH: one run, or a folder of runs); at least two")
-    p.add_argument("--against-first", action="store_true", help="compare each run with the first only (default: every pair of runs; the later run is the candidate)")
-    p.add_argument("--metrics", nargs="+", default=None, help="metrics to test (default: the protocol's ranked metrics; selection runs: top1 bot1 tb1)")
+    p = sub.add_parser(
+        "compare",
+        help="tests between runs, Holm-corrected: paired Wilcoxon (paired tracks) or exact McNemar (selection tracks)",
+    )
+    p.add_argument(
+        "runs",
+        nargs="+",
+        metavar="RUN_DIR",
+        help="run folders (results/<track>/<name>) or published runs "
+        "(hf://datasets/OWNER/NAME@REVISION/PATH: one run, or a folder of runs); at least two",
+    )
+    p.add_argument(
+        "--against-first",
+        action="store_true",
+        help="compare each run with the first only (default: every pair of runs; the later run is the candidate)",
+    )
+    p.add_argument(
+        "--metrics",
+        nargs="+",
+        default=None,
+        help="metrics to test (default: the protocol's ranked metrics; selection runs: top1 bot1 tb1)",
+    )
     p.add_argument("--json", action="store_true", help="print the results as JSON")
-    p.add_argument("--protocol", default=None, help="protocol id or YAML path the runs were made under (default: found by the runs' sha256)")
-    p.add_argument("--margin", action="append", default=None, metavar="METRIC=DELTA",
-                   help="non-inferiority margin (repeatable; paired runs): a one-sided Wilcoxon test of the per-pair "
-                   "differences shifted by DELTA (metrics.csv units); verdicts worse beyond margin / within margin / "
-                   "better; 0 (default): no margin")
-    p.add_argument("--worst", type=positive_int, default=None, metavar="N",
-                   help="paired runs: list, per tested metric and run pair, the N pairs the candidate lost most on "
-                   "(both values, the loss, the pair's content and style files when the track is here); JSON: `worst`")
-    p.add_argument("--fail-on-worse", action="store_true",
-                   help="exit 1 when the gate would fail: a test is significantly worse (beyond its margin), or the "
-                   "comparison has too few pairs/tasks to find one after Holm's correction; each reason on stderr")
+    p.add_argument(
+        "--protocol",
+        default=None,
+        help="protocol id or YAML path the runs were made under (default: found by the runs' sha256)",
+    )
+    p.add_argument(
+        "--margin",
+        action="append",
+        default=None,
+        metavar="METRIC=DELTA",
+        help="non-inferiority margin (repeatable; paired runs): a one-sided Wilcoxon test of the per-pair "
+        "differences shifted by DELTA (metrics.csv units); verdicts worse beyond margin / within margin / "
+        "better; 0 (default): no margin",
+    )
+    p.add_argument(
+        "--worst",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="paired runs: list, per tested metric and run pair, the N pairs the candidate lost most on "
+        "(both values, the loss, the pair's content and style files when the track is here); JSON: `worst`",
+    )
+    p.add_argument(
+        "--fail-on-worse",
+        action="store_true",
+        help="exit 1 when the gate would fail: a test is significantly worse (beyond its margin), or the "
+        "comparison has too few pairs/tasks to find one after Holm's correction; each reason on stderr",
+    )
     add_to_argparse(p, "strict-environment")
     p.set_defaults(func=cmd_compare)
 

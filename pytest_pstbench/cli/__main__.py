@@ -1,4 +1,5 @@
 """`python -m pytest_pstbench.cli ...` runs the `pstbench` command."""
+
 import sys
 
 from pytest_pstbench.cli import main

@@ -2,10 +2,12 @@
 
 Imports nothing heavy at module level (cli.py imports this module to register the command).
 """
+
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+
 from pytest_pstbench.data.progress import stderr_line as _progress
 
 METHODS_HELP = (
@@ -14,17 +16,23 @@ METHODS_HELP = (
 )
 
 
-
-
 def cmd_baseline(args) -> int:
-    from pytest_pstbench.paired.baselines import (BaselineFailed, check_baseline_protocol, check_out_dir, parse_methods,
-                                                  prepare_reference_baseline, write_reference_baseline)
     from pytest_pstbench.core.errors import UserError
+    from pytest_pstbench.paired.baselines import (
+        BaselineFailed,
+        check_baseline_protocol,
+        check_out_dir,
+        parse_methods,
+        prepare_reference_baseline,
+        write_reference_baseline,
+    )
 
     methods = parse_methods(args.methods)
     if not args.fetch_only and (args.track is None or args.out is None):
         missing = " and ".join(o for o, v in (("--track", args.track), ("--out", args.out)) if v is None)
-        raise UserError(f"pstbench baseline: {missing} required; fix: pstbench baseline {' '.join(args.methods)} --track T --out DIR")
+        raise UserError(
+            f"pstbench baseline: {missing} required; fix: pstbench baseline {' '.join(args.methods)} --track T --out DIR"
+        )
     # Check every package first (and fetch python-color-transfer for idt), so that a missing one
     # stops the command before anything is written.
     prepared = [prepare_reference_baseline(m, progress=_progress) for m in methods]
@@ -47,13 +55,30 @@ def cmd_baseline(args) -> int:
     from pytest_pstbench.core.files.write import refuse_overwriting_inputs
 
     # before any work: an outputs folder replaced whole never holds the track's files or the protocol
-    refuse_overwriting_inputs("--out", [t for _, t in targets], files=[
-        ("the track manifest", track.manifest), ("protocol file", protocol.path),
-        *((f"pair {pr.id}'s {role} image", getattr(pr, role)) for pr in track.pairs for role in ("content", "style", "reference"))])
+    refuse_overwriting_inputs(
+        "--out",
+        [t for _, t in targets],
+        files=[
+            ("the track manifest", track.manifest),
+            ("protocol file", protocol.path),
+            *(
+                (f"pair {pr.id}'s {role} image", getattr(pr, role))
+                for pr in track.pairs
+                for role in ("content", "style", "reference")
+            ),
+        ],
+    )
     for p, target in targets:
         try:
-            write_reference_baseline(p, track, target, protocol=protocol, overwrite=args.overwrite,
-                                     command=args.command_line, progress=_progress)
+            write_reference_baseline(
+                p,
+                track,
+                target,
+                protocol=protocol,
+                overwrite=args.overwrite,
+                command=args.command_line,
+                progress=_progress,
+            )
         except BaselineFailed as exc:
             print(f"pstbench: error: {exc}; nothing was written to {target}", file=sys.stderr)
             return 1
@@ -72,11 +97,25 @@ def add_baseline_command(subparsers) -> None:
         "subfolder per method (--out/<method>/).",
     )
     p.add_argument("methods", nargs="+", metavar="METHOD", help=METHODS_HELP)
-    p.add_argument("--track", default=None, help="paired track: demo, a remote track (pst50-paired, ...) or a local track.yaml")
-    p.add_argument("--out", default=None, help="outputs folder (one method) or parent of one folder per method (several)")
-    p.add_argument("--overwrite", action="store_true",
-                   help="replace an existing non-empty outputs folder (only one holding nothing but PNGs and method.yaml)")
-    p.add_argument("--protocol", default=None, help="protocol whose I/O rules read the content and style images (default: pstbench)")
-    p.add_argument("--fetch-only", action="store_true",
-                   help="only check the methods' packages (and fetch python-color-transfer for idt into the cache); --track and --out are not needed")
+    p.add_argument(
+        "--track", default=None, help="paired track: demo, a remote track (pst50-paired, ...) or a local track.yaml"
+    )
+    p.add_argument(
+        "--out", default=None, help="outputs folder (one method) or parent of one folder per method (several)"
+    )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing non-empty outputs folder (only one holding nothing but PNGs and method.yaml)",
+    )
+    p.add_argument(
+        "--protocol",
+        default=None,
+        help="protocol whose I/O rules read the content and style images (default: pstbench)",
+    )
+    p.add_argument(
+        "--fetch-only",
+        action="store_true",
+        help="only check the methods' packages (and fetch python-color-transfer for idt into the cache); --track and --out are not needed",
+    )
     p.set_defaults(func=cmd_baseline)

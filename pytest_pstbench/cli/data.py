@@ -1,4 +1,5 @@
 """`pstbench data fetch | verify | list`: remote benchmark data (pytest_pstbench.data: manifest, fetch, verify)."""
+
 from __future__ import annotations
 
 import sys
@@ -21,7 +22,11 @@ def _track_dataset(track: str) -> tuple[str | None, list[str] | None]:
     found = find_track(track, kind=None)
     if found is not None:
         m, spec = found
-        splits = [str(spec["split"])] if m.layout == TASKS else list(dict.fromkeys(str(spec[r]) for r in ("content", "style", "reference")))
+        splits = (
+            [str(spec["split"])]
+            if m.layout == TASKS
+            else list(dict.fromkeys(str(spec[r]) for r in ("content", "style", "reference")))
+        )
         return m.name, splits
     if track in {s.demo_track for s in registered().values()} or Path(track).exists():
         return None, None
@@ -36,8 +41,10 @@ def cmd_data_fetch(args) -> int:
     from pytest_pstbench.data.fetch import fetch_dataset
 
     if (args.name is None) == (args.track is None):
-        raise UserError("pstbench data fetch: give a dataset NAME or --track T (not both); fix: e.g. `pstbench data fetch pst50` "
-                        "or `pstbench data fetch --track pst50-paired-log`")
+        raise UserError(
+            "pstbench data fetch: give a dataset NAME or --track T (not both); fix: e.g. `pstbench data fetch pst50` "
+            "or `pstbench data fetch --track pst50-paired-log`"
+        )
     name, splits = args.name, args.splits
     if args.track is not None:
         if splits:
@@ -80,15 +87,25 @@ def cmd_data_verify(args) -> int:
 
         extracted = verify_extraction(get_manifest(args.name))
         if extracted:
-            _print_failures(args.name, extracted, f"{len(extracted)} extracted files of {args.name} are missing or differ",
-                            f"run `pstbench data fetch {args.name}{_splits_arg(lock)}` (it extracts the tasks again)")
+            _print_failures(
+                args.name,
+                extracted,
+                f"{len(extracted)} extracted files of {args.name} are missing or differ",
+                f"run `pstbench data fetch {args.name}{_splits_arg(lock)}` (it extracts the tasks again)",
+            )
             if not bad:
                 return 1
     if bad:
-        _print_failures(args.name, bad, f"{len(bad)} of {len(lock['files'])} files of {args.name} failed verification",
-                        f"run `pstbench data fetch {args.name}{_splits_arg(lock)}` (it re-fetches those files)")
+        _print_failures(
+            args.name,
+            bad,
+            f"{len(bad)} of {len(lock['files'])} files of {args.name} failed verification",
+            f"run `pstbench data fetch {args.name}{_splits_arg(lock)}` (it re-fetches those files)",
+        )
         return 1
-    print(f"{args.name}: all {len(lock['files'])} files verified (size and sha256) against {lock['repo_id']}@{lock['revision']}")
+    print(
+        f"{args.name}: all {len(lock['files'])} files verified (size and sha256) against {lock['repo_id']}@{lock['revision']}"
+    )
     return 0
 
 
@@ -105,7 +122,7 @@ def _splits_arg(lock: dict) -> str:
 
     m = get_manifest(lock["dataset"])
     splits = sorted(lock.get("pairs", {}))
-    return m.fetch_command(splits, refetch_args(m, lock))[len(f"pstbench data fetch {m.name}"):]
+    return m.fetch_command(splits, refetch_args(m, lock))[len(f"pstbench data fetch {m.name}") :]
 
 
 def cmd_data_revision(args) -> int:
@@ -148,27 +165,69 @@ def add_data_commands(sub) -> None:
     p = sub.add_parser("data", help="fetch, verify and list remote benchmark data (PST50, AceTone-Bench, VAB)")
     dsub = p.add_subparsers(dest="data_command", required=True, metavar="ACTION")
 
-    f = dsub.add_parser("fetch", help="fetch a dataset at its pinned revision into $PSTBENCH_DATA, verified file by file")
-    f.add_argument("name", nargs="?", default=None, help="dataset name: pst50, acetone or vab (vab: its tasks are then extracted into a selection track)")
-    f.add_argument("--track", default=None, metavar="T", help="fetch the dataset and splits track T needs instead of naming them "
-                   "(the demo or a local track: nothing to fetch, exit 0)")
-    f.add_argument("--splits", nargs="+", default=None, metavar="SPLIT", help="splits to fetch (default: the manifest's default_splits; for pst50 those pst50-paired needs)")
-    f.add_argument("--from", dest="from_dir", default=None, metavar="DIR", help="register a copy you already have (verified against the Hub's metadata first)")
-    f.add_argument("--revision", default=None, help="a branch, tag, commit or commit prefix to fetch, resolved to a full commit; "
-                   "needed for an unpinned dataset (acetone: --revision main); for a pinned one, another revision needs "
-                   "--allow-other-revision; recorded as a deviation in the lock and every run.json")
-    f.add_argument("--allow-other-revision", action="store_true", help="accept --revision other than the pinned one; recorded as a deviation")
-    f.add_argument("-v", "--verbose", action="store_true", help="one line per file (default: one progress bar on a terminal, "
-                   "a line every 5%% elsewhere, and a summary)")
+    f = dsub.add_parser(
+        "fetch", help="fetch a dataset at its pinned revision into $PSTBENCH_DATA, verified file by file"
+    )
+    f.add_argument(
+        "name",
+        nargs="?",
+        default=None,
+        help="dataset name: pst50, acetone or vab (vab: its tasks are then extracted into a selection track)",
+    )
+    f.add_argument(
+        "--track",
+        default=None,
+        metavar="T",
+        help="fetch the dataset and splits track T needs instead of naming them "
+        "(the demo or a local track: nothing to fetch, exit 0)",
+    )
+    f.add_argument(
+        "--splits",
+        nargs="+",
+        default=None,
+        metavar="SPLIT",
+        help="splits to fetch (default: the manifest's default_splits; for pst50 those pst50-paired needs)",
+    )
+    f.add_argument(
+        "--from",
+        dest="from_dir",
+        default=None,
+        metavar="DIR",
+        help="register a copy you already have (verified against the Hub's metadata first)",
+    )
+    f.add_argument(
+        "--revision",
+        default=None,
+        help="a branch, tag, commit or commit prefix to fetch, resolved to a full commit; "
+        "needed for an unpinned dataset (acetone: --revision main); for a pinned one, another revision needs "
+        "--allow-other-revision; recorded as a deviation in the lock and every run.json",
+    )
+    f.add_argument(
+        "--allow-other-revision",
+        action="store_true",
+        help="accept --revision other than the pinned one; recorded as a deviation",
+    )
+    f.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="one line per file (default: one progress bar on a terminal, a line every 5%% elsewhere, and a summary)",
+    )
     f.set_defaults(func=cmd_data_fetch)
 
     v = dsub.add_parser("verify", help="re-hash every file of a fetched dataset against its lock file")
     v.add_argument("name", help="dataset name: pst50, acetone or vab (vab: also the extracted images)")
-    v.add_argument("-v", "--verbose", action="store_true", help="one line per file (default: one progress bar or a line every 5%%)")
+    v.add_argument(
+        "-v", "--verbose", action="store_true", help="one line per file (default: one progress bar or a line every 5%%)"
+    )
     v.set_defaults(func=cmd_data_verify)
 
-    r = dsub.add_parser("revision", help="print the revision track T is pinned to (e.g. for a CI cache key); no network")
-    r.add_argument("track", help="a remote track (its manifest's pin), demo or a local track manifest (the track's revision)")
+    r = dsub.add_parser(
+        "revision", help="print the revision track T is pinned to (e.g. for a CI cache key); no network"
+    )
+    r.add_argument(
+        "track", help="a remote track (its manifest's pin), demo or a local track manifest (the track's revision)"
+    )
     r.set_defaults(func=cmd_data_revision)
 
     ls = dsub.add_parser("list", help="show which datasets are present, their revision and whether they verified")

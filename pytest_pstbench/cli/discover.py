@@ -1,6 +1,7 @@
 """`pstbench ls tracks|protocols|variants|metrics` and `pstbench cache prune`: what the kit offers and
 what its cache holds. The lists are read from the data (protocols/*.yaml, protocols/tracks/*.yaml,
 protocols/variants/*.yaml), not from a table in code."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -51,8 +52,14 @@ def ls_protocols() -> None:
     rows = []
     for path in _protocol_files():
         data = _yaml(path)
-        rows.append([data.get("id", path.stem), data.get("kind", default_kind()), data.get("version", ""),
-                     _one_line(data.get("description"))])
+        rows.append(
+            [
+                data.get("id", path.stem),
+                data.get("kind", default_kind()),
+                data.get("version", ""),
+                _one_line(data.get("description")),
+            ]
+        )
     _print_table(rows, ["protocol", "kind", "version", "description"])
 
 
@@ -80,7 +87,8 @@ def ls_metrics(protocol: str | None) -> None:
     if not isinstance(metrics, dict) or not metrics:
         raise UserError(f"{path}: has no `metrics` mapping; fix: give a protocol file (see `pstbench ls protocols`)")
     print(f"protocol: {data.get('id', path.stem)} ({path})")
-    from pytest_pstbench.core.kinds import protocol_kind, spec as kind_spec
+    from pytest_pstbench.core.kinds import protocol_kind
+    from pytest_pstbench.core.kinds import spec as kind_spec
 
     rows, headers = kind_spec(protocol_kind(data, path)).load("metric_table")(data)
     _print_table(rows, headers)
@@ -88,8 +96,12 @@ def ls_metrics(protocol: str | None) -> None:
 
 def cmd_ls(args) -> int:
     if args.what != "metrics" and args.protocol is not None:
-        raise UserError(f"--protocol {args.protocol}: only `pstbench ls metrics` takes a protocol; fix: drop --protocol")
-    {"tracks": ls_tracks, "protocols": ls_protocols, "variants": ls_variants}.get(args.what, lambda: ls_metrics(args.protocol))()
+        raise UserError(
+            f"--protocol {args.protocol}: only `pstbench ls metrics` takes a protocol; fix: drop --protocol"
+        )
+    {"tracks": ls_tracks, "protocols": ls_protocols, "variants": ls_variants}.get(
+        args.what, lambda: ls_metrics(args.protocol)
+    )()
     return 0
 
 
@@ -108,8 +120,10 @@ def cmd_cache_prune(args) -> int:
     for reason, count in sorted(report.removed.items()):
         print(f"  {count}: {reason}")
     if report.kept_unknown:
-        print(f"  kept {report.kept_unknown} entries written before entries recorded their engine "
-              "(removed by --older-than DAYS or --all)")
+        print(
+            f"  kept {report.kept_unknown} entries written before entries recorded their engine "
+            "(removed by --older-than DAYS or --all)"
+        )
     return 0
 
 
@@ -120,25 +134,39 @@ def _prune_responses(args) -> int:
     if args.older_than is None and not args.all:
         raise UserError("cache prune --responses: say which answers to remove; fix: add --older-than DAYS or --all")
     n, size = prune_responses(older_than_days=None if args.all else args.older_than, dry_run=args.dry_run)
-    print(f"response cache {responses_dir()}: {'would remove' if args.dry_run else 'removed'} {n} answers ({size / 2**20:.1f} MiB)")
+    print(
+        f"response cache {responses_dir()}: {'would remove' if args.dry_run else 'removed'} {n} answers ({size / 2**20:.1f} MiB)"
+    )
     return 0
 
 
 def add_discover_commands(sub) -> None:
     p = sub.add_parser("ls", help="list the tracks, protocols, sensitivity variants or a protocol's metrics")
     p.add_argument("what", choices=["tracks", "protocols", "variants", "metrics"], help="what to list")
-    p.add_argument("--protocol", default=None, metavar="P",
-                   help="ls metrics: protocol id or YAML path whose metrics to list (default: pstbench)")
+    p.add_argument(
+        "--protocol",
+        default=None,
+        metavar="P",
+        help="ls metrics: protocol id or YAML path whose metrics to list (default: pstbench)",
+    )
     p.set_defaults(func=cmd_ls)
 
     p = sub.add_parser("cache", help="manage the per-pair score cache ($PSTBENCH_CACHE/scores)")
     csub = p.add_subparsers(dest="cache_command", required=True, metavar="ACTION")
-    c = csub.add_parser("prune", help="remove score cache entries that can no longer be hit (another metric engine, "
-                        "cache format or package versions), damaged ones and, on request, old ones")
-    c.add_argument("--older-than", type=float, default=None, metavar="DAYS",
-                   help="also remove entries not written for DAYS days")
+    c = csub.add_parser(
+        "prune",
+        help="remove score cache entries that can no longer be hit (another metric engine, "
+        "cache format or package versions), damaged ones and, on request, old ones",
+    )
+    c.add_argument(
+        "--older-than", type=float, default=None, metavar="DAYS", help="also remove entries not written for DAYS days"
+    )
     c.add_argument("--all", action="store_true", help="remove every score cache entry")
     c.add_argument("--dry-run", action="store_true", help="say what would be removed; remove nothing")
-    c.add_argument("--responses", action="store_true", help="prune the model answers `vab run` cached ($PSTBENCH_CACHE/responses) "
-                   "instead of the score cache (with --older-than DAYS or --all)")
+    c.add_argument(
+        "--responses",
+        action="store_true",
+        help="prune the model answers `vab run` cached ($PSTBENCH_CACHE/responses) "
+        "instead of the score cache (with --older-than DAYS or --all)",
+    )
     c.set_defaults(func=cmd_cache_prune)

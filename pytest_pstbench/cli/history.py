@@ -1,6 +1,7 @@
 """`pstbench history SOURCE...`: a method's runs over time, from a run folder's git history, a published run
 path's Hub commits, or runs given in order (core/store/versions.py), with each point's interval and the
 significant steps between consecutive points (core/history.py); `--plot DIR` draws it (report/history.py)."""
+
 from __future__ import annotations
 
 import json
@@ -25,13 +26,29 @@ def cmd_history(args) -> int:
 
 
 def add_history_command(sub) -> None:
-    p = sub.add_parser("history", help="a method's runs over time (git commits of a run folder, Hub commits of a published "
-                       "run, or runs in order): each point's interval and the significant steps between consecutive points")
-    p.add_argument("sources", nargs="+", metavar="SOURCE",
-                   help="a run folder inside a git repository (its commits), a published run path "
-                   "(hf://datasets/OWNER/NAME[@REV]/PATH: the commits of REV, default main), or several run folders / URIs in order")
-    p.add_argument("--json", action="store_true", help="print one JSON object (points, steps, breaks, left_out) instead of the text")
+    p = sub.add_parser(
+        "history",
+        help="a method's runs over time (git commits of a run folder, Hub commits of a published "
+        "run, or runs in order): each point's interval and the significant steps between consecutive points",
+    )
+    p.add_argument(
+        "sources",
+        nargs="+",
+        metavar="SOURCE",
+        help="a run folder inside a git repository (its commits), a published run path "
+        "(hf://datasets/OWNER/NAME[@REV]/PATH: the commits of REV, default main), or several run folders / URIs in order",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object (points, steps, breaks, left_out) instead of the text",
+    )
     p.add_argument("--plot", default=None, metavar="DIR", help="write one PNG per metric into DIR (replaced whole)")
-    p.add_argument("--metric", nargs="+", default=None, metavar="M",
-                   help="metrics to follow (default: the protocol's ranked metrics; selection runs: top1 bot1 tb1)")
+    p.add_argument(
+        "--metric",
+        nargs="+",
+        default=None,
+        metavar="M",
+        help="metrics to follow (default: the protocol's ranked metrics; selection runs: top1 bot1 tb1)",
+    )
     p.set_defaults(func=cmd_history)

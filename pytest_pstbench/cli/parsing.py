@@ -1,5 +1,6 @@
 """The `pstbench` argument parser: a usage error is one line naming the (sub)command and its `--help`, an option
 or name that is not known is answered with the closest known one; and the argument types the commands share."""
+
 from __future__ import annotations
 
 import argparse
@@ -24,7 +25,9 @@ class Parser(argparse.ArgumentParser):
             target = command_parser(self, Parser.argv)
             typos = target.unknown_options(Parser.argv)
             if typos:
-                message = "; ".join(f"unknown option {word}{did_you_mean(word, target.long_options())}" for word in typos)
+                message = "; ".join(
+                    f"unknown option {word}{did_you_mean(word, target.long_options())}" for word in typos
+                )
         else:
             typos = self.unknown_options(Parser.argv)
             if typos:
@@ -47,8 +50,9 @@ class Parser(argparse.ArgumentParser):
             if word == "--":
                 break
             name = word.split("=", 1)[0]
-            if re.match(r"^--?[A-Za-z]", name) and not any(k == name or (name.startswith("--") and k.startswith(name))
-                                                           for k in known):
+            if re.match(r"^--?[A-Za-z]", name) and not any(
+                k == name or (name.startswith("--") and k.startswith(name)) for k in known
+            ):
                 out.append(name)
         return out
 
@@ -70,5 +74,5 @@ def command_parser(parser: argparse.ArgumentParser, argv) -> argparse.ArgumentPa
         if isinstance(action, argparse._SubParsersAction):
             for i, word in enumerate(argv):
                 if word in action.choices:
-                    return command_parser(action.choices[word], argv[i + 1:])
+                    return command_parser(action.choices[word], argv[i + 1 :])
     return parser

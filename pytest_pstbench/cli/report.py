@@ -1,8 +1,8 @@
 """`pstbench report`: the command's options; the work is done by pytest_pstbench.report."""
+
 from __future__ import annotations
 
 from pytest_pstbench.data.progress import stderr_line as _progress
-
 from pytest_pstbench.report.model import DEFAULT_MAX_PAIRS, DEFAULT_MAX_TASKS, DEFAULT_THUMB_SIZE
 from pytest_pstbench.report.worst import DEFAULT_WORST
 
@@ -15,20 +15,75 @@ def add_report_command(subparsers) -> None:
         description="Write a self-contained HTML page with figures of paired runs or of selection runs "
         "(results/<track>/<name>), all of one kind, made under the same protocol, track and dataset revision.",
     )
-    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run folders (results/<track>/<name>) or published runs "
-                   "(hf://datasets/OWNER/NAME@REVISION/PATH: one run, or a folder of runs); one or more")
-    p.add_argument("--out", required=True, metavar="DIR", help="folder to write index.html, figures/ and thumbs/ into (replaced if it holds an earlier report)")
-    p.add_argument("--sensitivity", default=None, metavar="SENS_DIR", help="folder written by `pstbench sensitivity` (its analysis.json): adds the rank changes per evaluation variant")
-    p.add_argument("--thumb-size", type=int, default=DEFAULT_THUMB_SIZE, metavar="PX", help=f"longest side of the pair thumbnails in pixels (default: {DEFAULT_THUMB_SIZE})")
-    p.add_argument("--max-pairs", type=int, default=None, metavar="N", help=f"paired runs: show thumbnails for the first N pairs in track order; 0 shows all (default: {DEFAULT_MAX_PAIRS})")
-    p.add_argument("--max-tasks", type=int, default=None, metavar="N", help=f"selection runs: show the first N tasks of the track in the gallery (the page names the ones left out); 0 shows all (default: {DEFAULT_MAX_TASKS})")
-    p.add_argument("--worst", type=int, default=None, metavar="N", help="paired runs, two or more: per ranked metric, "
-                   f"the N pairs each run lost most on against the first run (a Worst pairs section); 0: none (default: {DEFAULT_WORST})")
-    p.add_argument("--track", default=None, metavar="T", help="track to take the images from (paired: content/style/reference; selection: the candidates) (default: the runs' track id; a local track needs the path of its track.yaml)")
-    p.add_argument("--protocol", default=None, metavar="P", help="protocol id or YAML path the runs were made under, for metric labels (default: found by the runs' sha256)")
-    p.add_argument("--history", nargs="+", default=None, metavar="SOURCE", help="add a History section: the plots and "
-                   "significant steps of `pstbench history SOURCE...` (a run folder in a git repository, a published run "
-                   "path hf://datasets/OWNER/NAME[@REV]/PATH, or several runs in order)")
+    p.add_argument(
+        "runs",
+        nargs="+",
+        metavar="RUN_DIR",
+        help="run folders (results/<track>/<name>) or published runs "
+        "(hf://datasets/OWNER/NAME@REVISION/PATH: one run, or a folder of runs); one or more",
+    )
+    p.add_argument(
+        "--out",
+        required=True,
+        metavar="DIR",
+        help="folder to write index.html, figures/ and thumbs/ into (replaced if it holds an earlier report)",
+    )
+    p.add_argument(
+        "--sensitivity",
+        default=None,
+        metavar="SENS_DIR",
+        help="folder written by `pstbench sensitivity` (its analysis.json): adds the rank changes per evaluation variant",
+    )
+    p.add_argument(
+        "--thumb-size",
+        type=int,
+        default=DEFAULT_THUMB_SIZE,
+        metavar="PX",
+        help=f"longest side of the pair thumbnails in pixels (default: {DEFAULT_THUMB_SIZE})",
+    )
+    p.add_argument(
+        "--max-pairs",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"paired runs: show thumbnails for the first N pairs in track order; 0 shows all (default: {DEFAULT_MAX_PAIRS})",
+    )
+    p.add_argument(
+        "--max-tasks",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"selection runs: show the first N tasks of the track in the gallery (the page names the ones left out); 0 shows all (default: {DEFAULT_MAX_TASKS})",
+    )
+    p.add_argument(
+        "--worst",
+        type=int,
+        default=None,
+        metavar="N",
+        help="paired runs, two or more: per ranked metric, "
+        f"the N pairs each run lost most on against the first run (a Worst pairs section); 0: none (default: {DEFAULT_WORST})",
+    )
+    p.add_argument(
+        "--track",
+        default=None,
+        metavar="T",
+        help="track to take the images from (paired: content/style/reference; selection: the candidates) (default: the runs' track id; a local track needs the path of its track.yaml)",
+    )
+    p.add_argument(
+        "--protocol",
+        default=None,
+        metavar="P",
+        help="protocol id or YAML path the runs were made under, for metric labels (default: found by the runs' sha256)",
+    )
+    p.add_argument(
+        "--history",
+        nargs="+",
+        default=None,
+        metavar="SOURCE",
+        help="add a History section: the plots and "
+        "significant steps of `pstbench history SOURCE...` (a run folder in a git repository, a published run "
+        "path hf://datasets/OWNER/NAME[@REV]/PATH, or several runs in order)",
+    )
     p.set_defaults(func=cmd_report)
 
 
@@ -37,7 +92,9 @@ def cmd_report(args) -> int:
     from pytest_pstbench.report.build import build_report
 
     out = build_report(
-        resolve_runs(args.runs, option="RUN_DIR", protocol_spec=args.protocol, progress=_progress),  # published runs marked
+        resolve_runs(
+            args.runs, option="RUN_DIR", protocol_spec=args.protocol, progress=_progress
+        ),  # published runs marked
         args.out,
         sensitivity=args.sensitivity,
         thumb_size=args.thumb_size,
@@ -51,4 +108,3 @@ def cmd_report(args) -> int:
     )
     print(f"report: {out / 'index.html'}")
     return 0
-

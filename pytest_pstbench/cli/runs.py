@@ -6,10 +6,11 @@
 - `ls URI [--against RUN]`: the runs under a path with track, method, protocol, n, and whether each is
   comparable with RUN.
 """
+
 from __future__ import annotations
 
-from pytest_pstbench.data.progress import stderr_line as _progress
 from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.data.progress import stderr_line as _progress
 
 URI_HELP = "hf://datasets/OWNER/NAME@REVISION/PATH (the URI form of huggingface_hub's HfFileSystem)"
 
@@ -41,8 +42,15 @@ def cmd_pull(args) -> int:
 def cmd_push(args) -> int:
     from pytest_pstbench.core.store.published import pull, push
 
-    result = push(args.run_dir, args.uri, replace=args.replace, create=args.create, private=args.private,
-                  message=args.message, progress=_progress)
+    result = push(
+        args.run_dir,
+        args.uri,
+        replace=args.replace,
+        create=args.create,
+        private=args.private,
+        message=args.message,
+        progress=_progress,
+    )
     print(f"commit: {result.commit}")
     print(f"pinned: {result.pinned_uri}")
     back = pull(result.pinned_uri, progress=_progress, option="pushed run")  # the round trip: fetched and checked
@@ -82,8 +90,15 @@ def cmd_ls(args) -> int:
         kind, runs, _ = read_runs([src.path], protocol_spec=args.protocol)
         r = runs[0]
         rec = r.record
-        row = [src.path_in_repo or ".", rec.name, rec.kind, rec.track, _method(rec.data), rec.protocol_id,
-               f"{rec.n_scored}/{rec.n_items}"]
+        row = [
+            src.path_in_repo or ".",
+            rec.name,
+            rec.kind,
+            rec.track,
+            _method(rec.data),
+            rec.protocol_id,
+            f"{rec.n_scored}/{rec.n_items}",
+        ]
         if against is not None:
             if run_kind(against.path) != rec.kind:
                 row.append(f"no: a {run_kind(against.path)} run against a {rec.kind} run")
@@ -95,7 +110,9 @@ def cmd_ls(args) -> int:
                     why = str(exc).split(": ", 1)[-1].split("; fix:")[0]
                     row.append(f"no: {why}")
         rows.append(row)
-    headers = ["run", "name", "kind", "track", "method", "protocol", "n"] + (["comparable"] if against is not None else [])
+    headers = ["run", "name", "kind", "track", "method", "protocol", "n"] + (
+        ["comparable"] if against is not None else []
+    )
     print(f"{result.pinned_uri} (commit {result.commit})")
     print(tabulate(rows, headers=headers, tablefmt="simple"))
     return 0
@@ -104,20 +121,43 @@ def cmd_ls(args) -> int:
 def add_runs_commands(subparsers) -> None:
     p = subparsers.add_parser("runs", help="published runs on the Hugging Face Hub: pull, push, ls")
     sub = p.add_subparsers(dest="runs_command", required=True, metavar="ACTION")
-    a = sub.add_parser("pull", help="fetch the runs under a Hub URI into the cache, verified; print the commit and pinned URIs")
+    a = sub.add_parser(
+        "pull", help="fetch the runs under a Hub URI into the cache, verified; print the commit and pinned URIs"
+    )
     a.add_argument("uri", metavar="URI", help=URI_HELP + "; a run folder or a folder of run folders")
-    a.add_argument("--protocol", default=None, help="protocol id or YAML path the runs were made under (default: found by their sha256)")
+    a.add_argument(
+        "--protocol",
+        default=None,
+        help="protocol id or YAML path the runs were made under (default: found by their sha256)",
+    )
     a.set_defaults(func=cmd_pull)
-    a = sub.add_parser("push", help="publish a complete run folder as one Hub commit; print the commit and the pinned URI")
+    a = sub.add_parser(
+        "push", help="publish a complete run folder as one Hub commit; print the commit and the pinned URI"
+    )
     a.add_argument("run_dir", metavar="RUN_DIR", help="the local run folder (results/<track>/<name>)")
-    a.add_argument("uri", metavar="URI", help="hf://datasets/OWNER/NAME[@BRANCH]/PATH: where the run's files go (default branch main)")
+    a.add_argument(
+        "uri",
+        metavar="URI",
+        help="hf://datasets/OWNER/NAME[@BRANCH]/PATH: where the run's files go (default branch main)",
+    )
     a.add_argument("--replace", action="store_true", help="replace what PATH holds on the branch (in the same commit)")
     a.add_argument("--create", action="store_true", help="create the dataset repo if it does not exist")
     a.add_argument("--private", action="store_true", help="with --create: make the new repo private")
-    a.add_argument("-m", "--message", default=None, help="the commit message (default: names the run, its track and PATH)")
+    a.add_argument(
+        "-m", "--message", default=None, help="the commit message (default: names the run, its track and PATH)"
+    )
     a.set_defaults(func=cmd_push)
     a = sub.add_parser("ls", help="the runs under a Hub URI: track, method, protocol, n, and comparability with a run")
     a.add_argument("uri", metavar="URI", help=URI_HELP)
-    a.add_argument("--against", default=None, metavar="RUN", help="a run folder or Hub URI: say whether each run is comparable with it")
-    a.add_argument("--protocol", default=None, help="protocol id or YAML path the runs were made under (default: found by their sha256)")
+    a.add_argument(
+        "--against",
+        default=None,
+        metavar="RUN",
+        help="a run folder or Hub URI: say whether each run is comparable with it",
+    )
+    a.add_argument(
+        "--protocol",
+        default=None,
+        help="protocol id or YAML path the runs were made under (default: found by their sha256)",
+    )
     a.set_defaults(func=cmd_ls)

@@ -5,12 +5,12 @@ writes `scores.csv`, `analysis.json` and `analysis.md`, and prints the analysis.
 `pytest_pstbench.paired.sensitivity` (variants in `paired/variants.py`); this module only parses the command line, so
 it stays cheap to import.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
+
 from pytest_pstbench.data.progress import stderr_line as _progress
-
-
 
 
 def cmd_sensitivity(args) -> int:
@@ -32,14 +32,25 @@ def cmd_sensitivity(args) -> int:
     out_dir = Path(args.out) if args.out else Path("results") / "sensitivity" / track.id
     from pytest_pstbench.core.store.names import check_results_writable
 
-    check_results_writable(out_dir, out_dir, option="--out", what="analysis files")  # before minutes of scoring, not after
+    check_results_writable(
+        out_dir, out_dir, option="--out", what="analysis files"
+    )  # before minutes of scoring, not after
     from pytest_pstbench.core.files.write import refuse_overwriting_inputs
     from pytest_pstbench.paired.sensitivity_analysis import ANALYSIS_FILES
 
-    refuse_overwriting_inputs("--out", [out_dir / name for name in ANALYSIS_FILES], files=[
-        ("the track manifest", track.manifest), ("protocol file", base.path),
-        *(("variant file", v.file) for v in variants), *((f"an output of {m.name}", p) for m in methods for p in m.outputs.values())])
-    nets = sorted({str(m.get("net", "alex")) for v in variants for m in v.protocol.metrics.values() if m.get("kind") == "lpips"})
+    refuse_overwriting_inputs(
+        "--out",
+        [out_dir / name for name in ANALYSIS_FILES],
+        files=[
+            ("the track manifest", track.manifest),
+            ("protocol file", base.path),
+            *(("variant file", v.file) for v in variants),
+            *((f"an output of {m.name}", p) for m in methods for p in m.outputs.values()),
+        ],
+    )
+    nets = sorted(
+        {str(m.get("net", "alex")) for v in variants for m in v.protocol.metrics.values() if m.get("kind") == "lpips"}
+    )
     if nets:  # resolve (fetch) the backbone weights up front, with progress, not in the middle of the run
         from pytest_pstbench.core.errors import UserError
         from pytest_pstbench.data.weights.backbones import BACKBONE_OF_NET
@@ -53,20 +64,36 @@ def cmd_sensitivity(args) -> int:
                 if net in base_nets:
                     raise  # the protocol's own LPIPS must work
                 # a variant's net without weights (e.g. squeeze offline): reported as unavailable in the analysis
-    _progress(f"sensitivity: {len(methods)} methods x {len(variants)} variants (protocol first) on {len(track.pairs)} pairs of {track.id}")
-    result = run_sensitivity(track, base, variants, methods, device=args.device, out_dir=out_dir,
-                             allow_resize=args.allow_resize, progress=_progress)
+    _progress(
+        f"sensitivity: {len(methods)} methods x {len(variants)} variants (protocol first) on {len(track.pairs)} pairs of {track.id}"
+    )
+    result = run_sensitivity(
+        track,
+        base,
+        variants,
+        methods,
+        device=args.device,
+        out_dir=out_dir,
+        allow_resize=args.allow_resize,
+        progress=_progress,
+    )
     if result.resized:
-        _progress(f"sensitivity: {len(result.resized)} outputs resized to the reference size (--allow-resize; listed in analysis.json `resized`)")
+        _progress(
+            f"sensitivity: {len(result.resized)} outputs resized to the reference size (--allow-resize; listed in analysis.json `resized`)"
+        )
     a = result.analysis
-    print(f"track: {a['track']}   protocol: {a['protocol']}   dataset: {a['dataset']}@{a['dataset_revision']}   n={a['n_pairs']}")
+    print(
+        f"track: {a['track']}   protocol: {a['protocol']}   dataset: {a['dataset']}@{a['dataset_revision']}   n={a['n_pairs']}"
+    )
     for title, table in analysis_tables(a, base, reason_width=200):
         print(f"\n{title}\n{table}")
     print(
         f"\n{a['computations']['computed']} metric computations for {a['computations']['values']} values "
         f"({a['computations']['reused']} reused); {a['timings']['total_s']:.1f} s"
     )
-    print(f"files: {out_dir}/ (scores.csv, analysis.json, analysis.md; the full reasons and every variant's ranking are there)")
+    print(
+        f"files: {out_dir}/ (scores.csv, analysis.json, analysis.md; the full reasons and every variant's ranking are there)"
+    )
     return 0
 
 
@@ -89,8 +116,14 @@ def add_sensitivity_command(subparsers) -> None:
         help="a method: NAME and its outputs folder (one <pair_id>.png per pair), or identity / log:identity for the "
         "track's content images; at least two; give them before --variants",
     )
-    p.add_argument("--track", required=True, help="built-in track (demo), remote track id or path to a local track.yaml")
-    p.add_argument("--out", default=None, help="folder for scores.csv, analysis.json, analysis.md (default: results/sensitivity/<track>)")
+    p.add_argument(
+        "--track", required=True, help="built-in track (demo), remote track id or path to a local track.yaml"
+    )
+    p.add_argument(
+        "--out",
+        default=None,
+        help="folder for scores.csv, analysis.json, analysis.md (default: results/sensitivity/<track>)",
+    )
     p.add_argument(
         "--variants",
         nargs="+",
@@ -99,8 +132,13 @@ def add_sensitivity_command(subparsers) -> None:
         help="variants to run: shipped ids (protocols/variants/<id>.yaml) or paths to variant YAML files (default: every shipped variant)",
     )
     p.add_argument("--device", default="cpu", help="device for LPIPS: cpu or cuda (default: cpu)")
-    p.add_argument("--allow-resize", action="store_true",
-                   help="resize outputs whose size differs from the reference's (the protocol's filter), as `pstbench score --allow-resize`; "
-                   "each one is listed in analysis.json `resized`")
-    p.add_argument("--protocol", default=None, help="base protocol id or YAML path the variants patch (default: pstbench)")
+    p.add_argument(
+        "--allow-resize",
+        action="store_true",
+        help="resize outputs whose size differs from the reference's (the protocol's filter), as `pstbench score --allow-resize`; "
+        "each one is listed in analysis.json `resized`",
+    )
+    p.add_argument(
+        "--protocol", default=None, help="base protocol id or YAML path the variants patch (default: pstbench)"
+    )
     p.set_defaults(func=cmd_sensitivity)

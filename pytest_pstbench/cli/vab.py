@@ -3,15 +3,15 @@
 Wired into `pytest_pstbench.cli.build_parser` by `add_vab_commands(subparsers)`. User errors
 (`UserError`) are printed as one line by `pytest_pstbench.cli.main` (exit 2).
 """
+
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+
 from pytest_pstbench.cli.vab_common import load_selection, print_outcome
 from pytest_pstbench.data.progress import stderr_line as _progress
 from pytest_pstbench.options import add_to_argparse
-
-
 
 
 def cmd_export(args) -> int:
@@ -26,30 +26,42 @@ def cmd_export(args) -> int:
     if not args.out:
         from pytest_pstbench.core.errors import UserError
 
-        raise UserError("vab export: give --out FOLDER (the export folder) or --batch-file FILE (an OpenAI Batch input file)")
+        raise UserError(
+            "vab export: give --out FOLDER (the export folder) or --batch-file FILE (an OpenAI Batch input file)"
+        )
     if args.retry:
         from pytest_pstbench.selection.answers import read_answers, retry_requests
 
         only = retry_requests(track, read_answers(Path(args.retry), track, params), params)
         if not only:
-            print(f"nothing to re-ask in {args.retry}: every answer parsed, or its request reached "
-                  f"{params.attempts['max']} attempts (answers.attempts.max of protocol {protocol.id})")
+            print(
+                f"nothing to re-ask in {args.retry}: every answer parsed, or its request reached "
+                f"{params.attempts['max']} attempts (answers.attempts.max of protocol {protocol.id})"
+            )
             return 0
         s = export_track(track, protocol, Path(args.out), only=only)
-        print(f"re-ask list: {s.n_requests} requests of {s.n_tasks} tasks whose answer did not parse or was an API error "
-              f"(below {params.attempts['max']} attempts) to {s.out}")
-        print(f"requests: {s.out / 'requests.jsonl'} (each with its attempt number); append the answers to {args.retry}")
+        print(
+            f"re-ask list: {s.n_requests} requests of {s.n_tasks} tasks whose answer did not parse or was an API error "
+            f"(below {params.attempts['max']} attempts) to {s.out}"
+        )
+        print(
+            f"requests: {s.out / 'requests.jsonl'} (each with its attempt number); append the answers to {args.retry}"
+        )
         return 0
     s = export_track(track, protocol, Path(args.out))
     print(f"exported {s.n_tasks} tasks ({s.n_requests} requests, {s.n_images} images) of track {track.id} to {s.out}")
-    print(f"requests: {s.out / 'requests.jsonl'}; then: pstbench vab score --track {args.track} --answers ANSWERS.jsonl")
+    print(
+        f"requests: {s.out / 'requests.jsonl'}; then: pstbench vab score --track {args.track} --answers ANSWERS.jsonl"
+    )
     return 0
 
 
 def _parsing_differences(track, set_a, set_b) -> int:
     """Answers (task, trial, prompt type) whose labels or status differ between two parsings."""
     keys = set(set_a.entries) | set(set_b.entries)
-    return sum(1 for k in keys if (set_a.entries.get(k) or (None, None))[:2] != (set_b.entries.get(k) or (None, None))[:2])
+    return sum(
+        1 for k in keys if (set_a.entries.get(k) or (None, None))[:2] != (set_b.entries.get(k) or (None, None))[:2]
+    )
 
 
 def _t0_table(summary: dict, summary0: dict, params) -> str:
@@ -68,7 +80,9 @@ def _t0_table(summary: dict, summary0: dict, params) -> str:
             for m in params.metrics:
                 row.append(f"{pct(c['metrics'][m][agg]['mean'])} ({pct(c0['metrics'][m][agg]['mean'])})")
         body.append(row)
-    headers = ["cell"] + [f"{m}({'p^3' if agg == 'pass^3' else agg})" for agg in ("pass^3", "ap@1") for m in params.metrics]
+    headers = ["cell"] + [
+        f"{m}({'p^3' if agg == 'pass^3' else agg})" for agg in ("pass^3", "ap@1") for m in params.metrics
+    ]
     return tabulate(body, headers=headers, tablefmt="simple", disable_numparse=True)
 
 
@@ -96,14 +110,16 @@ def _shift_table(summary_a: dict, summary_b: dict, id_a: str, id_b: str, params)
 
 def cmd_score(args) -> int:
     from pytest_pstbench.selection.answers import read_answers
-    from pytest_pstbench.selection.tables import answers_line
     from pytest_pstbench.selection.run_judge import answers_judge, function_judge
     from pytest_pstbench.selection.session import SelectionSession, score_all
+    from pytest_pstbench.selection.tables import answers_line
 
     if bool(args.answers) == bool(args.judge):
         from pytest_pstbench.core.errors import UserError
 
-        raise UserError("pstbench vab score: give exactly one of --answers FILE or --judge MODULE:FUNCTION (or pyiqa:METRIC)")
+        raise UserError(
+            "pstbench vab score: give exactly one of --answers FILE or --judge MODULE:FUNCTION (or pyiqa:METRIC)"
+        )
     if (args.also_protocol or args.t0_answers) and not args.answers:
         from pytest_pstbench.core.errors import UserError
 
@@ -114,14 +130,19 @@ def cmd_score(args) -> int:
     if prices is not None and not args.answers:
         from pytest_pstbench.core.errors import UserError
 
-        raise UserError("--prices / --price-in: a cost needs an answers file with usage; fix: give --answers FILE (not --judge)")
+        raise UserError(
+            "--prices / --price-in: a cost needs an answers file with usage; fix: give --answers FILE (not --judge)"
+        )
     protocol, params, track = load_selection(args.track, args.protocol)
     if args.batch_output:  # the engine's answers appended to --answers first (cli.vab_batch)
         from pytest_pstbench.cli.vab_batch import read_batch_output
 
         read_batch_output(args, track, params)
-    chosen = (answers_judge(Path(args.answers), track, params) if args.answers
-              else function_judge(args.judge, Path.cwd(), params, device=args.device))
+    chosen = (
+        answers_judge(Path(args.answers), track, params)
+        if args.answers
+        else function_judge(args.judge, Path.cwd(), params, device=args.device)
+    )
     answer_set, name = chosen.answer_set, args.name or chosen.default_name
     provenance = with_cost(chosen.provenance, answer_set, prices, params)
     # Every input is read before the first run is written: a damaged --t0-answers or --also-protocol file is
@@ -134,25 +155,50 @@ def cmd_score(args) -> int:
         protocol2 = load_protocol(args.also_protocol)
         params2 = SelectionParams.of(protocol2)
         set2 = read_answers(Path(args.answers), track, params2)
-    session = SelectionSession(track, protocol, name=name, results_dir=args.results, judge=provenance, command=args.command_line,
-                               votes=args.votes)
-    outcome = score_all(session, answer_set=answer_set, judge=chosen.judge, progress=_progress if args.verbose else None)
+    session = SelectionSession(
+        track,
+        protocol,
+        name=name,
+        results_dir=args.results,
+        judge=provenance,
+        command=args.command_line,
+        votes=args.votes,
+    )
+    outcome = score_all(
+        session, answer_set=answer_set, judge=chosen.judge, progress=_progress if args.verbose else None
+    )
     print_outcome(outcome, track, chosen.label, params, extras=args.extras)
     if set0 is not None:
-        session0 = SelectionSession(track, protocol, name=f"{name}@t0", results_dir=args.results, judge=set0.provenance(),
-                                    command=args.command_line, votes=args.votes)
+        session0 = SelectionSession(
+            track,
+            protocol,
+            name=f"{name}@t0",
+            results_dir=args.results,
+            judge=set0.provenance(),
+            command=args.command_line,
+            votes=args.votes,
+        )
         outcome0 = score_all(session0, answer_set=set0)
         print()
         print(f"as the official summarize.py prints it, with the temperature-0 run ({args.t0_answers}) in parentheses:")
         print(_t0_table(outcome.summary, outcome0.summary, params))
         print(f"run files: {outcome0.run_dir}")
     if args.also_protocol:
-        session2 = SelectionSession(track, protocol2, name=f"{name}@{protocol2.id}", results_dir=args.results, judge=provenance,
-                                    command=args.command_line, votes=args.votes)
+        session2 = SelectionSession(
+            track,
+            protocol2,
+            name=f"{name}@{protocol2.id}",
+            results_dir=args.results,
+            judge=provenance,
+            command=args.command_line,
+            votes=args.votes,
+        )
         outcome2 = score_all(session2, answer_set=set2)
         print()
-        print(f"the same answers parsed under protocol {protocol2.id}: "
-              f"{_parsing_differences(track, answer_set, set2)} of {answer_set.n_lines} answer lines read differently")
+        print(
+            f"the same answers parsed under protocol {protocol2.id}: "
+            f"{_parsing_differences(track, answer_set, set2)} of {answer_set.n_lines} answer lines read differently"
+        )
         print(_shift_table(outcome.summary, outcome2.summary, protocol.id, protocol2.id, params))
         note = answers_line(outcome2.run)
         if note:
@@ -173,11 +219,17 @@ def _incomplete(outcome, answers) -> int:
     failures = [f for f in run["failures"] if f["message"] != NO_ANSWER]
     if unanswered:
         shown = ", ".join(unanswered[:5]) + (", ..." if len(unanswered) > 5 else "")
-        print(f"pstbench: error: {answers}: answers none of the trials of {len(unanswered)} of the track's {run['n_tasks']} "
-              f"tasks ({shown}); run.json says complete: false (incomplete: {run['n_scored']} of {run['n_tasks']} tasks); "
-              "fix: answer every task (pstbench vab run resumes its answers file) and score again", file=sys.stderr)
+        print(
+            f"pstbench: error: {answers}: answers none of the trials of {len(unanswered)} of the track's {run['n_tasks']} "
+            f"tasks ({shown}); run.json says complete: false (incomplete: {run['n_scored']} of {run['n_tasks']} tasks); "
+            "fix: answer every task (pstbench vab run resumes its answers file) and score again",
+            file=sys.stderr,
+        )
     if failures:
-        print(f"pstbench: error: {len(failures)} of {run['n_tasks']} tasks failed; run.json says complete: false", file=sys.stderr)
+        print(
+            f"pstbench: error: {len(failures)} of {run['n_tasks']} tasks failed; run.json says complete: false",
+            file=sys.stderr,
+        )
         for f in failures:
             print(f"  {f['task']}: {f['message']}", file=sys.stderr)
     return 1
@@ -190,8 +242,8 @@ def cmd_consensus(args) -> int:
     from tabulate import tabulate
 
     from pytest_pstbench.core.errors import UserError
-    from pytest_pstbench.core.protocol import load_protocol
     from pytest_pstbench.core.files.write import refuse_overwriting_inputs, write_atomic
+    from pytest_pstbench.core.protocol import load_protocol
     from pytest_pstbench.selection.consensus import decide, read_votes, thresholds_for
     from pytest_pstbench.selection.null_model import monte_carlo_pass_probability
     from pytest_pstbench.selection.protocol import DEFAULT_SELECTION_PROTOCOL, SelectionParams
@@ -204,10 +256,17 @@ def cmd_consensus(args) -> int:
         raise UserError(f"--verify-mc {args.verify_mc}: give a positive number of Monte Carlo draws (e.g. 100000)")
     votes_path = Path(args.votes)
     if args.out:  # before any work: the accepted tasks never replace the votes or the protocol
-        refuse_overwriting_inputs("--out", [args.out], files=[("the votes file", votes_path), ("protocol file", protocol.path)])
+        refuse_overwriting_inputs(
+            "--out", [args.out], files=[("the votes file", votes_path), ("protocol file", protocol.path)]
+        )
     tasks = read_votes(votes_path, k_range=(params.k_min, params.k_max), protocol_id=protocol.id)
-    rows = thresholds_for(tasks, params.consensus, alpha=args.alpha, path=votes_path,
-                          progress=lambda msg: print(msg, file=sys.stderr, flush=True))
+    rows = thresholds_for(
+        tasks,
+        params.consensus,
+        alpha=args.alpha,
+        path=votes_path,
+        progress=lambda msg: print(msg, file=sys.stderr, flush=True),
+    )
     decisions = []
     for t in tasks:
         th = rows[(t.k, t.n)]
@@ -215,7 +274,11 @@ def cmd_consensus(args) -> int:
             decisions.append((t, None))
             continue
         decisions.append((t, decide(t.k, t.best, t.worst if t.k >= 3 else None, th.m)))
-    source = f"--alpha {args.alpha}" if args.alpha is not None else f"protocol {protocol.id} (n_judges = {params.consensus['n_judges']})"
+    source = (
+        f"--alpha {args.alpha}"
+        if args.alpha is not None
+        else f"protocol {protocol.id} (n_judges = {params.consensus['n_judges']})"
+    )
     n_acc = sum(1 for _t, d in decisions if d is not None and d.accepted)
     print(f"consensus: {votes_path}   tasks: {len(tasks)}   accepted: {n_acc}   thresholds: {source}")
     headers = ["k", "n", "m", "tasks", "accepted", "null pass probability"]
@@ -230,8 +293,10 @@ def cmd_consensus(args) -> int:
             line = [k, n, "-", len(group), 0, f"none: even m = n gives more than {args.alpha}"]
         elif th.p_null is None:  # beyond the exact computation's size: a Monte Carlo estimate
             mc = th.p_mc
-            shown = (f"{mc.estimate:.6g} (Monte Carlo, {mc.draws} draws; {mc_conf:g} Clopper-Pearson "
-                     f"[{mc.ci_low:.6g}, {mc.ci_high:.6g}]; m has upper end <= {args.alpha})")
+            shown = (
+                f"{mc.estimate:.6g} (Monte Carlo, {mc.draws} draws; {mc_conf:g} Clopper-Pearson "
+                f"[{mc.ci_low:.6g}, {mc.ci_high:.6g}]; m has upper end <= {args.alpha})"
+            )
             line = [k, n, th.m, len(group), sum(1 for d in group if d.accepted), shown]
         else:
             p = th.p_null
@@ -242,7 +307,10 @@ def cmd_consensus(args) -> int:
                 line += ["-", "-"]
             else:
                 mc = monte_carlo_pass_probability(k, n, th.m, args.verify_mc, seed=mc_seed, confidence=mc_conf)
-                line += [f"{mc.estimate:.6f} [{mc.ci_low:.6f}, {mc.ci_high:.6f}]", "yes" if mc.contains(float(th.p_null)) else "NO"]
+                line += [
+                    f"{mc.estimate:.6f} [{mc.ci_low:.6f}, {mc.ci_high:.6f}]",
+                    "yes" if mc.contains(float(th.p_null)) else "NO",
+                ]
         body.append([str(x) for x in line])
     print(tabulate(body, headers=headers, tablefmt="simple", disable_numparse=True))
     buf = io.StringIO()
@@ -250,9 +318,22 @@ def cmd_consensus(args) -> int:
     w.writerow(["task_id", "k", "n", "m", "best", "best_votes", "worst", "worst_votes"])
     for t, d in decisions:
         if d is not None and d.accepted:
-            w.writerow([t.task_id, t.k, t.n, rows[(t.k, t.n)].m, d.best, d.best_votes, d.worst or "", d.worst_votes if t.k >= 3 else ""])
+            w.writerow(
+                [
+                    t.task_id,
+                    t.k,
+                    t.n,
+                    rows[(t.k, t.n)].m,
+                    d.best,
+                    d.best_votes,
+                    d.worst or "",
+                    d.worst_votes if t.k >= 3 else "",
+                ]
+            )
     if args.out:
-        write_atomic(Path(args.out), buf.getvalue(), what="the accepted tasks", fix="free some space or give --out another file")
+        write_atomic(
+            Path(args.out), buf.getvalue(), what="the accepted tasks", fix="free some space or give --out another file"
+        )
         print(f"accepted tasks: {args.out}")
     else:
         print()
@@ -274,8 +355,14 @@ def cmd_study(args) -> int:
         from pytest_pstbench.core.protocol import protocol_path
 
         written = [Path(args.out) / name for name in STUDY_FILES]
-        refuse_overwriting_inputs("--out", written, files=[("the annotations file", args.annotations),
-                                                           ("protocol file", protocol_path(args.protocol) if args.protocol else None)])
+        refuse_overwriting_inputs(
+            "--out",
+            written,
+            files=[
+                ("the annotations file", args.annotations),
+                ("protocol file", protocol_path(args.protocol) if args.protocol else None),
+            ],
+        )
     result = run_study(Path(args.annotations), protocol=args.protocol, majority=args.majority, max_w=args.max_w)
     print(study_tables(result))
     if args.out:
@@ -286,18 +373,34 @@ def cmd_study(args) -> int:
 
 def add_vab_commands(subparsers) -> None:
     """Add `vab export|score|run|consensus|study` to the `pstbench` parser's subcommands."""
-    p = subparsers.add_parser("vab", help="selection tracks (best/worst judgment, protocol vab): export, score, run, consensus, study")
+    p = subparsers.add_parser(
+        "vab", help="selection tracks (best/worst judgment, protocol vab): export, score, run, consensus, study"
+    )
     sub = p.add_subparsers(dest="vab_command", required=True, metavar="ACTION")
 
-    e = sub.add_parser("export", help="write each task's images per trial, prompts and requests.jsonl for a model to answer")
+    e = sub.add_parser(
+        "export", help="write each task's images per trial, prompts and requests.jsonl for a model to answer"
+    )
     e.add_argument("--track", required=True, help="vab-demo, or the path to a local selection track.yaml")
     e.add_argument("--out", default=None, help="new (or empty) folder to write the export into")
     e.add_argument("--protocol", default=None, help="selection protocol id or YAML path (default: vab)")
-    e.add_argument("--retry", default=None, metavar="ANSWERS", help="write only the re-ask list: requests whose latest answer in ANSWERS did not parse or was an API error, below the protocol's attempt limit")
-    e.add_argument("--batch-file", default=None, metavar="FILE", help="instead of a folder: write every request as an OpenAI "
-                   "Batch input file (JSON Lines, the bodies `vab run` sends; vLLM's run-batch reads it); needs --model")
+    e.add_argument(
+        "--retry",
+        default=None,
+        metavar="ANSWERS",
+        help="write only the re-ask list: requests whose latest answer in ANSWERS did not parse or was an API error, below the protocol's attempt limit",
+    )
+    e.add_argument(
+        "--batch-file",
+        default=None,
+        metavar="FILE",
+        help="instead of a folder: write every request as an OpenAI "
+        "Batch input file (JSON Lines, the bodies `vab run` sends; vLLM's run-batch reads it); needs --model",
+    )
     e.add_argument("--model", default=None, help="--batch-file: model name in every request body")
-    e.add_argument("--temperature", type=float, default=None, help="--batch-file: sampling temperature (default: the protocol's)")
+    e.add_argument(
+        "--temperature", type=float, default=None, help="--batch-file: sampling temperature (default: the protocol's)"
+    )
     e.add_argument("--max-tokens", type=int, default=None, help="--batch-file: max_tokens (default: the protocol's)")
     add_to_argparse(e, "extra-body")
     e.set_defaults(func=cmd_export)
@@ -305,18 +408,43 @@ def add_vab_commands(subparsers) -> None:
     s = sub.add_parser("score", help="score a judge on a selection track: an answers file or a scoring function")
     s.add_argument("--track", required=True, help="vab-demo, or the path to a local selection track.yaml")
     s.add_argument("--answers", default=None, help="JSON Lines answers file (raw responses or parsed labels)")
-    s.add_argument("--batch-output", default=None, metavar="FILE", help="an OpenAI Batch output file (of `vab export --batch-file`'s "
-                   "requests): its answers appended to --answers as `vab run` writes them, then scored")
-    s.add_argument("--judge", default=None, help="scoring function module:function or path/to/file.py:function, or pyiqa:METRIC "
-                   "(a no-reference pyiqa metric; needs the [iqa] extra: docs/selection.md), or vab-paper:qalign (Q-Align as the paper "
-                   "scores it)")
+    s.add_argument(
+        "--batch-output",
+        default=None,
+        metavar="FILE",
+        help="an OpenAI Batch output file (of `vab export --batch-file`'s "
+        "requests): its answers appended to --answers as `vab run` writes them, then scored",
+    )
+    s.add_argument(
+        "--judge",
+        default=None,
+        help="scoring function module:function or path/to/file.py:function, or pyiqa:METRIC "
+        "(a no-reference pyiqa metric; needs the [iqa] extra: docs/selection.md), or vab-paper:qalign (Q-Align as the paper "
+        "scores it)",
+    )
     add_to_argparse(s, "device", "votes")
     s.add_argument("--name", default=None, help="run name (default: the answers file's stem, or the function's name)")
-    s.add_argument("--results", default="results", help="results root; run files go to RESULTS/<track>/<name>/ (default: results)")
+    s.add_argument(
+        "--results", default="results", help="results root; run files go to RESULTS/<track>/<name>/ (default: results)"
+    )
     s.add_argument("--protocol", default=None, help="selection protocol id or YAML path (default: vab)")
-    s.add_argument("--also-protocol", default=None, metavar="PROTOCOL", help="also score the same answers file under a second protocol (e.g. vab-lenient) and print both side by side; its run goes to NAME@PROTOCOL")
-    s.add_argument("--t0-answers", default=None, metavar="FILE", help="answers of the same model at temperature 0 (the official summary's '(t=0)' column): scored as run NAME@t0 and shown in parentheses")
-    s.add_argument("--extras", action="store_true", help="also print TB-1's best-only / worst-only accuracy and each metric's trial-0 accuracy")
+    s.add_argument(
+        "--also-protocol",
+        default=None,
+        metavar="PROTOCOL",
+        help="also score the same answers file under a second protocol (e.g. vab-lenient) and print both side by side; its run goes to NAME@PROTOCOL",
+    )
+    s.add_argument(
+        "--t0-answers",
+        default=None,
+        metavar="FILE",
+        help="answers of the same model at temperature 0 (the official summary's '(t=0)' column): scored as run NAME@t0 and shown in parentheses",
+    )
+    s.add_argument(
+        "--extras",
+        action="store_true",
+        help="also print TB-1's best-only / worst-only accuracy and each metric's trial-0 accuracy",
+    )
     s.add_argument("-v", "--verbose", action="store_true", help="print one progress line per task")
     s.set_defaults(func=cmd_score)
 
@@ -326,19 +454,57 @@ def add_vab_commands(subparsers) -> None:
 
     add_run_parser(sub)
 
-    c = sub.add_parser("consensus", help="filter tasks by judges' agreement; print the exact null pass probability per k")
-    c.add_argument("votes", metavar="VOTES.csv", help="CSV with columns task_id, k, judge, best, worst (worst empty when k = 2)")
-    c.add_argument("--alpha", type=float, default=None, help="derive each threshold as the smallest m with null pass probability <= ALPHA (default: the protocol's thresholds)")
-    c.add_argument("--verify-mc", type=int, default=None, metavar="N", help="check each probability by Monte Carlo with N draws (95%% Wald interval)")
+    c = sub.add_parser(
+        "consensus", help="filter tasks by judges' agreement; print the exact null pass probability per k"
+    )
+    c.add_argument(
+        "votes", metavar="VOTES.csv", help="CSV with columns task_id, k, judge, best, worst (worst empty when k = 2)"
+    )
+    c.add_argument(
+        "--alpha",
+        type=float,
+        default=None,
+        help="derive each threshold as the smallest m with null pass probability <= ALPHA (default: the protocol's thresholds)",
+    )
+    c.add_argument(
+        "--verify-mc",
+        type=int,
+        default=None,
+        metavar="N",
+        help="check each probability by Monte Carlo with N draws (95%% Wald interval)",
+    )
     c.add_argument("--out", default=None, help="write the accepted tasks (CSV) here instead of printing them")
     c.add_argument("--protocol", default=None, help="selection protocol id or YAML path (default: vab)")
     c.add_argument("-v", "--verbose", action="store_true", help="list rejected tasks with the reason on stderr")
     c.set_defaults(func=cmd_consensus)
 
-    st = sub.add_parser("study", help="ranking vs scoring protocol study of an annotations CSV (fidelity, reproducibility, distinguishability, Kendall's W)")
-    st.add_argument("annotations", metavar="ANNOTATIONS.csv", help="CSV with columns task_id, annotator, image, score (0-10), rank (1 = best); one row per task, annotator and image")
-    st.add_argument("--majority", type=int, default=None, metavar="M", help="a label is reached when at least M annotators vote it (default: a strict majority of each task's annotators, floor(n/2)+1: 5 of 8)")
-    st.add_argument("--max-w", type=float, default=None, metavar="W", help="drop tasks whose Kendall's W of the score rankings is at or above W (the paper: 0.825)")
+    st = sub.add_parser(
+        "study",
+        help="ranking vs scoring protocol study of an annotations CSV (fidelity, reproducibility, distinguishability, Kendall's W)",
+    )
+    st.add_argument(
+        "annotations",
+        metavar="ANNOTATIONS.csv",
+        help="CSV with columns task_id, annotator, image, score (0-10), rank (1 = best); one row per task, annotator and image",
+    )
+    st.add_argument(
+        "--majority",
+        type=int,
+        default=None,
+        metavar="M",
+        help="a label is reached when at least M annotators vote it (default: a strict majority of each task's annotators, floor(n/2)+1: 5 of 8)",
+    )
+    st.add_argument(
+        "--max-w",
+        type=float,
+        default=None,
+        metavar="W",
+        help="drop tasks whose Kendall's W of the score rankings is at or above W (the paper: 0.825)",
+    )
     st.add_argument("--out", default=None, metavar="DIR", help="write study.json and study.csv into DIR")
-    st.add_argument("--protocol", default=None, help="selection protocol id or YAML path: its bootstrap and task sizes (default: vab)")
+    st.add_argument(
+        "--protocol",
+        default=None,
+        help="selection protocol id or YAML path: its bootstrap and task sizes (default: vab)",
+    )
     st.set_defaults(func=cmd_study)

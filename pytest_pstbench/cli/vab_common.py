@@ -1,4 +1,5 @@
 """What the `vab` commands share: loading a selection track with its protocol, and printing a scored run."""
+
 from __future__ import annotations
 
 from pytest_pstbench.data.progress import stderr_line as _progress
@@ -15,7 +16,6 @@ def load_selection(track_spec: str, protocol_spec: str | None):
     return protocol, params, track
 
 
-
 def print_outcome(outcome, track, label: str, params, *, extras: bool) -> None:
     """The tables of a scored selection run (and the official extras with --extras), the answers line
     and where the run files are."""
@@ -30,9 +30,8 @@ def print_outcome(outcome, track, label: str, params, *, extras: bool) -> None:
     if extras:
         print()
         print(extras_table(outcome.summary, params))
-    from pytest_pstbench.selection.position_bias import table as position_table
-
     from pytest_pstbench.selection.agreement import table as experts_table
+    from pytest_pstbench.selection.position_bias import table as position_table
 
     for block in (position_table(outcome.summary, params), experts_table(outcome.summary, params)):
         if block:

@@ -3,6 +3,7 @@ and retries, `selection.model_run`), append its answers to an answers file, then
 
 Wired into `vab`'s subcommands by `add_run_parser`; uses `cli.vab`'s loading and printing.
 """
+
 from __future__ import annotations
 
 import sys
@@ -14,29 +15,31 @@ from pytest_pstbench.options import add_to_argparse
 
 def cmd_run(args) -> int:
     """Ask a model (OpenAI-compatible chat completions), append its answers, then score them."""
-    from pytest_pstbench.selection.answers import ERROR
+    from pytest_pstbench.cli.vab_common import load_selection, print_outcome
     from pytest_pstbench.data.progress import terminal_progress
+    from pytest_pstbench.selection.answers import ERROR
     from pytest_pstbench.selection.model_options import redact_command, settings_from_args
     from pytest_pstbench.selection.model_run import run_model
+    from pytest_pstbench.selection.pricing import table_from_args, with_cost
     from pytest_pstbench.selection.run_judge import answers_judge, model_run_name
     from pytest_pstbench.selection.session import SelectionSession, score_all, votes_and_human
-
-    from pytest_pstbench.cli.vab_common import load_selection, print_outcome
-
-    from pytest_pstbench.selection.pricing import table_from_args, with_cost
 
     args.command_line = redact_command(getattr(args, "command_line", None))  # --header values never reach run.json
     prices = table_from_args(args)  # a bad price file or option: refused before any request
     if args.calibrate is not None and not args.estimate:
         raise UserError("--calibrate N: only with --estimate; fix: add --estimate (or drop --calibrate)")
     if args.calibrate is not None and args.calibrate < 1:
-        raise UserError(f"--calibrate {args.calibrate}: not a positive number of requests; fix: give N >= 2 (e.g. --calibrate 30)")
+        raise UserError(
+            f"--calibrate {args.calibrate}: not a positive number of requests; fix: give N >= 2 (e.g. --calibrate 30)"
+        )
     protocol, params, track = load_selection(args.track, args.protocol)
     settings = settings_from_args(args, params)
     if settings.budget_cost:
         if prices is None:
-            raise UserError(f"--budget-cost {args.budget_cost:g}: a money budget needs the model's prices; fix: add "
-                            "--price-in X --price-out Y (per million tokens) or --prices FILE")
+            raise UserError(
+                f"--budget-cost {args.budget_cost:g}: a money budget needs the model's prices; fix: add "
+                "--price-in X --price-out Y (per million tokens) or --prices FILE"
+            )
         from dataclasses import replace
 
         settings = replace(settings, budget_price=prices.price_of(settings.model)[1])
@@ -46,11 +49,21 @@ def cmd_run(args) -> int:
 
     check_options(args.poll_interval, args.batch_wait, args.batch_max_mb)
     if args.batch:
-        clash = [o for o, on in (("--budget-tokens", settings.budget_tokens), ("--budget-cost", settings.budget_cost),
-                                 ("--concurrency auto", settings.adaptive), ("--estimate", args.estimate)) if on]
+        clash = [
+            o
+            for o, on in (
+                ("--budget-tokens", settings.budget_tokens),
+                ("--budget-cost", settings.budget_cost),
+                ("--concurrency auto", settings.adaptive),
+                ("--estimate", args.estimate),
+            )
+            if on
+        ]
         if clash:
-            raise UserError(f"--batch and {clash[0]}: a batch is submitted whole (its requests are not sent one by one); "
-                            f"fix: drop {clash[0]}, or drop --batch")
+            raise UserError(
+                f"--batch and {clash[0]}: a batch is submitted whole (its requests are not sent one by one); "
+                f"fix: drop {clash[0]}, or drop --batch"
+            )
     if args.estimate:
         return _estimate(args, track, protocol, settings, answers_path, prices)
     votes, human = votes_and_human(track, params, args.votes)  # a bad votes file: refused before any request
@@ -61,27 +74,46 @@ def cmd_run(args) -> int:
         asked = run_batch_command(args, track, protocol, settings, answers_path)
         model_api["batch"] = {"ids": asked.batches, "completion_window": "24h"}
     else:
-        asked = run_model(track, protocol, settings, answers_path, progress=terminal_progress if not args.quiet else None)
+        asked = run_model(
+            track, protocol, settings, answers_path, progress=terminal_progress if not args.quiet else None
+        )
     counts = asked.counts
-    print(f"model {settings.model} at {settings.api_base}: asked {counts['asked']} requests ({counts['skipped']} already answered), "
-          f"{counts['calls']} {'batch requests' if args.batch else 'API calls'}; {counts['ok']} parsed, {counts['unparseable']} "
-          f"unparseable, {counts['error']} API errors; answers: {answers_path}")
+    print(
+        f"model {settings.model} at {settings.api_base}: asked {counts['asked']} requests ({counts['skipped']} already answered), "
+        f"{counts['calls']} {'batch requests' if args.batch else 'API calls'}; {counts['ok']} parsed, {counts['unparseable']} "
+        f"unparseable, {counts['error']} API errors; answers: {answers_path}"
+    )
     notes = {k: counts[k] for k in ("budget", "cache", "stopped") if k in counts}
     if "stopped" in counts:
-        print(f"pstbench: stopped: {counts['stopped']}; answers so far are in {answers_path}; fix: run the same command "
-              "with a larger --budget-tokens / --budget-cost to go on (nothing answered is asked again)", file=sys.stderr)
+        print(
+            f"pstbench: stopped: {counts['stopped']}; answers so far are in {answers_path}; fix: run the same command "
+            "with a larger --budget-tokens / --budget-cost to go on (nothing answered is asked again)",
+            file=sys.stderr,
+        )
     model_api.update(notes)
     if getattr(asked, "pacing", None) is not None:  # --concurrency auto: the limit over time, the 429 / 503 counts
         model_api["pacing"] = asked.pacing
         p = asked.pacing
-        print(f"adaptive concurrency: limit {p['trace'][-1][1]} at the end (peak {p['peak_in_flight']} in flight, ceiling "
-              f"{p['max_concurrency']}); {p['throttled'].get('429', 0)} answers 429, {p['throttled'].get('503', 0)} answers 503, "
-              f"{p['waited_out']} waited out and sent again")
-    chosen = answers_judge(answers_path, track, params, model=settings.model, model_api=model_api,
-                           answer_set=asked.answer_set)
+        print(
+            f"adaptive concurrency: limit {p['trace'][-1][1]} at the end (peak {p['peak_in_flight']} in flight, ceiling "
+            f"{p['max_concurrency']}); {p['throttled'].get('429', 0)} answers 429, {p['throttled'].get('503', 0)} answers 503, "
+            f"{p['waited_out']} waited out and sent again"
+        )
+    chosen = answers_judge(
+        answers_path, track, params, model=settings.model, model_api=model_api, answer_set=asked.answer_set
+    )
     judge = with_cost(chosen.provenance, chosen.answer_set, prices, params, settings.model)
-    session = SelectionSession(track, protocol, name=name, results_dir=args.results, judge=judge,
-                               command=args.command_line, votes=votes, human=human, stopped=counts.get("stopped"))
+    session = SelectionSession(
+        track,
+        protocol,
+        name=name,
+        results_dir=args.results,
+        judge=judge,
+        command=args.command_line,
+        votes=votes,
+        human=human,
+        stopped=counts.get("stopped"),
+    )
     outcome = score_all(session, answer_set=chosen.answer_set)
     print_outcome(outcome, track, chosen.label, params, extras=args.extras)
     if "stopped" in counts:
@@ -89,8 +121,11 @@ def cmd_run(args) -> int:
     errors = sum(1 for e in chosen.answer_set.entries.values() if e[1] == ERROR)
     if errors:
         first = next(e[2] for e in chosen.answer_set.entries.values() if e[1] == ERROR)
-        print(f"pstbench: error: {errors} requests ended in API errors; run the same command again to ask them again "
-              f"(the first, from {settings.api_base}: {first})", file=sys.stderr)
+        print(
+            f"pstbench: error: {errors} requests ended in API errors; run the same command again to ask them again "
+            f"(the first, from {settings.api_base}: {first})",
+            file=sys.stderr,
+        )
         return 1
     return 0
 
@@ -101,10 +136,19 @@ def _estimate(args, track, protocol, settings, answers_path, prices) -> int:
     from pytest_pstbench.selection.estimate import estimate_run, lines
 
     price = prices.price_of(settings.model)[1] if prices is not None else None
-    est = estimate_run(track, protocol, settings, answers_path, calibrate=args.calibrate or 0, price=price,
-                       progress=terminal_progress if not args.quiet and args.calibrate else None)
-    print(f"estimate for model {settings.model} at {settings.api_base} ({'no request sent' if not args.calibrate else f'answers: {answers_path}'}; "
-          "no run folder written)")
+    est = estimate_run(
+        track,
+        protocol,
+        settings,
+        answers_path,
+        calibrate=args.calibrate or 0,
+        price=price,
+        progress=terminal_progress if not args.quiet and args.calibrate else None,
+    )
+    print(
+        f"estimate for model {settings.model} at {settings.api_base} ({'no request sent' if not args.calibrate else f'answers: {answers_path}'}; "
+        "no run folder written)"
+    )
     for line in lines(est):
         print(line)
     return 0
@@ -112,57 +156,147 @@ def _estimate(args, track, protocol, settings, answers_path, prices) -> int:
 
 def add_price_options(p) -> None:
     """The price table of a model run's cost (`selection.pricing`): `vab run` and `vab score`."""
-    p.add_argument("--price-in", type=float, default=None, metavar="X", help="price of a million prompt tokens (with --price-out; any model)")
-    p.add_argument("--price-out", type=float, default=None, metavar="Y", help="price of a million completion tokens, reasoning included")
-    p.add_argument("--price-cached-in", type=float, default=None, metavar="Z", help="price of a million cached prompt tokens (default: --price-in)")
+    p.add_argument(
+        "--price-in",
+        type=float,
+        default=None,
+        metavar="X",
+        help="price of a million prompt tokens (with --price-out; any model)",
+    )
+    p.add_argument(
+        "--price-out",
+        type=float,
+        default=None,
+        metavar="Y",
+        help="price of a million completion tokens, reasoning included",
+    )
+    p.add_argument(
+        "--price-cached-in",
+        type=float,
+        default=None,
+        metavar="Z",
+        help="price of a million cached prompt tokens (default: --price-in)",
+    )
     p.add_argument("--currency", default=None, help="the currency of --price-in/--price-out (default: USD)")
-    p.add_argument("--prices", default=None, metavar="FILE", help="YAML price file, one row per model: MODEL: {in: X, out: Y, cached_in: Z, currency: USD}")
+    p.add_argument(
+        "--prices",
+        default=None,
+        metavar="FILE",
+        help="YAML price file, one row per model: MODEL: {in: X, out: Y, cached_in: Z, currency: USD}",
+    )
 
 
 def add_run_parser(sub) -> None:
     """Add `vab run` to `vab`'s subcommands."""
-    r = sub.add_parser("run", help="ask a model behind an OpenAI-compatible chat-completions endpoint (official prompts, retries), then score it")
+    r = sub.add_parser(
+        "run",
+        help="ask a model behind an OpenAI-compatible chat-completions endpoint (official prompts, retries), then score it",
+    )
     r.add_argument("--track", required=True, help="vab-demo, or the path to a local selection track.yaml")
     r.add_argument("--model", required=True, help="model name sent to the endpoint")
     r.add_argument("--api-base", required=True, help="endpoint base URL; requests go to API_BASE/chat/completions")
-    r.add_argument("--api-key-env", default="API_KEY", help="environment variable holding the API key (default: API_KEY; sent as a Bearer token, never written)")
-    r.add_argument("--answers", default=None, help="answers file to append to and resume from (default: RESULTS/<track>/<name>.answers.jsonl)")
-    r.add_argument("--concurrency", default=10, metavar="N|auto",
-                   help="requests in flight at once (default: 10, the official pipeline's rules as they are); `auto`: "
-                   "adapt to the endpoint's rate limit (grow while answered, cut on 429/503; rate-limit answers are "
-                   "waited out and sent again) up to --max-concurrency; the limit over time is recorded in run.json")
-    r.add_argument("--max-concurrency", default=None, metavar="M",
-                   help="with --concurrency auto: the ceiling of the adaptive limit (default: 64; at most 1000)")
-    r.add_argument("--timeout", type=float, default=600.0, help="seconds one whole API call may take (connect, send, answer; a call cut at the limit is retried as a timeout) (default: 600)")
+    r.add_argument(
+        "--api-key-env",
+        default="API_KEY",
+        help="environment variable holding the API key (default: API_KEY; sent as a Bearer token, never written)",
+    )
+    r.add_argument(
+        "--answers",
+        default=None,
+        help="answers file to append to and resume from (default: RESULTS/<track>/<name>.answers.jsonl)",
+    )
+    r.add_argument(
+        "--concurrency",
+        default=10,
+        metavar="N|auto",
+        help="requests in flight at once (default: 10, the official pipeline's rules as they are); `auto`: "
+        "adapt to the endpoint's rate limit (grow while answered, cut on 429/503; rate-limit answers are "
+        "waited out and sent again) up to --max-concurrency; the limit over time is recorded in run.json",
+    )
+    r.add_argument(
+        "--max-concurrency",
+        default=None,
+        metavar="M",
+        help="with --concurrency auto: the ceiling of the adaptive limit (default: 64; at most 1000)",
+    )
+    r.add_argument(
+        "--timeout",
+        type=float,
+        default=600.0,
+        help="seconds one whole API call may take (connect, send, answer; a call cut at the limit is retried as a timeout) (default: 600)",
+    )
     add_to_argparse(r, "header", "extra-body", "votes")  # the one option table (the plugin's --pstbench-header, ...)
-    r.add_argument("--temperature", type=float, default=None, help="sampling temperature (default: the protocol's, 1.0)")
+    r.add_argument(
+        "--temperature", type=float, default=None, help="sampling temperature (default: the protocol's, 1.0)"
+    )
     r.add_argument("--max-tokens", type=int, default=None, help="max_tokens (default: the protocol's, 8192)")
     r.add_argument("--name", default=None, help="run name (default: the model name's last part)")
     r.add_argument("--results", default="results", help="results root (default: results)")
     r.add_argument("--protocol", default=None, help="selection protocol id or YAML path (default: vab)")
     r.add_argument("--extras", action="store_true", help="also print TB-1 best-only / worst-only and trial-0 accuracy")
-    r.add_argument("--batch", action="store_true", help="ask through the endpoint's Batch API (/files, /batches: OpenAI's, at its batch "
-                   "price): submit, poll, record; a stopped run resumes the same batch (state in ANSWERS.batch.json)")
-    r.add_argument("--poll-interval", type=float, default=30.0, help="--batch: seconds between polls of the batch (default: 30)")
-    r.add_argument("--batch-max-mb", type=float, default=200.0, metavar="MB",
-                   help="--batch: the largest input file one batch takes, in MiB (default: 200, OpenAI's limit; also at most "
-                        "50,000 requests); a run over it is submitted as several batches, one after another")
-    r.add_argument("--batch-wait", type=float, default=90_000.0, help="--batch: seconds to poll before stopping; run the same "
-                   "command again to go on polling the same batch (default: 90000, the 24 h window and an hour)")
-    r.add_argument("--budget-tokens", type=int, default=None, metavar="N",
-                   help="stop before a request whose bound (its prompt as the server counts it, plus --max-tokens) would take "
-                        "the answers file's tokens over N; a later run with a larger N goes on (docs/selection.md, Cost and rate limits)")
-    r.add_argument("--budget-cost", type=float, default=None, metavar="MONEY",
-                   help="the same as --budget-tokens in money, at the prices given (--price-in/--price-out or --prices); "
-                        "a request's bound is priced at the full prompt price")
-    r.add_argument("--no-cache", action="store_true", help="neither read nor fill the response cache ($PSTBENCH_CACHE/responses)")
-    r.add_argument("--reuse-answers", action="store_true",
-                   help="use the response cache at any temperature (by default only at temperature 0: a cached answer at "
-                        "temperature 1 is a replayed sample, not a new one)")
+    r.add_argument(
+        "--batch",
+        action="store_true",
+        help="ask through the endpoint's Batch API (/files, /batches: OpenAI's, at its batch "
+        "price): submit, poll, record; a stopped run resumes the same batch (state in ANSWERS.batch.json)",
+    )
+    r.add_argument(
+        "--poll-interval", type=float, default=30.0, help="--batch: seconds between polls of the batch (default: 30)"
+    )
+    r.add_argument(
+        "--batch-max-mb",
+        type=float,
+        default=200.0,
+        metavar="MB",
+        help="--batch: the largest input file one batch takes, in MiB (default: 200, OpenAI's limit; also at most "
+        "50,000 requests); a run over it is submitted as several batches, one after another",
+    )
+    r.add_argument(
+        "--batch-wait",
+        type=float,
+        default=90_000.0,
+        help="--batch: seconds to poll before stopping; run the same "
+        "command again to go on polling the same batch (default: 90000, the 24 h window and an hour)",
+    )
+    r.add_argument(
+        "--budget-tokens",
+        type=int,
+        default=None,
+        metavar="N",
+        help="stop before a request whose bound (its prompt as the server counts it, plus --max-tokens) would take "
+        "the answers file's tokens over N; a later run with a larger N goes on (docs/selection.md, Cost and rate limits)",
+    )
+    r.add_argument(
+        "--budget-cost",
+        type=float,
+        default=None,
+        metavar="MONEY",
+        help="the same as --budget-tokens in money, at the prices given (--price-in/--price-out or --prices); "
+        "a request's bound is priced at the full prompt price",
+    )
+    r.add_argument(
+        "--no-cache", action="store_true", help="neither read nor fill the response cache ($PSTBENCH_CACHE/responses)"
+    )
+    r.add_argument(
+        "--reuse-answers",
+        action="store_true",
+        help="use the response cache at any temperature (by default only at temperature 0: a cached answer at "
+        "temperature 1 is a replayed sample, not a new one)",
+    )
     add_price_options(r)
-    r.add_argument("--estimate", action="store_true", help="print the request count, expected tokens and cost (with an interval) and stop: "
-                   "no request sent (or the --calibrate sample), no run folder written")
-    r.add_argument("--calibrate", type=int, default=None, metavar="N", help="with --estimate: ask N requests (appended to the answers "
-                   "file; they count towards the run) and estimate from their usage")
+    r.add_argument(
+        "--estimate",
+        action="store_true",
+        help="print the request count, expected tokens and cost (with an interval) and stop: "
+        "no request sent (or the --calibrate sample), no run folder written",
+    )
+    r.add_argument(
+        "--calibrate",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --estimate: ask N requests (appended to the answers "
+        "file; they count towards the run) and estimate from their usage",
+    )
     r.add_argument("-q", "--quiet", action="store_true", help="no progress bar (no batch progress lines)")
     r.set_defaults(func=cmd_run)

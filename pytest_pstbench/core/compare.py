@@ -3,6 +3,7 @@ were made under, the loop over pairs of runs, and the gate's baseline rules (eac
 comparison that cannot detect a worse run fails, `compare --fail-on-worse`). A kind supplies its
 `RunKind` (core/kinds.py): its loader, its test between two runs and its Holm step.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -75,7 +76,9 @@ def protocol_for(runs, spec: str | None = None):
     )
 
 
-def checked_runs(kind: RunKind, runs: list, *, protocol=None, protocol_spec: str | None = None, comparable: bool = False):
+def checked_runs(
+    kind: RunKind, runs: list, *, protocol=None, protocol_spec: str | None = None, comparable: bool = False
+):
     """The checks of the one validating reader (`core.store.reader.read_runs`) on runs already loaded by
     `kind.load` -> their protocol. With `comparable`
     the runs must be comparable (complete, same protocol, track, dataset revision and items); the protocol
@@ -84,7 +87,9 @@ def checked_runs(kind: RunKind, runs: list, *, protocol=None, protocol_spec: str
     (its files agree with each other and with the protocol)."""
     for r in runs:
         if not isinstance(r.record.name, str) or not r.record.name:
-            raise UserError(f"{r.path / 'run.json'}: name is {r.record.name!r}, not a run name; fix: score the run again")
+            raise UserError(
+                f"{r.path / 'run.json'}: name is {r.record.name!r}, not a run name; fix: score the run again"
+            )
     if comparable:
         kind.check_comparable(runs)
     if protocol is None:
@@ -120,8 +125,9 @@ def check_metric_names(names, known, message) -> list[str]:
 GATE_WORST = 3  # a failed gate's summaries show this many items lost most on, per failing metric and baseline
 
 
-def gate_against_baselines(result, run_dir: Path, baselines, protocol, metrics, margins: dict | None = None,
-                           item_files: dict | None = None) -> None:
+def gate_against_baselines(
+    result, run_dir: Path, baselines, protocol, metrics, margins: dict | None = None, item_files: dict | None = None
+) -> None:
     """The candidate run in `run_dir` against each baseline run of the same kind, Holm over all tests;
     each test whose verdict is worse adds the kind's reason to `result` (a gate.GateResult) and, where the
     kind has `gate_worst`, the GATE_WORST items the candidate lost most on, once per metric and baseline
@@ -152,10 +158,14 @@ def gate_against_baselines(result, run_dir: Path, baselines, protocol, metrics, 
 
 
 # What a comparison that cannot detect a worse run advises, in each front door's own options.
-GATE_FIX = ("fix: gate on a track with more items, on fewer metrics (--pstbench-gate-metrics), "
-            "or with bounds (--pstbench-min/--pstbench-max) instead of a baseline")
-COMPARE_FIX = ("fix: compare on a track with more items or on fewer metrics (--metrics), "
-               "or drop --fail-on-worse and judge the run by its values")
+GATE_FIX = (
+    "fix: gate on a track with more items, on fewer metrics (--pstbench-gate-metrics), "
+    "or with bounds (--pstbench-min/--pstbench-max) instead of a baseline"
+)
+COMPARE_FIX = (
+    "fix: compare on a track with more items or on fewer metrics (--metrics), "
+    "or drop --fail-on-worse and judge the run by its values"
+)
 
 
 def comparison_failures(comp, kind: RunKind, protocol, fix: str = GATE_FIX) -> list[str]:
@@ -170,8 +180,14 @@ def comparison_failures(comp, kind: RunKind, protocol, fix: str = GATE_FIX) -> l
     return reasons
 
 
-def cannot_detect(rows, alpha: float, kind: RunKind, protocol, fix: str = GATE_FIX,
-                  what: str = "the baseline comparison cannot detect a worse run") -> str | None:
+def cannot_detect(
+    rows,
+    alpha: float,
+    kind: RunKind,
+    protocol,
+    fix: str = GATE_FIX,
+    what: str = "the baseline comparison cannot detect a worse run",
+) -> str | None:
     """Why a comparison could not have found any test worse, whatever the runs' values: with too few pairs
     (or tasks), Holm's smallest adjusted p-value, m times the smallest p any test can give, is not below
     alpha. A gate that cannot fail proves nothing, so it fails and says so; None when it can detect.
@@ -183,9 +199,11 @@ def cannot_detect(rows, alpha: float, kind: RunKind, protocol, fix: str = GATE_F
     n = min(r.n for r in rows)
     clusters = [getattr(r, "clusters", None) for r in rows]  # a test of clusters of items counts clusters
     size = f"{min(clusters)} clusters ({n} {kind.unit})" if None not in clusters else f"{n} {kind.unit}"
-    return (f"{what}: with {size} per test the smallest p-value a "
-            f"test can give is {smallest:.4g}, and Holm's correction over its {m} tests makes that {min(1.0, m * smallest):.4g}, "
-            f"not below alpha {alpha}; {fix}")
+    return (
+        f"{what}: with {size} per test the smallest p-value a "
+        f"test can give is {smallest:.4g}, and Holm's correction over its {m} tests makes that {min(1.0, m * smallest):.4g}, "
+        f"not below alpha {alpha}; {fix}"
+    )
 
 
 #: How `pstbench compare` and `pstbench table` open the line of a comparison where nothing can be significant.
@@ -208,10 +226,12 @@ def partly_blind(rows, alpha: float, kind: RunKind, protocol, fix: str = NOTE_FI
     ns = sorted({r.n for r in blind})
     smallest = min(kind.smallest_pvalue(r, protocol) for r in blind)
     names = ", ".join(dict.fromkeys(kind.test_label(r, protocol) for r in blind))
-    return (f"{NOTHING_SIGNIFICANT} in {len(blind)} of the {m} tests ({names}): with {ns[-1]} {kind.unit}"
-            f"{' or fewer' if len(ns) > 1 else ''} per test the "
-            f"smallest p-value they can give is {smallest:.4g}, and Holm's correction over {m} tests makes that "
-            f"{min(1.0, m * smallest):.4g}, not below alpha {alpha}; {fix}")
+    return (
+        f"{NOTHING_SIGNIFICANT} in {len(blind)} of the {m} tests ({names}): with {ns[-1]} {kind.unit}"
+        f"{' or fewer' if len(ns) > 1 else ''} per test the "
+        f"smallest p-value they can give is {smallest:.4g}, and Holm's correction over {m} tests makes that "
+        f"{min(1.0, m * smallest):.4g}, not below alpha {alpha}; {fix}"
+    )
 
 
 def unique_baselines(baselines, kind: RunKind, notes: list[str]) -> list[Path]:
@@ -244,7 +264,11 @@ def fail_on_worse(args, comp, kind_name: str, protocol) -> int:
     import sys
 
     if not getattr(args, "fail_on_worse", False):
-        blind = cannot_detect(comp.rows, comp.alpha, get(kind_name), protocol, NOTE_FIX, NOTHING_SIGNIFICANT) if comp.rows else None
+        blind = (
+            cannot_detect(comp.rows, comp.alpha, get(kind_name), protocol, NOTE_FIX, NOTHING_SIGNIFICANT)
+            if comp.rows
+            else None
+        )
         if blind:  # --fail-on-worse gives its own reason below
             print(f"pstbench compare: {blind}", file=sys.stderr)
     part = partly_blind(comp.rows, comp.alpha, get(kind_name), protocol)

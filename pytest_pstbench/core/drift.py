@@ -7,11 +7,14 @@ is not compared; one recorded by one run only is named ("not recorded" on the ot
 This only says so: the comparison itself is unchanged (differences below the protocol's tie thresholds stay
 ties), unless the strict option (`compare --strict-environment`, `--pstbench-strict-environment`) makes a
 drift a failure. Standard library only (the plugin reads it)."""
+
 from __future__ import annotations
 
 FIELDS = ("torch", "lpips", "scikit-image", "numpy", "pyiqa", "device", "torch_threads", "lpips_weights")
-FIX = ("fix: score the baseline again in this environment (or the candidate in the baseline's), or pin the versions, "
-       "device and thread count both runs use")
+FIX = (
+    "fix: score the baseline again in this environment (or the candidate in the baseline's), or pin the versions, "
+    "device and thread count both runs use"
+)
 
 
 def _weights(value):
@@ -56,9 +59,11 @@ def _shown(v) -> str:
 def drift_line(baseline_name: str, candidate_name: str, fields) -> str:
     """One line naming the fields in which the baseline's environment differs from the candidate's."""
     said = "; ".join(f"{name} {_shown(a)} (baseline) vs {_shown(b)} (candidate)" for name, a, b in fields)
-    return (f"environment drift: baseline {baseline_name} was computed in another environment than {candidate_name} "
-            f"({', '.join(f[0] for f in fields)} differ: {said}); values may differ in their last digits (below the "
-            "protocol's tie thresholds they stay ties)")
+    return (
+        f"environment drift: baseline {baseline_name} was computed in another environment than {candidate_name} "
+        f"({', '.join(f[0] for f in fields)} differ: {said}); values may differ in their last digits (below the "
+        "protocol's tie thresholds they stay ties)"
+    )
 
 
 def pairs_drift(pairs) -> list[str]:

@@ -1,6 +1,7 @@
 """What run.json records of the machine and software a run was made with, written once for every
 track kind: Python, the platform, the kit's version and each package the kind computes with (None
 when that package is not installed)."""
+
 from __future__ import annotations
 
 import platform
@@ -16,8 +17,11 @@ def package_version(dist: str) -> str | None:
 
 def environment(packages: tuple[str, ...]) -> dict:
     """{python, platform, pytest_pstbench, <each package>: version}, in that order."""
-    env = {"python": platform.python_version(), "platform": platform.platform(),
-           "pytest_pstbench": package_version("pytest-pstbench")}
+    env = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "pytest_pstbench": package_version("pytest-pstbench"),
+    }
     env.update({dist: package_version(dist) for dist in packages})
     return env
 
@@ -32,8 +36,14 @@ def _git(folder: str, *args: str) -> str | None:
 
     env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
     try:
-        proc = subprocess.run(["git", "-C", folder, *args], capture_output=True, text=True, timeout=GIT_TIMEOUT_S,
-                              env=env, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            ["git", "-C", folder, *args],
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT_S,
+            env=env,
+            stdin=subprocess.DEVNULL,
+        )
     except (OSError, subprocess.SubprocessError, ValueError):
         return None
     return proc.stdout.strip() if proc.returncode == 0 else None
@@ -69,8 +79,9 @@ def git_provenance(outputs_dir=None) -> dict:
     return {"outputs": git_info(outputs_dir) if outputs_dir is not None else None, "working_dir": git_info(os.getcwd())}
 
 
-def run_environment(own: dict, computed_in: list[tuple[dict, str | None, str]] | None, order: list[str], noun: str,
-                    values_key=None) -> tuple[dict, dict | None]:
+def run_environment(
+    own: dict, computed_in: list[tuple[dict, str | None, str]] | None, order: list[str], noun: str, values_key=None
+) -> tuple[dict, dict | None]:
     """run.json's `environment` and, when the values were computed in more than one environment, the
     deviation that says so.
 
@@ -107,6 +118,8 @@ def run_environment(own: dict, computed_in: list[tuple[dict, str | None, str]] |
     return main, {
         "kind": "environment_differs",
         "fields": fields,
-        "groups": [{"environment": {k: v.get(k) for k in fields}, "workers": sorted(g["workers"]), f"{noun}s": g["items"]}
-                   for g, v in zip(ordered, values)]
+        "groups": [
+            {"environment": {k: v.get(k) for k in fields}, "workers": sorted(g["workers"]), f"{noun}s": g["items"]}
+            for g, v in zip(ordered, values)
+        ],
     }

@@ -1,6 +1,7 @@
 """A number read from an environment variable (a timeout, a limit): the one reader, so that every variable
 the kit reads is checked by one rule and refused in one line naming the variable, what it expects and the
 fix."""
+
 from __future__ import annotations
 
 import os
@@ -20,6 +21,8 @@ def env_number(name: str, default, *, unit: str, example, zero_ok: bool = False,
     except ValueError:  # not a number, or more digits than int() converts
         value = -1
     if not ((value >= 0 if zero_ok else value > 0) and value < float("inf")):
-        raise UserError(f"{name}={raw!r}: expected a number of {unit} {'>=' if zero_ok else '>'} 0; fix: set it to e.g. "
-                        f"{example} or unset it")
+        raise UserError(
+            f"{name}={raw!r}: expected a number of {unit} {'>=' if zero_ok else '>'} 0; fix: set it to e.g. "
+            f"{example} or unset it"
+        )
     return value

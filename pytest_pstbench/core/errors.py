@@ -5,6 +5,7 @@ Its message names the file (or option), the rule that was broken and the fix. Fr
 field, a server's reply): its control characters are shown escaped (`core.text.for_terminal`), wherever
 the message is printed or recorded.
 """
+
 from pytest_pstbench.core.text import for_terminal
 
 

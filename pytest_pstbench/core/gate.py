@@ -1,4 +1,5 @@
 """The regression gate: a finished run against baseline runs and bounds on means."""
+
 from __future__ import annotations
 
 import math
@@ -8,8 +9,18 @@ from dataclasses import dataclass, field
 from pytest_pstbench.core.errors import UserError, suggest
 
 
-def parse_number_items(items, option: str, names: list[str], *, example: str, unknown, check=None,
-                       check_name=None, number_fix=None, noun: str = "values") -> dict[str, float]:
+def parse_number_items(
+    items,
+    option: str,
+    names: list[str],
+    *,
+    example: str,
+    unknown,
+    check=None,
+    check_name=None,
+    number_fix=None,
+    noun: str = "values",
+) -> dict[str, float]:
     """`["KEY=VALUE", ...]` -> {KEY: VALUE}: the one KEY=VALUE parser of the gate's options (bounds and
     margins). Each KEY is one of `names` (`unknown(key)` says why another is refused), each VALUE a finite
     number; `check_name(item, name)` and `check(item, name, value, number)` may refuse them further,
@@ -29,7 +40,9 @@ def parse_number_items(items, option: str, names: list[str], *, example: str, un
         try:
             number = float(value)
         except ValueError:
-            raise UserError(f"{option} {item!r}: {value!r} is not a number{number_fix(name) if number_fix else ''}") from None
+            raise UserError(
+                f"{option} {item!r}: {value!r} is not a number{number_fix(name) if number_fix else ''}"
+            ) from None
         if check is not None:
             check(item, name, value, number)
         if name in out and out[name] != number:
@@ -38,8 +51,16 @@ def parse_number_items(items, option: str, names: list[str], *, example: str, un
     return out
 
 
-def parse_bound_items(items: list[str] | None, kind: str, names: list[str], *, example: str, unknown,
-                      lo: float = -math.inf, hi: float = math.inf) -> dict[str, float]:
+def parse_bound_items(
+    items: list[str] | None,
+    kind: str,
+    names: list[str],
+    *,
+    example: str,
+    unknown,
+    lo: float = -math.inf,
+    hi: float = math.inf,
+) -> dict[str, float]:
     """`["KEY=VALUE", ...]` -> {KEY: VALUE} for `--pstbench-{kind}`, each KEY one of `names`; shared by
     paired and selection runs. `example` shows the syntax ("METRIC=VALUE, e.g. psnr=22"), `unknown(key)`
     says why a key is refused (naming the valid ones); `lo`/`hi` bound the values."""
@@ -58,13 +79,17 @@ def parse_bounds(items: list[str] | None, kind: str, protocol) -> dict[str, floa
     """Paired runs: `["psnr=22", ...]` -> {"psnr": 22.0}; metric names are checked against the protocol."""
     names = protocol.metric_names
     return parse_bound_items(
-        items, kind, names, example="METRIC=VALUE, e.g. psnr=22",
+        items,
+        kind,
+        names,
+        example="METRIC=VALUE, e.g. psnr=22",
         unknown=lambda name: f"unknown metric {name!r}; protocol {protocol.id} has {', '.join(names)}",
     )
 
 
-def parse_margins(items: list[str] | None, protocol, *, option: str = "--pstbench-gate-margin",
-                  tested: list[str] | None = None) -> dict[str, float]:
+def parse_margins(
+    items: list[str] | None, protocol, *, option: str = "--pstbench-gate-margin", tested: list[str] | None = None
+) -> dict[str, float]:
     """Paired runs: `["lpips=0.002", ...]` -> {"lpips": 0.002}, the non-inferiority margins of the gate
     (`--pstbench-gate-margin`, `pstbench compare --margin`), in the units of the per-pair values of
     metrics.csv. A margin must be a finite number >= 0 for a metric of the protocol that is tested
@@ -74,23 +99,35 @@ def parse_margins(items: list[str] | None, protocol, *, option: str = "--pstbenc
 
     def check_name(item, name):
         if name not in tested:
-            raise UserError(f"{option} {item!r}: {name} is not among the tested metrics ({', '.join(tested)}); "
-                            "fix: test it (--metrics / --pstbench-gate-metrics) or drop its margin")
+            raise UserError(
+                f"{option} {item!r}: {name} is not among the tested metrics ({', '.join(tested)}); "
+                "fix: test it (--metrics / --pstbench-gate-metrics) or drop its margin"
+            )
 
     def check(item, name, value, number):
         if not math.isfinite(number) or number < 0:
-            raise UserError(f"{option} {item!r}: a margin must be a finite number >= 0 (0: no margin); fix: give e.g. {name}=0.002")
+            raise UserError(
+                f"{option} {item!r}: a margin must be a finite number >= 0 (0: no margin); fix: give e.g. {name}=0.002"
+            )
 
     return parse_number_items(
-        items, option, names, example="METRIC=DELTA, e.g. lpips=0.002; fix: name a metric and its margin",
-        check_name=check_name, check=check, number_fix=lambda name: f"; fix: give a margin such as {name}=0.002",
-        unknown=lambda name: f"unknown metric {name!r}; fix: use one of protocol {protocol.id}'s metrics: {', '.join(names)}",
+        items,
+        option,
+        names,
+        example="METRIC=DELTA, e.g. lpips=0.002; fix: name a metric and its margin",
+        check_name=check_name,
+        check=check,
+        number_fix=lambda name: f"; fix: give a margin such as {name}=0.002",
+        unknown=lambda name: (
+            f"unknown metric {name!r}; fix: use one of protocol {protocol.id}'s metrics: {', '.join(names)}"
+        ),
         noun="margins",
     )
 
 
-def margins_to_apply(items, protocol, *, option: str = "--pstbench-gate-margin",
-                     tested: list[str] | None = None) -> dict[str, float]:
+def margins_to_apply(
+    items, protocol, *, option: str = "--pstbench-gate-margin", tested: list[str] | None = None
+) -> dict[str, float]:
     """The margins a comparison applies (`compare_two`'s `margins`): `parse_margins` of `items` (METRIC=DELTA
     strings, or a mapping {metric: delta} from Python), keeping those > 0 (margin 0 is the test without a
     margin). The one margin path of `pstbench compare --margin`, `--pstbench-gate-margin` and the API's
@@ -108,25 +145,39 @@ def parse_metrics(spec: str | None, protocol) -> list[str] | None:
     names = [m.strip() for m in str(spec).split(",") if m.strip()]
     if not names:
         return names
-    return check_metric_names(names, protocol.metrics, lambda unknown: (
-        f"--pstbench-gate-metrics: unknown metric(s) {', '.join(unknown)}; protocol {protocol.id} has "
-        f"{', '.join(protocol.metric_names)}"))
+    return check_metric_names(
+        names,
+        protocol.metrics,
+        lambda unknown: (
+            f"--pstbench-gate-metrics: unknown metric(s) {', '.join(unknown)}; protocol {protocol.id} has "
+            f"{', '.join(protocol.metric_names)}"
+        ),
+    )
 
 
-def check_bounds(means: dict[str, float | None], mins: dict[str, float], maxs: dict[str, float], label=str,
-                 statistic=lambda key: "mean") -> list[str]:
+def check_bounds(
+    means: dict[str, float | None],
+    mins: dict[str, float],
+    maxs: dict[str, float],
+    label=str,
+    statistic=lambda key: "mean",
+) -> list[str]:
     """One reason per broken bound (`--pstbench-min`/`--pstbench-max`), in the order of `mins` then
     `maxs`; `label(key)` names the value in the reason and `statistic(key)` says what it is (the mean,
     or the statistic the protocol aggregates that metric with). A missing value (nothing scored) breaks
     its bound."""
     reasons = []
-    for bounds, kind, word, broken in ((mins, "min", "below the minimum", lambda v, b: v < b),
-                                       (maxs, "max", "above the maximum", lambda v, b: v > b)):
+    for bounds, kind, word, broken in (
+        (mins, "min", "below the minimum", lambda v, b: v < b),
+        (maxs, "max", "above the maximum", lambda v, b: v > b),
+    ):
         for key, bound in bounds.items():
             value = means.get(key)
             what = statistic(key)
             if value is None:
-                reasons.append(f"{label(key)} has no {what} (nothing was scored), so the bound {bound:g} fails (--pstbench-{kind})")
+                reasons.append(
+                    f"{label(key)} has no {what} (nothing was scored), so the bound {bound:g} fails (--pstbench-{kind})"
+                )
             elif broken(value, bound):
                 reasons.append(f"{label(key)} {what} {value:.6g} is {word} {bound:g} (--pstbench-{kind})")
     return reasons

@@ -10,6 +10,7 @@ new segment (a break, never tested across). A version whose run cannot be read (
 missing, of another kind) is left out with its reason and never plotted. Only the previous point's run is kept
 in memory while the history is read.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -27,8 +28,14 @@ class Point:
     segment: int = 0
 
     def to_json(self) -> dict:
-        return {"source": self.source, "commit": self.commit, "date": self.date, "message": self.message,
-                "segment": self.segment, "metrics": self.metrics}
+        return {
+            "source": self.source,
+            "commit": self.commit,
+            "date": self.date,
+            "message": self.message,
+            "segment": self.segment,
+            "metrics": self.metrics,
+        }
 
 
 @dataclass
@@ -44,9 +51,16 @@ class History:
     steps: list[dict] = field(default_factory=list)
 
     def to_json(self) -> dict:
-        return {"kind": self.kind, "alpha": self.alpha, "n_tests": len(self.tests),
-                "points": [p.to_json() for p in self.points], "steps": self.steps, "breaks": self.breaks,
-                "left_out": self.left_out, "notes": self.notes + self.said}
+        return {
+            "kind": self.kind,
+            "alpha": self.alpha,
+            "n_tests": len(self.tests),
+            "points": [p.to_json() for p in self.points],
+            "steps": self.steps,
+            "breaks": self.breaks,
+            "left_out": self.left_out,
+            "notes": self.notes + self.said,
+        }
 
 
 def _where(v) -> dict:
@@ -56,10 +70,13 @@ def _where(v) -> dict:
 def _break_reason(kind, earlier, later) -> str | None:
     """Why two runs cannot be tested against each other (another protocol, track, revision or items), or None."""
     a, b = earlier.record.identity(), later.record.identity()
+
     def short(label, value):
         return value[:12] if label.endswith("sha256") and isinstance(value, str) else value
 
-    changed = [f"{label} {short(label, a[label])!r} -> {short(label, b[label])!r}" for label in a if a[label] != b[label]]
+    changed = [
+        f"{label} {short(label, a[label])!r} -> {short(label, b[label])!r}" for label in a if a[label] != b[label]
+    ]
     if changed:
         return "; ".join(changed)
     try:
@@ -142,9 +159,11 @@ def read_history(sources, *, metrics=None, say=None) -> History:
     history.said.extend(said)
     if not history.points:
         last = history.left_out[-1] if history.left_out else None
-        raise UserError(f"SOURCE {sources[0]}: no version of the run could be read"
-                        + (f" ({len(history.left_out)} left out; the last: {last['reason']})" if last else "")
-                        + "; fix: check the source (a complete run in at least one version)")
+        raise UserError(
+            f"SOURCE {sources[0]}: no version of the run could be read"
+            + (f" ({len(history.left_out)} left out; the last: {last['reason']})" if last else "")
+            + "; fix: check the source (a complete run in at least one version)"
+        )
     return history
 
 
@@ -159,10 +178,20 @@ def _steps(h: History, kind, protocol) -> None:
             continue
         name, diff = kind.history_step(row)
         p = h.points[i]
-        h.steps.append({"commit": p.commit, "source": p.source, "date": p.date, "message": p.message,
-                        "earlier": h.points[i - 1].commit or h.points[i - 1].source, "metric": name,
-                        "direction": "worse" if id(row) in worse else "better", "mean_diff": diff,
-                        "p": row.pvalue, "p_holm": row.p_holm})
+        h.steps.append(
+            {
+                "commit": p.commit,
+                "source": p.source,
+                "date": p.date,
+                "message": p.message,
+                "earlier": h.points[i - 1].commit or h.points[i - 1].source,
+                "metric": name,
+                "direction": "worse" if id(row) in worse else "better",
+                "mean_diff": diff,
+                "p": row.pvalue,
+                "p_holm": row.p_holm,
+            }
+        )
 
 
 def history_text(h: History) -> str:
@@ -172,13 +201,20 @@ def history_text(h: History) -> str:
     def label(d) -> str:
         return d["commit"][:7] if d.get("commit") else one_line(str(d.get("source")))
 
-    lines = [f"history: {len(h.points)} points, {len(h.breaks) + 1 if h.points else 0} segment(s), {len(h.tests)} tests "
-             f"(Holm over all; alpha {h.alpha})" if h.points else "history: no readable run"]
+    lines = [
+        f"history: {len(h.points)} points, {len(h.breaks) + 1 if h.points else 0} segment(s), {len(h.tests)} tests "
+        f"(Holm over all; alpha {h.alpha})"
+        if h.points
+        else "history: no readable run"
+    ]
     names = list(h.points[0].metrics) if h.points else []
     for p in h.points:
         where = label({"commit": p.commit, "source": p.source})
-        vals = "  ".join(f"{m} {_num(p.metrics[m]['mean'])} [{_num(p.metrics[m]['low'])}, {_num(p.metrics[m]['high'])}]"
-                         for m in names if m in p.metrics)
+        vals = "  ".join(
+            f"{m} {_num(p.metrics[m]['mean'])} [{_num(p.metrics[m]['low'])}, {_num(p.metrics[m]['high'])}]"
+            for m in names
+            if m in p.metrics
+        )
         lines.append(f"  {where} {one_line((p.date or '')[:10])} {vals}")
     for b in h.breaks:
         lines.append(f"break at {label(b)}: {one_line(b['reason'])} (a new segment; not tested across)")
@@ -189,8 +225,10 @@ def history_text(h: History) -> str:
     for s in h.steps:
         where = label(s)
         msg = one_line((s["message"] or "")[:60])
-        lines.append(f"  {one_line(s['metric'])} {s['direction']} by {abs(s['mean_diff']):.4g} at {where} "
-                     f"{one_line((s['date'] or '')[:10])} \"{msg}\" (p_holm = {s['p_holm']:.3g})")
+        lines.append(
+            f"  {one_line(s['metric'])} {s['direction']} by {abs(s['mean_diff']):.4g} at {where} "
+            f'{one_line((s["date"] or "")[:10])} "{msg}" (p_holm = {s["p_holm"]:.3g})'
+        )
     if h.points and not h.steps:
         lines.append("no significant step")
     lines.extend(one_line(n) for n in h.notes)

@@ -6,6 +6,7 @@ local folder (editable or not), an archive (a wheel or sdist file or URL) or a V
 the package came from an index. A source tree on `sys.path` without any installation (PYTHONPATH) is
 answered with its folder.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -24,7 +25,9 @@ def _local(url: str) -> str | None:
     return unquote(parsed.path) if parsed.scheme == "file" else None
 
 
-def install_command(extra: str, direct_url: dict | None, installed: bool = True, source_root: Path | None = None) -> str:
+def install_command(
+    extra: str, direct_url: dict | None, installed: bool = True, source_root: Path | None = None
+) -> str:
     """The pip command adding `extra` for an installation described by `direct_url` (PEP 610's
     direct_url.json, None when it came from an index); `installed` False: only a source tree at `source_root`."""
     if not installed:

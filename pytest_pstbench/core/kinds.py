@@ -9,14 +9,16 @@ through the entry-point group ``pytest_pstbench.kinds`` (one line of a package's
 Standard library only; a kind's spec module is standard-library only too (the pytest plugin asks which
 kind a track is before anything heavy is imported); its other modules load when first used.
 """
+
 from __future__ import annotations
 
 import importlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.files.jsonfile import read_json
@@ -37,12 +39,18 @@ class KindSpec:
     pytest_run: str  # "module:object": the pytest plugin's run frame for a track of this kind
     # The hooks the front doors, report and data dispatch through (each kind declares every one; None: none).
     demo_track: str | None = None  # the id of its demo track, generated locally (no download)
-    dataset_layout: str | None = None  # how a remote dataset manifest of the kind lays out its items (data/manifest.py LAYOUTS)
-    paper_table: str | None = None  # "module:function" (paths, *, metrics, against, protocol_spec) -> core.papertable.Table
+    dataset_layout: str | None = (
+        None  # how a remote dataset manifest of the kind lays out its items (data/manifest.py LAYOUTS)
+    )
+    paper_table: str | None = (
+        None  # "module:function" (paths, *, metrics, against, protocol_spec) -> core.papertable.Table
+    )
     metric_table: str | None = None  # "module:function" (protocol data) -> (rows, headers) of `pstbench ls metrics`
     builtin_tracks: tuple[str, ...] = ()  # track ids that are of this kind without a manifest
     default: bool = False  # the kind of a track, protocol or run folder that names no kind
-    html_report: str | None = None  # "module:function" (ReportRequest) -> Path: `pstbench report`'s page of the kind's runs
+    html_report: str | None = (
+        None  # "module:function" (ReportRequest) -> Path: `pstbench report`'s page of the kind's runs
+    )
     # "module:function" (base Protocol, variant id) -> Protocol: `--protocol BASE+VARIANT` (core.protocol.load_protocol)
     apply_variant: str | None = None
 
@@ -69,10 +77,16 @@ class RunKind:
     compare_two: Callable[..., list]  # (baseline, candidate, protocol, metrics, margins) -> test rows
     finish: Callable[[list, Any], Any]  # (rows, protocol) -> a comparison (Holm over the rows): .worse, .alpha
     worse_reason: Callable[[Any, Any, Any], str]  # (row, comparison, protocol) -> the gate's reason for a worse row
-    compare_paths: Callable[..., Any]  # (paths, *, protocol_spec, against_first, metrics, margins) -> (comparison, protocol, runs)
+    compare_paths: Callable[
+        ..., Any
+    ]  # (paths, *, protocol_spec, against_first, metrics, margins) -> (comparison, protocol, runs)
     compare_text: Callable[[Any, list, Any], str]  # (comparison, runs, protocol) -> what `pstbench compare` prints
-    check_margins: Callable[[str, str], None]  # (option as given, what to drop): UserError where the kind has no margins
-    validate: Callable[[Any, Any], None]  # (run, protocol): UserError when a complete run's files disagree or break a rule
+    check_margins: Callable[
+        [str, str], None
+    ]  # (option as given, what to drop): UserError where the kind has no margins
+    validate: Callable[
+        [Any, Any], None
+    ]  # (run, protocol): UserError when a complete run's files disagree or break a rule
     item_file: str  # the per-item file (metrics.csv / per_task.csv): its content tells runs apart
     smallest_pvalue: Callable[[Any, Any], float]  # (row, protocol) -> the smallest p its test can give with its n
     unit: str  # what a test's n counts ("pairs")
@@ -150,16 +164,22 @@ def registered() -> dict[str, KindSpec]:
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         spec = ep.load()
         if not isinstance(spec, KindSpec) or spec.name != ep.name:
-            raise UserError(f"entry point {ep.name} = {ep.value} (group {ENTRY_POINT_GROUP}) is not the KindSpec of a kind "
-                            f"named {ep.name}; fix: point it at the kind's KindSpec")
+            raise UserError(
+                f"entry point {ep.name} = {ep.value} (group {ENTRY_POINT_GROUP}) is not the KindSpec of a kind "
+                f"named {ep.name}; fix: point it at the kind's KindSpec"
+            )
         specs.setdefault(spec.name, spec)  # the same distribution seen twice on sys.path: the first wins
     if not specs:
-        raise UserError(f"no track kind is registered (entry-point group {ENTRY_POINT_GROUP}); "
-                        "fix: reinstall pytest-pstbench (pip install -e . or its wheel)")
+        raise UserError(
+            f"no track kind is registered (entry-point group {ENTRY_POINT_GROUP}); "
+            "fix: reinstall pytest-pstbench (pip install -e . or its wheel)"
+        )
     defaults = [s.name for s in specs.values() if s.default]
     if len(defaults) != 1:
-        raise UserError(f"the registered track kinds ({', '.join(sorted(specs))}) must have exactly one default kind, "
-                        f"not {len(defaults)}; fix: mark one KindSpec default=True")
+        raise UserError(
+            f"the registered track kinds ({', '.join(sorted(specs))}) must have exactly one default kind, "
+            f"not {len(defaults)}; fix: mark one KindSpec default=True"
+        )
     return dict(sorted(specs.items()))
 
 
@@ -208,8 +228,10 @@ def _declared_kind(name, where) -> str:
         return default_kind()
     if isinstance(name, str) and name in registered():
         return name
-    raise UserError(f"{where}: unknown kind {name}; available: {', '.join(registered())}; "
-                    "fix: correct the file's `kind:` (or install the package that registers that kind)")
+    raise UserError(
+        f"{where}: unknown kind {name}; available: {', '.join(registered())}; "
+        "fix: correct the file's `kind:` (or install the package that registers that kind)"
+    )
 
 
 def track_kind(track: str) -> str:

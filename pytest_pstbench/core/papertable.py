@@ -8,6 +8,7 @@ not ranked) and whether it is significantly worse than the column's reference ru
 builds its table (its KindSpec's `paper_table`: paired/paper_table.py, selection/paper_table.py) with the
 helpers here; report/paper_table.py renders it.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -67,10 +68,18 @@ class Table:
 
     def to_json(self) -> dict:
         return {
-            "kind": self.kind, "rows": self.rows, "reference_row": self.reference_row,
-            "reference_rows": self.reference_rows, "tracks": self.tracks,
-            "alpha": self.alpha, "against": self.against, "n_tests": self.n_tests, "test": self.test_name,
-            "confidence": self.confidence, "columns": [asdict(c) for c in self.columns], "legend": legend_lines(self),
+            "kind": self.kind,
+            "rows": self.rows,
+            "reference_row": self.reference_row,
+            "reference_rows": self.reference_rows,
+            "tracks": self.tracks,
+            "alpha": self.alpha,
+            "against": self.against,
+            "n_tests": self.n_tests,
+            "test": self.test_name,
+            "confidence": self.confidence,
+            "columns": [asdict(c) for c in self.columns],
+            "legend": legend_lines(self),
         }
 
 
@@ -84,8 +93,11 @@ def cell_text(value, pm, decimals: int) -> str:
 def shown_values(column: Column, decimals: int, exclude) -> dict[str, float]:
     """The ranked rows' values as printed (`exclude`, the reference row or rows, is not ranked)."""
     left_out = {exclude} if isinstance(exclude, str) else set(exclude)
-    return {name: float(f"{cell.value:.{decimals}f}") for name, cell in column.cells.items()
-            if name not in left_out and cell.value is not None}
+    return {
+        name: float(f"{cell.value:.{decimals}f}")
+        for name, cell in column.cells.items()
+        if name not in left_out and cell.value is not None
+    }
 
 
 def rank_column(column: Column, decimals: int, exclude, ranked: bool = True) -> None:
@@ -101,8 +113,9 @@ def rank_column(column: Column, decimals: int, exclude, ranked: bool = True) -> 
         column.cells[name].rank = r if r <= 2 else None
 
 
-def reference_of(column: Column, rows: list[str], against: str, where: str, first: str, *, decimals: int,
-               exclude) -> str | None:
+def reference_of(
+    column: Column, rows: list[str], against: str, where: str, first: str, *, decimals: int, exclude
+) -> str | None:
     """The row the column's cells are tested against: the first best run (`best`; by the values as printed,
     also when no mark is shown), the first run given for the track (`first`, unless a run is named so), or
     the run of that name."""
@@ -182,7 +195,9 @@ def legend_lines(t: Table) -> list[str]:
     else:
         ref = f"run {t.against}"
     what, ranked, test = t.values_note, t.reference_note, t.test_note
-    tracks = "; ".join(f"{x['track']}: protocol {x['protocol']}, revision {x['dataset_revision']}, n={x['n']}" for x in t.tracks)
+    tracks = "; ".join(
+        f"{x['track']}: protocol {x['protocol']}, revision {x['dataset_revision']}, n={x['n']}" for x in t.tracks
+    )
     lines = [
         what,
         f"BEST: best, SECOND: second best per column in the metric's direction (compared as printed; ties share the mark). {ranked}",

@@ -1,4 +1,5 @@
 """Where pstbench keeps its caches and data; file hashing (standard library only)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -37,7 +38,8 @@ def refuse_non_utf8(args, *, what: str = "argument") -> None:
             raise UserError(
                 f"{what} {shown(arg)}: holds a byte that is not UTF-8; pstbench records its command and paths as "
                 "UTF-8 text (run files are JSON), so such a name is refused before any work; fix: rename it to a "
-                "UTF-8 name (or give it through a link that has one)") from None
+                "UTF-8 name (or give it through a link that has one)"
+            ) from None
 
 
 def file_sha256(path: Path) -> str:
@@ -47,4 +49,3 @@ def file_sha256(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
-

@@ -4,6 +4,7 @@ selection/protocol.py), checked at load.
 
 The protocol is data: every scoring parameter comes from the file, never from code.
 """
+
 from __future__ import annotations
 
 import copy
@@ -27,8 +28,15 @@ def _finite_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def number_problem(value: Any, key: str, *, low: float | None = None, high: float | None = None,
-                   low_open: bool = False, high_open: bool = False) -> str | None:
+def number_problem(
+    value: Any,
+    key: str,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> str | None:
     """`key must be a finite number ...` when `value` is not a finite number in the range, else None."""
     ok = _finite_number(value)
     if ok and low is not None:
@@ -50,8 +58,9 @@ def integer_problem(value: Any, key: str, *, low: int, high: int) -> str | None:
     return f"{key} must be an integer >= {low} and <= {high} (got {value!r})"
 
 
-def bootstrap_problem(boot: Any, key: str, methods: tuple[str, ...] = ("percentile",),
-                      units: tuple[str, ...] = ("pair",)) -> str | None:
+def bootstrap_problem(
+    boot: Any, key: str, methods: tuple[str, ...] = ("percentile",), units: tuple[str, ...] = ("pair",)
+) -> str | None:
     """The first rule a `bootstrap` section (method, confidence, resamples, seed, optional unit: what is
     resampled, `pair` or, where the kind allows it, `cluster`) breaks, or None."""
     if not isinstance(boot, dict):
@@ -63,9 +72,11 @@ def bootstrap_problem(boot: Any, key: str, methods: tuple[str, ...] = ("percenti
             return f"{key} lacks '{k}'"
     if "method" in boot and boot["method"] not in methods:
         return f"{key}.method must be {' or '.join(methods)} (got {boot['method']!r})"
-    return (number_problem(boot["confidence"], f"{key}.confidence", low=0, high=1, low_open=True, high_open=True)
-            or integer_problem(boot["resamples"], f"{key}.resamples", low=1, high=MAX_RESAMPLES)
-            or integer_problem(boot["seed"], f"{key}.seed", low=0, high=MAX_SEED))
+    return (
+        number_problem(boot["confidence"], f"{key}.confidence", low=0, high=1, low_open=True, high_open=True)
+        or integer_problem(boot["resamples"], f"{key}.resamples", low=1, high=MAX_RESAMPLES)
+        or integer_problem(boot["seed"], f"{key}.seed", low=0, high=MAX_SEED)
+    )
 
 
 def protocols_dir() -> Path:
@@ -99,19 +110,19 @@ class Protocol:
     data: dict = field(repr=False)
 
     @cached_property
-    def io(self) -> "IOSection":
+    def io(self) -> IOSection:
         return IOSection.of(self.data.get("io") or {})
 
     @cached_property
-    def resolution(self) -> "ResolutionSection":
+    def resolution(self) -> ResolutionSection:
         return ResolutionSection.of(self.data.get("resolution") or {})
 
     @cached_property
-    def aggregation(self) -> "AggregationSection":
+    def aggregation(self) -> AggregationSection:
         return AggregationSection.of(self.data.get("aggregation") or {})
 
     @cached_property
-    def comparison(self) -> "ComparisonSection":
+    def comparison(self) -> ComparisonSection:
         section = self.data.get("comparison")
         if section is None:
             raise UserError(
@@ -151,12 +162,17 @@ class IOSection:
     max_pixels: int | None = None  # None: the kit's own limit (imageio.MAX_PIXELS)
 
     @classmethod
-    def of(cls, d: dict) -> "IOSection":
+    def of(cls, d: dict) -> IOSection:
         icc = d.get("icc") or {}
-        return cls(str(d.get("format", "")), str(d.get("mode", "")), bool(d.get("exif_orientation", True)),
-                   str(icc.get("target", "sRGB")), str(icc.get("rendering_intent", "perceptual")),
-                   dict(d.get("allowed_conversions") or {}),
-                   int(d["max_pixels"]) if d.get("max_pixels") is not None else None)
+        return cls(
+            str(d.get("format", "")),
+            str(d.get("mode", "")),
+            bool(d.get("exif_orientation", True)),
+            str(icc.get("target", "sRGB")),
+            str(icc.get("rendering_intent", "perceptual")),
+            dict(d.get("allowed_conversions") or {}),
+            int(d["max_pixels"]) if d.get("max_pixels") is not None else None,
+        )
 
 
 @dataclass(frozen=True)
@@ -166,10 +182,12 @@ class ResolutionSection:
 
     size: str
     allow_resize_filter: str | None  # None: the protocol allows no resizing of outputs
-    evaluate: tuple  # the (key, value) items of `resolution.evaluate`, in the file's order; (("mode", "full"),) by default
+    evaluate: (
+        tuple  # the (key, value) items of `resolution.evaluate`, in the file's order; (("mode", "full"),) by default
+    )
 
     @classmethod
-    def of(cls, d: dict) -> "ResolutionSection":
+    def of(cls, d: dict) -> ResolutionSection:
         ev = d.get("evaluate") or {"mode": "full"}
         filt = d.get("allow_resize_filter")
         return cls(str(d.get("size", "reference")), None if filt is None else str(filt), tuple(ev.items()))
@@ -188,12 +206,19 @@ class BootstrapSection:
     resamples: int
     seed: int
     method: str = "percentile"
-    unit: str = "pair"  # what is resampled: `pair`, or `cluster` (whole clusters of pairs; stats.cluster_bootstrap_mean_ci)
+    unit: str = (
+        "pair"  # what is resampled: `pair`, or `cluster` (whole clusters of pairs; stats.cluster_bootstrap_mean_ci)
+    )
 
     @classmethod
-    def of(cls, d: dict) -> "BootstrapSection":
-        return cls(float(d["confidence"]), int(d["resamples"]), int(d["seed"]), str(d.get("method", "percentile")),
-                   str(d.get("unit", "pair")))
+    def of(cls, d: dict) -> BootstrapSection:
+        return cls(
+            float(d["confidence"]),
+            int(d["resamples"]),
+            int(d["seed"]),
+            str(d.get("method", "percentile")),
+            str(d.get("unit", "pair")),
+        )
 
     @property
     def clustered(self) -> bool:
@@ -213,7 +238,7 @@ class AggregationSection:
     bootstrap: BootstrapSection | None  # None only for the engine's one-metric protocols (no aggregation)
 
     @classmethod
-    def of(cls, d: dict) -> "AggregationSection":
+    def of(cls, d: dict) -> AggregationSection:
         per = {m: str(e["statistic"]) for m, e in (d.get("per_metric") or {}).items()}
         boot = BootstrapSection.of(d["bootstrap"]) if d.get("bootstrap") else None
         return cls(str(d.get("statistic", "mean")), per, boot)
@@ -233,11 +258,15 @@ class PowerSection:
     baseline_correlation: float = 0.5  # planning from a baseline alone: assumed correlation of the two runs' values
 
     @classmethod
-    def of(cls, d: dict | None) -> "PowerSection":
+    def of(cls, d: dict | None) -> PowerSection:
         d = d or {}
         base = cls()
-        return cls(float(d.get("target", base.target)), int(d.get("simulations", base.simulations)),
-                   int(d.get("seed", base.seed)), float(d.get("baseline_correlation", base.baseline_correlation)))
+        return cls(
+            float(d.get("target", base.target)),
+            int(d.get("simulations", base.simulations)),
+            int(d.get("seed", base.seed)),
+            float(d.get("baseline_correlation", base.baseline_correlation)),
+        )
 
 
 def power_problem(power: Any, key: str) -> str | None:
@@ -247,10 +276,12 @@ def power_problem(power: Any, key: str) -> str | None:
     unknown = sorted(set(power) - {"target", "simulations", "seed", "baseline_correlation"})
     if unknown:
         return f"{key}.{unknown[0]} is not a key of {key} (target, simulations, seed, baseline_correlation)"
-    checks = (("target", lambda v, k: number_problem(v, k, low=0, high=1, low_open=True, high_open=True)),
-              ("simulations", lambda v, k: integer_problem(v, k, low=100, high=MAX_SIMULATIONS)),
-              ("seed", lambda v, k: integer_problem(v, k, low=0, high=MAX_SEED)),
-              ("baseline_correlation", lambda v, k: number_problem(v, k, low=-1, high=1, high_open=True)))
+    checks = (
+        ("target", lambda v, k: number_problem(v, k, low=0, high=1, low_open=True, high_open=True)),
+        ("simulations", lambda v, k: integer_problem(v, k, low=100, high=MAX_SIMULATIONS)),
+        ("seed", lambda v, k: integer_problem(v, k, low=0, high=MAX_SEED)),
+        ("baseline_correlation", lambda v, k: number_problem(v, k, low=-1, high=1, high_open=True)),
+    )
     for name, check in checks:
         if name in power:
             problem = check(power[name], f"{key}.{name}")
@@ -270,7 +301,7 @@ class SignFlipSection:
     seed: int
 
     @classmethod
-    def of(cls, d: dict | None) -> "SignFlipSection | None":
+    def of(cls, d: dict | None) -> SignFlipSection | None:
         if not d:
             return None
         return cls(int(d["exact_max_clusters"]), int(d["resamples"]), int(d["seed"]))
@@ -292,9 +323,11 @@ def sign_flip_problem(section: Any, key: str) -> str | None:
     unknown = sorted(set(section) - {"exact_max_clusters", "resamples", "seed"})
     if unknown:
         return f"{key}.{unknown[0]} is not a key of {key} (exact_max_clusters, resamples, seed)"
-    return (integer_problem(section["exact_max_clusters"], f"{key}.exact_max_clusters", low=0, high=MAX_EXACT_CLUSTERS)
-            or integer_problem(section["resamples"], f"{key}.resamples", low=1, high=MAX_RESAMPLES)
-            or integer_problem(section["seed"], f"{key}.seed", low=0, high=MAX_SEED))
+    return (
+        integer_problem(section["exact_max_clusters"], f"{key}.exact_max_clusters", low=0, high=MAX_EXACT_CLUSTERS)
+        or integer_problem(section["resamples"], f"{key}.resamples", low=1, high=MAX_RESAMPLES)
+        or integer_problem(section["seed"], f"{key}.seed", low=0, high=MAX_SEED)
+    )
 
 
 @dataclass(frozen=True)
@@ -314,11 +347,20 @@ class ComparisonSection:
     sign_flip: SignFlipSection | None = None  # `comparison.sign_flip`, with test `cluster_sign_flip`
 
     @classmethod
-    def of(cls, d: dict) -> "ComparisonSection":
+    def of(cls, d: dict) -> ComparisonSection:
         ties = {m: float(v) for m, v in (d.get("tie_threshold") or {}).items()}
-        return cls(str(d["zero_method"]), str(d["alternative"]), float(d["alpha"]), BootstrapSection.of(d["bootstrap"]),
-                   ties, str(d.get("method", "auto")), str(d.get("test", "wilcoxon")), str(d.get("correction", "holm")),
-                   PowerSection.of(d.get("power")), SignFlipSection.of(d.get("sign_flip")))
+        return cls(
+            str(d["zero_method"]),
+            str(d["alternative"]),
+            float(d["alpha"]),
+            BootstrapSection.of(d["bootstrap"]),
+            ties,
+            str(d.get("method", "auto")),
+            str(d.get("test", "wilcoxon")),
+            str(d.get("correction", "holm")),
+            PowerSection.of(d.get("power")),
+            SignFlipSection.of(d.get("sign_flip")),
+        )
 
     def tie(self, metric: str) -> float:
         """Differences below this are ties (0 when the protocol names no threshold for the metric)."""
@@ -349,13 +391,16 @@ def load_protocol(spec: str | Path | None = None) -> Protocol:
     the variant file's, its sha256 that of the base's and the variant's digests: `kind.apply_variant`)."""
     composite = variant_spec(spec)
     if composite is not None:
-        from pytest_pstbench.core.kinds import protocol_kind, spec as kind_spec
+        from pytest_pstbench.core.kinds import protocol_kind
+        from pytest_pstbench.core.kinds import spec as kind_spec
 
         base = load_protocol(composite[0])
         kind = kind_spec(protocol_kind(base.data, base.path))
         if not kind.apply_variant:
-            raise UserError(f"--protocol {spec}: protocols of kind {kind.name} have no named variants; "
-                            f"fix: give protocol {composite[0]} alone")
+            raise UserError(
+                f"--protocol {spec}: protocols of kind {kind.name} have no named variants; "
+                f"fix: give protocol {composite[0]} alone"
+            )
         return kind.load("apply_variant")(base, composite[1])
     path = protocol_path(spec)
     if not path.is_file():
@@ -374,7 +419,9 @@ def load_protocol(spec: str | Path | None = None) -> Protocol:
         from pytest_pstbench.core.files.yamlfile import parse_yaml
 
         data = parse_yaml(raw, path, "protocol")
-        spec(protocol_kind(data, path)).load("validate_protocol")(path, data)  # its kind's rules (`kind:`, else the default)
+        spec(protocol_kind(data, path)).load("validate_protocol")(
+            path, data
+        )  # its kind's rules (`kind:`, else the default)
         if len(_VALIDATED) >= 64:
             _VALIDATED.clear()
         _VALIDATED[key] = data

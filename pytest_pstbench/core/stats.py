@@ -4,6 +4,7 @@ The bootstrap is written here with numpy rather than `scipy.stats.bootstrap` so 
 stream is fixed by this code (seeded `numpy.random.default_rng`) and run files stay byte-identical
 across scipy releases.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -64,7 +65,9 @@ def bootstrap_mean_ci(values, *, confidence: float, resamples: int, seed: int, c
     return MeanCI(float(x.mean()), float(low), float(high))
 
 
-def bootstrap_ci(values, rows, point: float, *, confidence: float, resamples: int, seed: int, chunk: int = 1000) -> MeanCI:
+def bootstrap_ci(
+    values, rows, point: float, *, confidence: float, resamples: int, seed: int, chunk: int = 1000
+) -> MeanCI:
     """`point` (the statistic on `values`) and the percentile bootstrap interval of the statistic that
     `rows` computes row by row on a block of resamples (e.g. `np.median(block, axis=1)`); the same
     resampling stream as `bootstrap_mean_ci`. The result's `mean` field holds `point`."""
@@ -125,8 +128,9 @@ def cluster_codes(labels) -> tuple[np.ndarray, int]:
     return codes, len(index)
 
 
-def cluster_bootstrap_mean_ci(values, clusters, *, confidence: float, resamples: int, seed: int,
-                              chunk: int = 1000) -> MeanCI:
+def cluster_bootstrap_mean_ci(
+    values, clusters, *, confidence: float, resamples: int, seed: int, chunk: int = 1000
+) -> MeanCI:
     """Mean of `values` and its percentile cluster-bootstrap interval: resample i draws K cluster indices
     with `rng.integers(0, K, K)` from `numpy.random.default_rng(seed)` (K clusters, numbered in order of first
     appearance in `clusters`), and its statistic is the mean over every pair of the drawn clusters (a cluster

@@ -13,6 +13,7 @@ server's reply, an error message quoting them) made safe for where it is shown: 
 
 Normal text (printable, no markup characters) comes out of each unchanged. Standard library only.
 """
+
 from __future__ import annotations
 
 import html
@@ -115,12 +116,36 @@ def cell(text, tablefmt: str) -> str:
 
 # ---- LaTeX ---------------------------------------------------------------------------------------
 _TEX_MAP = {
-    "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
-    "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "\\": r"\textbackslash{}",
-    "<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}",
-    "±": r"$\pm$", "↑": r"$\uparrow$", "↓": r"$\downarrow$", "†": r"$^{\dagger}$", "Δ": r"$\Delta$",
-    "α": r"$\alpha$", "β": r"$\beta$", "γ": r"$\gamma$", "δ": r"$\delta$", "τ": r"$\tau$", "µ": r"$\mu$", "μ": r"$\mu$",
-    "–": "--", "—": "---", "−": "-", "×": r"$\times$", "°": r"\textdegree{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "\\": r"\textbackslash{}",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
+    "|": r"\textbar{}",
+    "±": r"$\pm$",
+    "↑": r"$\uparrow$",
+    "↓": r"$\downarrow$",
+    "†": r"$^{\dagger}$",
+    "Δ": r"$\Delta$",
+    "α": r"$\alpha$",
+    "β": r"$\beta$",
+    "γ": r"$\gamma$",
+    "δ": r"$\delta$",
+    "τ": r"$\tau$",
+    "µ": r"$\mu$",
+    "μ": r"$\mu$",
+    "–": "--",
+    "—": "---",
+    "−": "-",
+    "×": r"$\times$",
+    "°": r"\textdegree{}",
 }
 
 

@@ -19,6 +19,7 @@ Remote tracks are read from data that `pstbench data fetch` wrote; the kinds loo
 pytest_pstbench.data (which core does not import) and describe them with `not_remote`,
 `fetched_provenance` and `fetched_note`.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -30,8 +31,8 @@ from pathlib import Path
 from typing import ClassVar
 
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.core.store.names import control_char
 from pytest_pstbench.core.files.yamlfile import json_ready, read_yaml
+from pytest_pstbench.core.store.names import control_char
 
 MANIFEST_NAME = "track.yaml"
 TRACK_ID_MAX_BYTES = 200  # a track id becomes a folder name under results/
@@ -87,14 +88,18 @@ class FolderNameIds:
 
     def track_id(self, raw, bad: Callable[[str], UserError]) -> str:
         if raw is None or isinstance(raw, (bool, list, dict)):
-            raise bad(f"`id` must be a string (a plain name), not {'null' if raw is None else type(raw).__name__}; "
-                      "fix: give the track an id such as my-track")
+            raise bad(
+                f"`id` must be a string (a plain name), not {'null' if raw is None else type(raw).__name__}; "
+                "fix: give the track an id such as my-track"
+            )
         text = str(raw)
         if not _folder_name(text):
             raise bad(f"`id` {text!r} must be a non-empty plain name (it becomes a folder under results/)")
         if control_char(text) or len(text.encode("utf-8", "surrogatepass")) > TRACK_ID_MAX_BYTES:
-            raise bad(f"`id` {text!r} must be a plain name without control characters, at most {TRACK_ID_MAX_BYTES} "
-                      "bytes (it becomes a folder under results/)")
+            raise bad(
+                f"`id` {text!r} must be a plain name without control characters, at most {TRACK_ID_MAX_BYTES} "
+                "bytes (it becomes a folder under results/)"
+            )
         return text
 
     def item_id(self, raw, index: int, seen: set[str], form: ManifestForm, bad: Callable[[str], UserError]) -> str:
@@ -111,7 +116,9 @@ class PatternIds:
 
     def track_id(self, raw, bad: Callable[[str], UserError]) -> str:
         if not plain_id(raw):
-            raise bad(f"`id` {raw!r} must be a plain name (letters, digits, . _ + -; it becomes a folder under results/)")
+            raise bad(
+                f"`id` {raw!r} must be a plain name (letters, digits, . _ + -; it becomes a folder under results/)"
+            )
         return str(raw)
 
     def item_id(self, raw, index: int, seen: set[str], form: ManifestForm, bad: Callable[[str], UserError]) -> str:
@@ -178,9 +185,14 @@ class TrackManifest:
                 raise self.bad(f"{form.items}[{i}] must be a mapping with {', '.join(form.fields)}", (form.items, i))
             missing = [key for key in form.required if key not in entry]
             if missing:
-                raise self.bad(f"{form.items}[{i}] lacks {', '.join(missing)}; fix: give every {form.item} "
-                               f"{', '.join(form.required)}", (form.items, i))
-            item_id = form.ids.item_id(entry["id"], i, seen, form, lambda rule, i=i: self.bad(rule, (form.items, i, "id")))
+                raise self.bad(
+                    f"{form.items}[{i}] lacks {', '.join(missing)}; fix: give every {form.item} "
+                    f"{', '.join(form.required)}",
+                    (form.items, i),
+                )
+            item_id = form.ids.item_id(
+                entry["id"], i, seen, form, lambda rule, i=i: self.bad(rule, (form.items, i, "id"))
+            )
             seen.add(item_id)
             self._index[item_id] = i
             yield item_id, entry
@@ -191,8 +203,11 @@ class TrackManifest:
         f = Path(os.path.realpath(self.base / relative))
         if not f.is_file():
             why = "is a link that loops or leads nowhere" if os.path.islink(f) else "does not exist"
-            raise self.bad(f"{self.form.item} {item_id}: {role} file {f} {why}; fix the path (relative to the manifest)",
-                           (role,), item=item_id)
+            raise self.bad(
+                f"{self.form.item} {item_id}: {role} file {f} {why}; fix the path (relative to the manifest)",
+                (role,),
+                item=item_id,
+            )
         return f
 
     def track_fields(self, track_id: str, digest: Callable[[], str]) -> dict:

@@ -13,7 +13,7 @@ from pathlib import Path
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.files.jsonfile import read_json
 from pytest_pstbench.core.paths import data_dir
-from pytest_pstbench.data.manifest import DatasetManifest, HEX_RE
+from pytest_pstbench.data.manifest import HEX_RE, DatasetManifest
 
 LOCK_NAME = "pstbench-lock.json"
 LOCK_FORMAT = 1
@@ -97,12 +97,16 @@ def read_lock(name: str) -> dict | None:
             f"{path}: unreadable lock file ({exc}); fix: delete it and run `pstbench data fetch {name}` again"
         ) from None
     if not isinstance(lock, dict) or lock.get("format") != LOCK_FORMAT or not isinstance(lock.get("files"), dict):
-        raise UserError(f"{path}: not a pstbench lock file (format {LOCK_FORMAT}); fix: delete it and run "
-                        f"`pstbench data fetch {name}` again")
+        raise UserError(
+            f"{path}: not a pstbench lock file (format {LOCK_FORMAT}); fix: delete it and run "
+            f"`pstbench data fetch {name}` again"
+        )
     problem = lock_problem(lock)
     if problem:
-        raise UserError(f"{path}: damaged lock file ({problem}); fix: delete it and run `pstbench data fetch {name}` "
-                        "again (files already there are verified, not downloaded again)")
+        raise UserError(
+            f"{path}: damaged lock file ({problem}); fix: delete it and run `pstbench data fetch {name}` "
+            "again (files already there are verified, not downloaded again)"
+        )
     return lock
 
 
@@ -148,8 +152,12 @@ def lock_problem(lock: dict) -> str | None:
 def write_json_atomic(path: Path, data: dict) -> None:
     from pytest_pstbench.core.files.write import write_atomic
 
-    write_atomic(path, json.dumps(data, indent=2, sort_keys=False) + "\n", what="the lock file",
-                 fix="free some space or set PSTBENCH_DATA to a writable folder")
+    write_atomic(
+        path,
+        json.dumps(data, indent=2, sort_keys=False) + "\n",
+        what="the lock file",
+        fix="free some space or set PSTBENCH_DATA to a writable folder",
+    )
 
 
 def utc_now() -> str:
@@ -179,4 +187,9 @@ def record_verification(lock: dict, checked: list[str], bad: list[str]) -> None:
     prev = lock.get("verified") or {}
     still_bad = [p for p in prev.get("bad", []) if p not in checked and p in lock["files"]]
     all_bad = sorted(set(still_bad) | set(bad))
-    lock["verified"] = {"at": utc_now(), "ok": not all_bad, "bad": all_bad, "how": "size and sha256 (git blob id for non-LFS files)"}
+    lock["verified"] = {
+        "at": utc_now(),
+        "ok": not all_bad,
+        "bad": all_bad,
+        "how": "size and sha256 (git blob id for non-LFS files)",
+    }

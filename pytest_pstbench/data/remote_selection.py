@@ -21,6 +21,7 @@ must be present at the pinned revision (cheap checks on the lock), and the extra
 them; a missing or stale extraction is rebuilt from the verified shards. pyarrow is imported only
 when rows are read.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -68,15 +69,20 @@ def _source(m: DatasetManifest, lock: dict, track_id: str) -> dict:
     for path in lock["pairs"][split].values():
         e = lock["files"][path]
         files[path] = {"size": e["size"], "sha256": e.get("sha256"), "git_oid": e.get("git_oid")}
-    return loads(json.dumps({
-        "format": EXTRACT_FORMAT,
-        "dataset": m.name,
-        "repo_id": m.repo_id,
-        "revision": lock["revision"],
-        "split": split,
-        "files": files,
-        "rules": m.data["tasks"],
-    }, sort_keys=True))
+    return loads(
+        json.dumps(
+            {
+                "format": EXTRACT_FORMAT,
+                "dataset": m.name,
+                "repo_id": m.repo_id,
+                "revision": lock["revision"],
+                "split": split,
+                "files": files,
+                "rules": m.data["tasks"],
+            },
+            sort_keys=True,
+        )
+    )
 
 
 def _read_state(root: Path) -> dict | None:
@@ -164,9 +170,13 @@ class _Rows:
             raise bad(f"{c['n_images']} is {k!r}, not an integer")
         images, labels = row[c["images"]], row[c["labels"]]
         if not isinstance(images, list) or len(images) != k:
-            raise bad(f"{c['n_images']} is {k} but {c['images']} has {len(images) if isinstance(images, list) else 'no list of'} entries")
+            raise bad(
+                f"{c['n_images']} is {k} but {c['images']} has {len(images) if isinstance(images, list) else 'no list of'} entries"
+            )
         if not isinstance(labels, list) or len(labels) != k:
-            raise bad(f"{c['n_images']} is {k} but {c['labels']} has {len(labels) if isinstance(labels, list) else 'no list of'} entries")
+            raise bad(
+                f"{c['n_images']} is {k} but {c['labels']} has {len(labels) if isinstance(labels, list) else 'no list of'} entries"
+            )
         if not self.k_min <= k <= self.k_max:
             raise bad(f"{c['n_images']} {k} is outside {self.k_min}..{self.k_max} (tasks.n_images)")
         if any(not isinstance(x, str) or not x for x in labels) or len(set(labels)) != k:
@@ -191,7 +201,14 @@ class _Rows:
             if not data:
                 ref = img.get("path") if isinstance(img, dict) else None
                 raise bad(f"{c['images']}[{i}] holds no image bytes" + (f" (only a path, {ref!r})" if ref else ""))
-            blobs.append((bytes(data), _format(bytes(data), lambda why, i=i: bad(f"{c['images']}[{i}] is not an image Pillow can read ({why})"))))
+            blobs.append(
+                (
+                    bytes(data),
+                    _format(
+                        bytes(data), lambda why, i=i: bad(f"{c['images']}[{i}] is not an image Pillow can read ({why})")
+                    ),
+                )
+            )
         return {
             "seed": raw_id,
             "id": tid,
@@ -231,8 +248,17 @@ def _extract(m: DatasetManifest, lock: dict, track_id: str, dest: Path, source: 
             (dest / rel).write_bytes(data)
             files[rel] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
             cands.append({"file": rel, "label": t["labels"][i]})
-        tasks.append({"id": t["seed"], "domain": t["domain"], "topic": t["topic"], "candidates": cands,
-                      "best": t["best"], "worst": t["worst"], "row": t["row"]})
+        tasks.append(
+            {
+                "id": t["seed"],
+                "domain": t["domain"],
+                "topic": t["topic"],
+                "candidates": cands,
+                "best": t["best"],
+                "worst": t["worst"],
+                "row": t["row"],
+            }
+        )
         if n % 50 == 0:
             say(f"{m.name}: extracted {n} tasks ...")
     want = m.data["tasks"].get("count")
@@ -253,14 +279,17 @@ def _extract(m: DatasetManifest, lock: dict, track_id: str, dest: Path, source: 
     }
     (dest / MANIFEST_NAME).write_text(
         yaml.safe_dump(manifest, sort_keys=False, default_flow_style=None, width=110, allow_unicode=True),
-        encoding="utf-8", newline="\n",
+        encoding="utf-8",
+        newline="\n",
     )
     state = {"source": source, "n_tasks": len(tasks), "files": files}
     (dest / STATE_NAME).write_text(json.dumps(state, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return len(tasks)
 
 
-def ensure_extracted(m: DatasetManifest, track_id: str, lock: dict, *, full: bool = False, progress=None) -> tuple[Path, int, bool]:
+def ensure_extracted(
+    m: DatasetManifest, track_id: str, lock: dict, *, full: bool = False, progress=None
+) -> tuple[Path, int, bool]:
     """(manifest path, tasks, rebuilt) of track `track_id`; (re)built from the verified shards when missing
     or stale, or when an extracted image is missing or resized (with `full`: or its sha256 differs)."""
     root = track_root(m, track_id)
@@ -275,9 +304,13 @@ def ensure_extracted(m: DatasetManifest, track_id: str, lock: dict, *, full: boo
         guard = FileLock(str(root.parent / f".{track_id}.extract.lock"))
         guard.acquire(timeout=600)
     except OSError as exc:
-        raise UserError(f"{root.parent}: cannot extract track {track_id} here ({exc}); fix: set PSTBENCH_DATA to a writable folder") from None
+        raise UserError(
+            f"{root.parent}: cannot extract track {track_id} here ({exc}); fix: set PSTBENCH_DATA to a writable folder"
+        ) from None
     except Timeout:  # pragma: no cover - another process extracting for 10 minutes
-        raise UserError(f"{root.parent}: another process keeps extracting track {track_id}; fix: wait for it and retry") from None
+        raise UserError(
+            f"{root.parent}: another process keeps extracting track {track_id}; fix: wait for it and retry"
+        ) from None
     try:
         why = _stale(root, source, full)  # another process (an xdist worker) may have extracted it meanwhile
         if why is None:
@@ -301,7 +334,9 @@ def _stale(root: Path, source: dict, full: bool) -> str | None:
 
 def _rebuild(m: DatasetManifest, lock: dict, track_id: str, root: Path, source: dict, why: str, progress) -> int:
     say = progress or (lambda _m: None)
-    say(f"{m.name}: extracting the tasks of track {track_id} from {m.repo_id}@{lock['revision'][:12]} into {root} ({why}) ...")
+    say(
+        f"{m.name}: extracting the tasks of track {track_id} from {m.repo_id}@{lock['revision'][:12]} into {root} ({why}) ..."
+    )
     with staging_dir(root, what=f"extract track {track_id}", fix="set PSTBENCH_DATA to a writable folder") as build:
         n = _extract(m, lock, track_id, build, source, say)
         replace_stale_dir(build, root, what="extracted track")  # under the extract lock: no concurrent builder
@@ -337,5 +372,7 @@ def verify_extraction(m: DatasetManifest) -> list[tuple[str, str]]:
         elif state.get("source") != _source(m, lock, tid):
             bad.append((rel_root, "extracted from other data or rules (stale)"))
         else:
-            bad.extend((f"{rel_root}/{p.split(': ', 1)[0]}", p.split(": ", 1)[1]) for p in _problems(root, state, full=True))
+            bad.extend(
+                (f"{rel_root}/{p.split(': ', 1)[0]}", p.split(": ", 1)[1]) for p in _problems(root, state, full=True)
+            )
     return bad

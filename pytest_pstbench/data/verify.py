@@ -10,8 +10,8 @@ from pathlib import Path
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.hub.digests import check_file
 from pytest_pstbench.data.dataset_lock import (
-    dataset_dir,
     LOCK_NAME,
+    dataset_dir,
     read_lock,
     record_verification,
     refetch_args,
@@ -59,8 +59,16 @@ def dataset_state(m: DatasetManifest) -> tuple[dict, bool]:
     """A dataset's local state, the one status `pstbench data list` and `pstbench ls tracks` show (cheap:
     presence and size only): (the `data list` row, usable), usable when the lock file is sound, every file is
     present with its recorded size and none failed `verify` (what scoring's cheap checks ask too)."""
-    row = {"name": m.name, "dataset": m.repo_id, "pinned": m.revision or "(unpinned)", "revision": "-", "splits": "-",
-           "files": "-", "size": "-", "status": "not fetched"}
+    row = {
+        "name": m.name,
+        "dataset": m.repo_id,
+        "pinned": m.revision or "(unpinned)",
+        "revision": "-",
+        "splits": "-",
+        "files": "-",
+        "size": "-",
+        "status": "not fetched",
+    }
     try:
         lock = read_lock(m.name)
     except UserError as exc:

@@ -6,15 +6,22 @@
 which a registry entry's `function` is found by name (`registry.MetricKind`); the names are loaded on
 first access, so importing this package (or its registry) costs nothing.
 """
+
 from __future__ import annotations
 
 import importlib
 
 _LAZY = {
-    "psnr": "fidelity", "ssim": "fidelity", "mse": "fidelity",
-    "delta_e00": "color", "hist_corr": "color",
-    "LpipsMetric": "lpips_metric", "SsimMetric": "kernels", "DeltaE00Metric": "kernels",
-    "HistCorrMetric": "kernels", "PsnrMetric": "kernels",
+    "psnr": "fidelity",
+    "ssim": "fidelity",
+    "mse": "fidelity",
+    "delta_e00": "color",
+    "hist_corr": "color",
+    "LpipsMetric": "lpips_metric",
+    "SsimMetric": "kernels",
+    "DeltaE00Metric": "kernels",
+    "HistCorrMetric": "kernels",
+    "PsnrMetric": "kernels",
 }
 
 

@@ -5,6 +5,7 @@ CIE76 is the Euclidean distance in CIELAB. The sRGB -> CIELAB conversion is writ
 the matrix and white point come from the protocol file (white point = row sums of the matrix
 unless the protocol gives `white_point`; not skimage's default D65 values).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -92,8 +93,12 @@ def hist_corr(
     """
     if channel_pooling != "mean":
         raise ValueError(f"unsupported channel_pooling {channel_pooling!r}")
-    return hist_corr_from(channel_histograms(output, bins), channel_histograms(other, bins),
-                          constant_both=constant_both, constant_one=constant_one)
+    return hist_corr_from(
+        channel_histograms(output, bins),
+        channel_histograms(other, bins),
+        constant_both=constant_both,
+        constant_one=constant_one,
+    )
 
 
 def channel_histograms(img: np.ndarray, bins: int) -> list[np.ndarray]:
@@ -123,7 +128,9 @@ def histograms_from_counts(per_value, bins: int) -> list[np.ndarray]:
     return out
 
 
-def hist_corr_from(h_out: list[np.ndarray], h_other: list[np.ndarray], *, constant_both: float, constant_one: float) -> float:
+def hist_corr_from(
+    h_out: list[np.ndarray], h_other: list[np.ndarray], *, constant_both: float, constant_one: float
+) -> float:
     """`hist_corr` from the two images' `channel_histograms`."""
     vals = []
     for h1, h2 in zip(h_out, h_other):

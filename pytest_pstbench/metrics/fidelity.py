@@ -6,14 +6,15 @@ from the protocol, e.g. BT.601); SSIM after Wang, Bovik, Sheikh & Simoncelli (20
 `skimage.metrics.structural_similarity`, optionally after the downsampling step of Wang's
 reference implementation `ssim.m` (`downsample: wang`).
 """
+
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
-from pytest_pstbench.metrics.registry import CHANNELS, SSIM_DOWNSAMPLE as DOWNSAMPLE  # the values allowed
-from pytest_pstbench.metrics.registry import SsimParams
+from pytest_pstbench.metrics.registry import CHANNELS, SsimParams  # the values allowed
+from pytest_pstbench.metrics.registry import SSIM_DOWNSAMPLE as DOWNSAMPLE
 
 
 def luma(img: np.ndarray, weights) -> np.ndarray:
@@ -66,8 +67,9 @@ def psnr(
 
     Identical images (MSE 0) give `cap_db`.
     """
-    return psnr_from_mse(mse(output, reference, channels=channels, luma_weights=luma_weights),
-                         data_range=data_range, cap_db=cap_db)
+    return psnr_from_mse(
+        mse(output, reference, channels=channels, luma_weights=luma_weights), data_range=data_range, cap_db=cap_db
+    )
 
 
 def psnr_from_mse(err: float, *, data_range: float, cap_db: float) -> float:
@@ -98,7 +100,9 @@ def box_downsample(plane: np.ndarray, f: int) -> np.ndarray:
         return plane
     from scipy.ndimage import uniform_filter
 
-    filtered = uniform_filter(np.asarray(plane, dtype=np.float64), size=f, mode="reflect", origin=-1 if f % 2 == 0 else 0)
+    filtered = uniform_filter(
+        np.asarray(plane, dtype=np.float64), size=f, mode="reflect", origin=-1 if f % 2 == 0 else 0
+    )
     return filtered[::f, ::f]
 
 

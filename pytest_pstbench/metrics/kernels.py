@@ -11,6 +11,7 @@ of the reference implementations (`fidelity.ssim`, `color.delta_e00`).
   `value_prepared` per output), falling back to the reference functions for parameters the kernels do
   not cover (SSIM on luma or with Wang's downsampling; CIE76).
 """
+
 from __future__ import annotations
 
 import json
@@ -23,6 +24,7 @@ from pytest_pstbench.metrics.registry import SSIM_PARAMS
 # (`metrics/scorer.py`: the reference's half, `prepare_other`, is computed once per pair and kept for
 # every output scored against it; `value_prepared` finishes one output)
 
+
 def check_device(device: str) -> str:
     """'cpu', or 'cuda' / 'cuda:N' where CUDA is available (UserError otherwise)."""
     import torch
@@ -33,8 +35,10 @@ def check_device(device: str) -> str:
         return device
     if device == "cuda" or device.startswith("cuda:"):
         if not torch.cuda.is_available():
-            raise UserError(f"device '{device}' was asked for, but CUDA is not available here (torch {torch.__version__}); "
-                            "use device 'cpu'.")
+            raise UserError(
+                f"device '{device}' was asked for, but CUDA is not available here (torch {torch.__version__}); "
+                "use device 'cpu'."
+            )
         return device
     raise UserError(f"unknown device '{device}'; use 'cpu' or 'cuda'.")
 
@@ -136,17 +140,23 @@ class DeltaE00Metric(_SplitMetric):
 
     @staticmethod
     def _kernel_applies(kw: dict) -> bool:
-        return (kw.get("formula", "ciede2000") in ("ciede2000", "cie76") and kw.get("transfer", "srgb") == "srgb"
-                and kw.get("pooling", "mean") == "mean")
+        return (
+            kw.get("formula", "ciede2000") in ("ciede2000", "cie76")
+            and kw.get("transfer", "srgb") == "srgb"
+            and kw.get("pooling", "mean") == "mean"
+        )
 
     def prepare_key(self) -> tuple:
         # the CIELAB of an image depends on the conversion only (not on kL, kC, kH)
         kw = self.kwargs
-        return ("cielab", json.dumps([kw["rgb_to_xyz"], kw.get("white_point")]), self.device) if self.fast else self._key
+        return (
+            ("cielab", json.dumps([kw["rgb_to_xyz"], kw.get("white_point")]), self.device) if self.fast else self._key
+        )
 
     def _lab(self, image):
-        return lab_of(image, rgb_to_xyz=self.kwargs["rgb_to_xyz"], white_point=self.kwargs.get("white_point"),
-                      device=self.device)
+        return lab_of(
+            image, rgb_to_xyz=self.kwargs["rgb_to_xyz"], white_point=self.kwargs.get("white_point"), device=self.device
+        )
 
     def prepare_other(self, other):
         return self._lab(other) if self.fast else other
@@ -223,7 +233,9 @@ class PsnrMetric(_SplitMetric):
     def distance(self, output, other) -> float:
         from pytest_pstbench.metrics.fidelity import psnr_from_mse
 
-        return psnr_from_mse(self.mse(output, other), data_range=self.kwargs["data_range"], cap_db=self.kwargs["cap_db"])
+        return psnr_from_mse(
+            self.mse(output, other), data_range=self.kwargs["data_range"], cap_db=self.kwargs["cap_db"]
+        )
 
     __call__ = distance
 
@@ -257,5 +269,6 @@ class HistCorrMetric(_SplitMetric):
             return self._reference(output, prepared)
         from pytest_pstbench.metrics.color import hist_corr_from
 
-        return hist_corr_from(output, prepared, constant_both=self.kwargs["constant_both"],
-                              constant_one=self.kwargs["constant_one"])
+        return hist_corr_from(
+            output, prepared, constant_both=self.kwargs["constant_both"], constant_one=self.kwargs["constant_one"]
+        )

@@ -18,6 +18,7 @@ pixel moves by at most ~3e-5 (observed: <= 6e-9 on full-HD photographs; the tole
 
 `lab_of` is the separable step: a reference's CIELAB is computed once and reused against every output.
 """
+
 from __future__ import annotations
 
 import math
@@ -179,7 +180,9 @@ def _near_branch(C1, h1, C2, h2):
     h_sum = h1 + h2
     ad = h_diff.abs()
     both = (C1 * C2) != 0.0
-    return both & (((ad - math.pi).abs() < BRANCH_BAND) | ((ad > math.pi - BRANCH_BAND) & ((h_sum - TWO_PI).abs() < BRANCH_BAND)))
+    return both & (
+        ((ad - math.pi).abs() < BRANCH_BAND) | ((ad > math.pi - BRANCH_BAND) & ((h_sum - TWO_PI).abs() < BRANCH_BAND))
+    )
 
 
 def _gather_like_full(rgb: np.ndarray, flat_idx: np.ndarray) -> np.ndarray:
@@ -227,7 +230,11 @@ def _delta_e00(lab_out: LabImage, lab_ref: LabImage, kL, kC, kH, *, keep_map: bo
 
     if lab_out.lab.shape != lab_ref.lab.shape:
         raise ValueError(f"shapes differ: {tuple(lab_out.lab.shape)} vs {tuple(lab_ref.lab.shape)}")
-    if (lab_out.rgb_to_xyz, lab_out.white_point, lab_out.device) != (lab_ref.rgb_to_xyz, lab_ref.white_point, lab_ref.device):
+    if (lab_out.rgb_to_xyz, lab_out.white_point, lab_out.device) != (
+        lab_ref.rgb_to_xyz,
+        lab_ref.white_point,
+        lab_ref.device,
+    ):
         raise ValueError("the two LabImages were made with different conversions or devices")
     h, w = lab_out.lab.shape[1:]
     a = lab_out.lab.view(3, -1)

@@ -13,6 +13,7 @@ skimage (float32 loses ~1e-6 of SSIM to that cancellation in flat regions).
 Maps per channel: mu_x, mu_y, E[x^2 + y^2], E[xy] (only the sum of the two variances enters SSIM). The
 reference's mu_y is computed once (`ssim_reference_stats`) and reused for every output scored against it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -184,8 +185,14 @@ def ssim_reference_stats(reference, *, device: str = "cpu", **params) -> SsimRef
         n = min(rows, hv - i0)
         slab[:, : n + 2 * r, :width] = y[:, i0 : i0 + n + 2 * r]
         mu[:, i0 : i0 + n] = filt.apply(slab, n)
-    params = SsimParams(float(p.data_range), bool(p.gaussian_weights), float(p.sigma), bool(p.use_sample_covariance),
-                        p.channel_pooling, int(p.win_size))
+    params = SsimParams(
+        float(p.data_range),
+        bool(p.gaussian_weights),
+        float(p.sigma),
+        bool(p.use_sample_covariance),
+        p.channel_pooling,
+        int(p.win_size),
+    )
     return SsimReferenceStats(y=y, mu=mu, params=params, device=str(device))
 
 

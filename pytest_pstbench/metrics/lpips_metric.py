@@ -19,19 +19,27 @@ backbone activations, the part of `LPIPS.forward` that depends on one input only
 `distance_from_features(fa, fb)` finishes the forward on two such stacks (squared difference, the
 linear layers, spatial mean, sum over layers); `feature_key()` says which metrics share features.
 """
+
 from __future__ import annotations
 
 import contextlib
 import importlib.metadata
 import threading
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
 
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.metrics.registry import LPIPS_BACKBONES, LPIPS_INPUT_SCALES, LPIPS_NETS, LPIPS_VERSIONS, RESIZE_FILTERS
+from pytest_pstbench.metrics.registry import (
+    LPIPS_BACKBONES,
+    LPIPS_INPUT_SCALES,
+    LPIPS_NETS,
+    LPIPS_VERSIONS,
+    RESIZE_FILTERS,
+)
 
 _MODELS: dict[tuple[str, str, str], tuple[Any, dict]] = {}
 
@@ -39,7 +47,7 @@ _MODELS: dict[tuple[str, str, str], tuple[Any, dict]] = {}
 #: ({"features.N.weight"/"bias": float32 tensor}, info for run.json), e.g. `data.weights.resolve.resolve_features`.
 WeightsSource = Callable[[str], tuple[dict, dict]]
 
-NETS = LPIPS_NETS                 # "alex", "vgg", "squeeze" (keys of LPIPS_BACKBONES)
+NETS = LPIPS_NETS  # "alex", "vgg", "squeeze" (keys of LPIPS_BACKBONES)
 VERSIONS = LPIPS_VERSIONS
 INPUT_SCALES = LPIPS_INPUT_SCALES
 _LOCK = threading.Lock()
@@ -49,7 +57,9 @@ def _check_package_version(expected: str) -> None:
     try:
         installed = importlib.metadata.version("lpips")
     except importlib.metadata.PackageNotFoundError:
-        raise UserError(f"the protocol's LPIPS needs lpips=={expected}, which is not installed; run `pip install lpips=={expected}`.") from None
+        raise UserError(
+            f"the protocol's LPIPS needs lpips=={expected}, which is not installed; run `pip install lpips=={expected}`."
+        ) from None
     if installed != str(expected):
         raise UserError(
             f"the protocol's LPIPS needs lpips=={expected}, but lpips {installed} is installed; "
@@ -66,8 +76,18 @@ def _feature_key(slice_key: str) -> str | None:
     return None
 
 
-_INITIALISERS = ("uniform_", "normal_", "trunc_normal_", "constant_", "zeros_", "ones_", "kaiming_uniform_",
-                 "kaiming_normal_", "xavier_uniform_", "xavier_normal_")
+_INITIALISERS = (
+    "uniform_",
+    "normal_",
+    "trunc_normal_",
+    "constant_",
+    "zeros_",
+    "ones_",
+    "kaiming_uniform_",
+    "kaiming_normal_",
+    "xavier_uniform_",
+    "xavier_normal_",
+)
 
 
 @contextlib.contextmanager
@@ -103,8 +123,11 @@ def _check_linear_layers_loaded(model, lpips, net: str, version: str) -> None:
     result = model.load_state_dict(state, strict=False)
     tensors = model.state_dict(keep_vars=True)
     loaded = {tensors[k].data_ptr() for k in state if k in tensors}  # `lins.K` are aliases of `linK`
-    others = [k for k in result.missing_keys if not k.startswith(("net.", "scaling_layer."))
-              and tensors[k].data_ptr() not in loaded]
+    others = [
+        k
+        for k in result.missing_keys
+        if not k.startswith(("net.", "scaling_layer.")) and tensors[k].data_ptr() not in loaded
+    ]
     if others or result.unexpected_keys:
         missing = others or result.unexpected_keys
         raise RuntimeError(f"lpips {net} v{version}: its weight file {path} does not hold {missing}")
@@ -158,8 +181,9 @@ def _plain_pool(layer) -> tuple[int, int] | None:
     """(kernel, stride) of a square MaxPool2d without padding, dilation or ceil mode, else None."""
     if not isinstance(layer, torch.nn.MaxPool2d) or layer.ceil_mode or layer.return_indices:
         return None
-    ks, st, pad, dil = (v if isinstance(v, tuple) else (v, v) for v in
-                        (layer.kernel_size, layer.stride, layer.padding, layer.dilation))
+    ks, st, pad, dil = (
+        v if isinstance(v, tuple) else (v, v) for v in (layer.kernel_size, layer.stride, layer.padding, layer.dilation)
+    )
     if ks[0] != ks[1] or st[0] != st[1] or pad != (0, 0) or dil != (1, 1):
         return None
     return int(ks[0]), int(st[0])
@@ -200,7 +224,9 @@ class LpipsMetric:
         scale = params.get("input_scale", [-1.0, 1.0])
         self.lo, self.hi = float(scale[0]), float(scale[1])
         if (self.lo, self.hi) not in INPUT_SCALES:
-            raise UserError(f"protocol metrics.lpips.input_scale is {list(scale)}; it must be [-1.0, 1.0] or [0.0, 1.0].")
+            raise UserError(
+                f"protocol metrics.lpips.input_scale is {list(scale)}; it must be [-1.0, 1.0] or [0.0, 1.0]."
+            )
         resize = params.get("resize")
         self.resize: tuple[int, int] | None = None
         self.resample = None
@@ -209,8 +235,10 @@ class LpipsMetric:
 
             filt = params.get("resize_filter")
             if filt not in RESIZE_FILTERS:
-                raise UserError(f"protocol metrics.lpips.resize_filter is {filt!r}; with resize it must be one of "
-                                f"{', '.join(RESIZE_FILTERS)}.")
+                raise UserError(
+                    f"protocol metrics.lpips.resize_filter is {filt!r}; with resize it must be one of "
+                    f"{', '.join(RESIZE_FILTERS)}."
+                )
             self.resize = (int(resize[0]), int(resize[1]))
             self.resample = Image.Resampling[filt.upper()]
         _check_package_version(str(params["package_version"]))
@@ -218,8 +246,10 @@ class LpipsMetric:
 
         self.device = check_device(device)
         if weights is None:
-            raise TypeError("LpipsMetric needs weights=, the source of its backbone's weights "
-                            "(e.g. pytest_pstbench.data.weights.resolve.resolve_features): metrics fetch nothing")
+            raise TypeError(
+                "LpipsMetric needs weights=, the source of its backbone's weights "
+                "(e.g. pytest_pstbench.data.weights.resolve.resolve_features): metrics fetch nothing"
+            )
         key = (self.net, self.version, self.device)
         with _LOCK:
             if key not in _MODELS:
@@ -242,8 +272,10 @@ class LpipsMetric:
     @staticmethod
     def _check_input(name: str, x) -> None:
         if not isinstance(x, np.ndarray) or x.dtype != np.uint8 or x.ndim != 3 or x.shape[2] != 3:
-            raise UserError(f"LPIPS input {name} must be a uint8 HxWx3 array, got "
-                            f"{getattr(x, 'dtype', type(x).__name__)} {getattr(x, 'shape', '')}.")
+            raise UserError(
+                f"LPIPS input {name} must be a uint8 HxWx3 array, got "
+                f"{getattr(x, 'dtype', type(x).__name__)} {getattr(x, 'shape', '')}."
+            )
 
     def _too_small(self, exc: RuntimeError, shape: tuple) -> UserError | None:
         if "too small" not in str(exc):
@@ -313,8 +345,10 @@ class LpipsMetric:
         closer to the exact value than lpips's float32 (agreeing with it to ~1e-8)."""
         model = self.model
         if len(fa) != model.L or len(fb) != model.L or any(a.shape != b.shape for a, b in zip(fa, fb)):
-            raise UserError(f"LPIPS features differ in layout: {[tuple(a.shape) for a in fa]} vs "
-                            f"{[tuple(b.shape) for b in fb]}; compute both with one metric on images of one size.")
+            raise UserError(
+                f"LPIPS features differ in layout: {[tuple(a.shape) for a in fa]} vs "
+                f"{[tuple(b.shape) for b in fb]}; compute both with one metric on images of one size."
+            )
         if self._lin_weights is None:
             self._lin_weights = [_lin_weight(model.lins[k]) for k in range(model.L)]
         val = 0.0

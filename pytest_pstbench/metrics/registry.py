@@ -9,11 +9,13 @@ one `register(...)` here and its function.
 
 Values the optional parameters may take are listed here too (the first of each is the default).
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import MISSING, dataclass, fields
-from typing import Any, Callable
+from typing import Any
 
 # Keys of a protocol metric entry that say how the metric is named, shown and ranked: they do not
 # change a value. `kind` and `against` choose what is computed and on which image pair; the other
@@ -104,8 +106,10 @@ class MetricKind:
             from pytest_pstbench.core.errors import UserError
 
             label = params.get("label", self.kind)
-            raise UserError(f"metric {label}: the {what} is {width}x{height} px; {label} needs at least {n}x{n} px"
-                            f"{f' ({why})' if why else ''}; fix: score images of at least {n}x{n} px")
+            raise UserError(
+                f"metric {label}: the {what} is {width}x{height} px; {label} needs at least {n}x{n} px"
+                f"{f' ({why})' if why else ''}; fix: score images of at least {n}x{n} px"
+            )
 
     def _object(self):
         import importlib
@@ -134,13 +138,23 @@ class MetricKind:
 KINDS: dict[str, MetricKind] = {}
 
 
-def register(kind: str, *, function: str, required: tuple[str, ...], higher_is_better: bool, reference: str,
-             stateful: bool = False, takes_weights: bool = False, smallest: Callable[[dict], tuple[int, str]] | None = None):
+def register(
+    kind: str,
+    *,
+    function: str,
+    required: tuple[str, ...],
+    higher_is_better: bool,
+    reference: str,
+    stateful: bool = False,
+    takes_weights: bool = False,
+    smallest: Callable[[dict], tuple[int, str]] | None = None,
+):
     """Decorator for a kind's parameter check: registers the kind with its metadata."""
 
     def wrap(check: Callable[[str, dict], str | None]):
-        KINDS[kind] = MetricKind(kind, function, required, higher_is_better, reference, check, stateful, takes_weights,
-                                 smallest)
+        KINDS[kind] = MetricKind(
+            kind, function, required, higher_is_better, reference, check, stateful, takes_weights, smallest
+        )
         return check
 
     return wrap
@@ -151,6 +165,7 @@ def get(kind: str) -> MetricKind:
 
 
 # ---- parameter checks (each returns the first rule broken, naming the key, or None) -----------------
+
 
 def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
@@ -194,8 +209,14 @@ def _one_of(where: str, params: dict, key: str, allowed: tuple, default: Any) ->
     return None
 
 
-@register("psnr", function="PsnrMetric", required=("data_range", "cap_db"), higher_is_better=True,
-          reference="skimage.metrics.peak_signal_noise_ratio; by hand for luma and the cap", stateful=True)
+@register(
+    "psnr",
+    function="PsnrMetric",
+    required=("data_range", "cap_db"),
+    higher_is_better=True,
+    reference="skimage.metrics.peak_signal_noise_ratio; by hand for luma and the cap",
+    stateful=True,
+)
 def _check_psnr(where: str, params: dict) -> str | None:
     return _positive(where, params, "data_range", "cap_db") or _channels_problem(where, params)
 
@@ -212,15 +233,23 @@ def _lpips_smallest(params: dict) -> tuple[int, str]:
     return LPIPS_MIN_SIDE[net], f"net {net}"
 
 
-@register("ssim", function="SsimMetric", required=SSIM_REQUIRED,
-          higher_is_better=True, reference="skimage.metrics.structural_similarity; a loop of MATLAB's ssim.m downsampling",
-          stateful=True, smallest=_ssim_smallest)
+@register(
+    "ssim",
+    function="SsimMetric",
+    required=SSIM_REQUIRED,
+    higher_is_better=True,
+    reference="skimage.metrics.structural_similarity; a loop of MATLAB's ssim.m downsampling",
+    stateful=True,
+    smallest=_ssim_smallest,
+)
 def _check_ssim(where: str, params: dict) -> str | None:
     if "sigma" in params and _is_number(params["sigma"]) and params["sigma"] > MAX_SIGMA:
         return f"{where}.sigma must be a finite number > 0 and <= {MAX_SIGMA:g} (got {params['sigma']!r})"
-    problem = (_positive(where, params, "data_range", "sigma")
-               or _boolean(where, params, "gaussian_weights", "use_sample_covariance")
-               or _one_of(where, params, "channel_pooling", ("mean",), "mean"))
+    problem = (
+        _positive(where, params, "data_range", "sigma")
+        or _boolean(where, params, "gaussian_weights", "use_sample_covariance")
+        or _one_of(where, params, "channel_pooling", ("mean",), "mean")
+    )
     if problem:
         return problem
     if "win_size" in params:
@@ -232,28 +261,48 @@ def _check_ssim(where: str, params: dict) -> str | None:
     return _channels_problem(where, params)
 
 
-@register("ciede2000", function="DeltaE00Metric", required=("rgb_to_xyz", "kL", "kC", "kH"), higher_is_better=False,
-          reference="skimage.color.deltaE_ciede2000 / deltaE_cie76 on the protocol's CIELAB", stateful=True)
+@register(
+    "ciede2000",
+    function="DeltaE00Metric",
+    required=("rgb_to_xyz", "kL", "kC", "kH"),
+    higher_is_better=False,
+    reference="skimage.color.deltaE_ciede2000 / deltaE_cie76 on the protocol's CIELAB",
+    stateful=True,
+)
 def _check_delta_e(where: str, params: dict) -> str | None:
     problem = _positive(where, params, "kL", "kC", "kH")
     if problem:
         return problem
     m = params.get("rgb_to_xyz")
-    if not (isinstance(m, list) and len(m) == 3 and all(isinstance(r, list) and len(r) == 3 and all(_is_number(v) for v in r) for r in m)):
+    if not (
+        isinstance(m, list)
+        and len(m) == 3
+        and all(isinstance(r, list) and len(r) == 3 and all(_is_number(v) for v in r) for r in m)
+    ):
         return f"{where}.rgb_to_xyz must be a 3x3 matrix of numbers (three rows of three)"
-    problem = _one_of(where, params, "transfer", ("srgb",), "srgb") or _one_of(where, params, "pooling", ("mean",), "mean")
+    problem = _one_of(where, params, "transfer", ("srgb",), "srgb") or _one_of(
+        where, params, "pooling", ("mean",), "mean"
+    )
     if problem:
         return problem
     if params.get("formula", "ciede2000") not in DELTA_E_FORMULAS:
         return f"{where}.formula must be ciede2000 or cie76"
     white = params.get("white_point")
-    if white is not None and not (isinstance(white, list) and len(white) == 3 and all(_is_number(v) and v > 0 for v in white)):
+    if white is not None and not (
+        isinstance(white, list) and len(white) == 3 and all(_is_number(v) and v > 0 for v in white)
+    ):
         return f"{where}.white_point must be a list of 3 positive numbers [Xn, Yn, Zn] (or absent: the row sums of rgb_to_xyz)"
     return None
 
 
-@register("hist_corr", function="HistCorrMetric", required=("bins", "constant_both", "constant_one"), higher_is_better=True,
-          reference="numpy.histogram + numpy.corrcoef per channel", stateful=True)
+@register(
+    "hist_corr",
+    function="HistCorrMetric",
+    required=("bins", "constant_both", "constant_one"),
+    higher_is_better=True,
+    reference="numpy.histogram + numpy.corrcoef per channel",
+    stateful=True,
+)
 def _check_hist_corr(where: str, params: dict) -> str | None:
     if "bins" in params and not (_is_int(params["bins"]) and 1 <= params["bins"] <= MAX_BINS):
         return f"{where}.bins must be a positive integer of at most {MAX_BINS} (got {params['bins']!r})"
@@ -263,23 +312,36 @@ def _check_hist_corr(where: str, params: dict) -> str | None:
     return _one_of(where, params, "channel_pooling", ("mean",), "mean")
 
 
-@register("lpips", function="LpipsMetric", required=("package_version", "net", "version"), higher_is_better=False,
-          reference="lpips.LPIPS forward (lpips 0.1.4) and the reference distances of its repository", stateful=True,
-          takes_weights=True, smallest=_lpips_smallest)
+@register(
+    "lpips",
+    function="LpipsMetric",
+    required=("package_version", "net", "version"),
+    higher_is_better=False,
+    reference="lpips.LPIPS forward (lpips 0.1.4) and the reference distances of its repository",
+    stateful=True,
+    takes_weights=True,
+    smallest=_lpips_smallest,
+)
 def _check_lpips(where: str, params: dict) -> str | None:
     if "package_version" in params and not isinstance(params["package_version"], str):
-        return f"{where}.package_version must be a version string in quotes (e.g. \"0.1.4\")"
+        return f'{where}.package_version must be a version string in quotes (e.g. "0.1.4")'
     if "net" in params and params["net"] not in LPIPS_NETS:
         return f"{where}.net must be one of {', '.join(LPIPS_NETS)}"
     if "version" in params and str(params["version"]) not in LPIPS_VERSIONS:
-        return f"{where}.version must be \"0.1\" or \"0.0\""
+        return f'{where}.version must be "0.1" or "0.0"'
     scale = params.get("input_scale", [-1.0, 1.0])
-    if not (isinstance(scale, list) and len(scale) == 2 and all(_is_number(v) for v in scale)
-            and tuple(float(v) for v in scale) in LPIPS_INPUT_SCALES):
+    if not (
+        isinstance(scale, list)
+        and len(scale) == 2
+        and all(_is_number(v) for v in scale)
+        and tuple(float(v) for v in scale) in LPIPS_INPUT_SCALES
+    ):
         return f"{where}.input_scale must be [-1.0, 1.0] or [0.0, 1.0]"
     resize = params.get("resize")
     if resize is not None:
-        if not (isinstance(resize, list) and len(resize) == 2 and all(_is_int(v) and 0 < v <= MAX_SIDE for v in resize)):
+        if not (
+            isinstance(resize, list) and len(resize) == 2 and all(_is_int(v) and 0 < v <= MAX_SIDE for v in resize)
+        ):
             return f"{where}.resize must be null or [W, H] (two positive integers of at most {MAX_SIDE})"
         from pytest_pstbench.core.files.images import MAX_PIXELS
 
@@ -307,6 +369,8 @@ def entry_problem(name: str, params: dict) -> str | None:
         return problem
     if isinstance(params.get("higher_is_better"), bool) and params["higher_is_better"] != kind.higher_is_better:
         word = "higher" if kind.higher_is_better else "lower"
-        return (f"{where}.higher_is_better is {str(params['higher_is_better']).lower()}, but for a metric of kind "
-                f"{kind.kind} {word} is better (set it to {str(kind.higher_is_better).lower()})")
+        return (
+            f"{where}.higher_is_better is {str(params['higher_is_better']).lower()}, but for a metric of kind "
+            f"{kind.kind} {word} is better (set it to {str(kind.higher_is_better).lower()})"
+        )
     return None

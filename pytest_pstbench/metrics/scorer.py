@@ -12,9 +12,11 @@ and variant that needs it. SSIM, CIEDE2000 and H-Corr (`metrics/kernels.py`) spl
 (`prepare_other`: the reference's filtered means, its CIELAB, its histograms; `prepare_output`, where
 an output's half can serve several metrics: its CIELAB, its histograms; `value_prepared`).
 """
+
 from __future__ import annotations
 
 import json
+
 import numpy as np
 
 from pytest_pstbench.metrics.registry import computing_params
@@ -45,16 +47,18 @@ class MetricComputer:
         key = json.dumps(computing_params(params), sort_keys=True)
         if key not in self._callables:
             kind = metric_kind(params["kind"])
-            self._callables[key] = (kind.instance(params, self.device, self.weights) if kind.stateful
-                                    else kind.make(params, self.device))
+            self._callables[key] = (
+                kind.instance(params, self.device, self.weights) if kind.stateful else kind.make(params, self.device)
+            )
         return self._callables[key]
 
     def built(self) -> list:
         """The metric callables built so far (e.g. an LPIPS model, whose `weights_info` names the weights it was given)."""
         return list(self._callables.values())
 
-    def value(self, params: dict, output: np.ndarray, other: np.ndarray, *, quantity: str = VALUE,
-              stores: tuple | None = None) -> float:
+    def value(
+        self, params: dict, output: np.ndarray, other: np.ndarray, *, quantity: str = VALUE, stores: tuple | None = None
+    ) -> float:
         """The entry's per-pair `quantity` between `output` and `other` (the image its `against` names).
 
         `stores`: (other_store, other_key, output_store, output_key) — dicts the caller keeps and the
@@ -109,8 +113,9 @@ class PairScorer:
         self.device = device
         self.computer = MetricComputer(device, weights)
 
-    def score(self, output: np.ndarray, reference: np.ndarray, style: np.ndarray | None,
-              shared: dict | None = None) -> dict[str, float]:
+    def score(
+        self, output: np.ndarray, reference: np.ndarray, style: np.ndarray | None, shared: dict | None = None
+    ) -> dict[str, float]:
         """Per-pair value of each metric: the metric itself, or the pair's MSE for a PSNR the protocol
         aggregates as `pooled_mse` (see `pytest_pstbench.paired.aggregation`; the protocol's
         `aggregation.statistic_of`).
@@ -127,6 +132,11 @@ class PairScorer:
             if other is None:
                 raise ValueError(f"metric {name} needs the {params['against']} image")
             quantity = MSE if self.protocol.aggregation.statistic_of(name) == "pooled_mse" else VALUE
-            values[name] = self.computer.value(params, output, other, quantity=quantity,
-                                               stores=(other_store, params["against"], output_store, "output"))
+            values[name] = self.computer.value(
+                params,
+                output,
+                other,
+                quantity=quantity,
+                stores=(other_store, params["against"], output_store, "output"),
+            )
         return values

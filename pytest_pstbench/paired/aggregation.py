@@ -13,6 +13,7 @@ run under a protocol equals that protocol's row of a sensitivity analysis.
 summary.json keeps its historic entry for a mean (`mean`, `ci_low`, `ci_high`, `pm`); any other
 statistic is written as `statistic` + `value` (never under the name `mean`). `entry_value` reads both.
 """
+
 from __future__ import annotations
 
 import math

@@ -9,20 +9,20 @@
 A method is a function ``(content, style) -> output`` on 8-bit RGB arrays of shape ``(H, W, 3)``;
 the output has the content's shape.
 """
+
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import yaml
 from PIL import Image
 
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.core.files.write import write_new
-from pytest_pstbench.core.files.write import staging_dir, swap_dir_into_place
+from pytest_pstbench.core.files.write import staging_dir, swap_dir_into_place, write_new
 
 Method = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
@@ -34,7 +34,9 @@ def check_baseline_protocol(protocol, given) -> None:
 
     kind = protocol_kind(protocol.data, protocol.path)
     if kind != KIND.name:
-        raise UserError(f"--protocol {given}: {protocol.id} is a {kind} protocol; fix: use a paired protocol (pstbench)")
+        raise UserError(
+            f"--protocol {given}: {protocol.id} is a {kind} protocol; fix: use a paired protocol (pstbench)"
+        )
 
 
 def _as_rgb8(img: np.ndarray, what: str) -> np.ndarray:
@@ -148,7 +150,9 @@ def _color_matcher(method: str):
 
     version = _dist_version("color-matcher")
     if version is None:
-        raise UserError(f"baseline {method} needs color-matcher {COLOR_MATCHER_VERSION}, which is not installed; fix: {extra_install('baselines')}")
+        raise UserError(
+            f"baseline {method} needs color-matcher {COLOR_MATCHER_VERSION}, which is not installed; fix: {extra_install('baselines')}"
+        )
     if version != COLOR_MATCHER_VERSION:
         raise UserError(
             f"baseline {method} is pinned to color-matcher {COLOR_MATCHER_VERSION}, but {version} is installed; "
@@ -174,12 +178,17 @@ def _prepare_color_matcher(method: str) -> PreparedBaseline:
     return PreparedBaseline(
         name=method,
         fn=run,
-        implementation={"package": "color-matcher", "version": COLOR_MATCHER_VERSION,
-                        "path": str(Path(color_matcher.__file__).parent),
-                        "call": f'ColorMatcher().transfer(src=src, ref=ref, method="{method}")'},
+        implementation={
+            "package": "color-matcher",
+            "version": COLOR_MATCHER_VERSION,
+            "path": str(Path(color_matcher.__file__).parent),
+            "call": f'ColorMatcher().transfer(src=src, ref=ref, method="{method}")',
+        },
         settings={"input": _UNIT_INPUT, "output": _UNIT_OUTPUT, "randomness": "none"},
-        description={"reinhard": "Reinhard et al. (2001) colour transfer (color-matcher's implementation)",
-                     "mkl": "Monge-Kantorovich linearisation colour transfer (Pitie & Kokaram 2007; color-matcher)"}[method],
+        description={
+            "reinhard": "Reinhard et al. (2001) colour transfer (color-matcher's implementation)",
+            "mkl": "Monge-Kantorovich linearisation colour transfer (Pitie & Kokaram 2007; color-matcher)",
+        }[method],
     )
 
 
@@ -194,10 +203,17 @@ def _prepare_histmatch() -> PreparedBaseline:
     return PreparedBaseline(
         name="histmatch",
         fn=histmatch,
-        implementation={"package": "scikit-image", "version": _dist_version("scikit-image"),
-                        "call": "skimage.exposure.match_histograms(src, ref, channel_axis=-1)"},
-        settings={"input": _UNIT_INPUT, "channels": "each RGB channel matched on its own (channel_axis=-1)",
-                  "output": _UNIT_OUTPUT, "randomness": "none"},
+        implementation={
+            "package": "scikit-image",
+            "version": _dist_version("scikit-image"),
+            "call": "skimage.exposure.match_histograms(src, ref, channel_axis=-1)",
+        },
+        settings={
+            "input": _UNIT_INPUT,
+            "channels": "each RGB channel matched on its own (channel_axis=-1)",
+            "output": _UNIT_OUTPUT,
+            "randomness": "none",
+        },
         description="per-channel histogram matching of the content to the style (scikit-image)",
     )
 
@@ -219,14 +235,17 @@ def _prepare_idt(progress) -> PreparedBaseline:
     return PreparedBaseline(
         name="idt",
         fn=idt,
-        implementation={**info, "call": "ColorTransfer().pdf_transfer(img_arr_in=bgr_in, img_arr_ref=bgr_ref, regrain=False)",
-                        "opencv": _dist_version("opencv-python-headless") or _dist_version("opencv-python")},
+        implementation={
+            **info,
+            "call": "ColorTransfer().pdf_transfer(img_arr_in=bgr_in, img_arr_ref=bgr_ref, regrain=False)",
+            "opencv": _dist_version("opencv-python-headless") or _dist_version("opencv-python"),
+        },
         settings={
             "input": "content (img_arr_in) and style (img_arr_ref) as 8-bit BGR arrays (RGB channel axis reversed)",
             "output": "the package's own 8-bit result (it clips to [0, 1], multiplies by 255 and truncates), "
-                      "BGR -> RGB by reversing the channel axis",
+            "BGR -> RGB by reversing the channel axis",
             "randomness": "none: ColorTransfer() (c=3) uses the six fixed rotations of Rotations.optimal_rotations(); "
-                          "no random numbers are drawn, so no seed is needed",
+            "no random numbers are drawn, so no seed is needed",
         },
         description="iterative distribution transfer (Pitie et al. 2005/2007), without regrain (python-color-transfer)",
     )
@@ -240,8 +259,11 @@ def _prepare_identity() -> PreparedBaseline:
         name="identity",
         fn=identity_copy,
         implementation={"package": "pytest-pstbench", "call": "the content image, unchanged"},
-        settings={"input": "content decoded under the protocol's I/O rules", "output": "the same 8-bit RGB values",
-                  "randomness": "none"},
+        settings={
+            "input": "content decoded under the protocol's I/O rules",
+            "output": "the same 8-bit RGB values",
+            "randomness": "none",
+        },
         description="the content image, unchanged",
     )
 
@@ -291,7 +313,9 @@ def check_out_dir(out: Path, overwrite: bool) -> None:
     if not out.is_dir() or not any(out.iterdir()):
         return
     if not overwrite:
-        raise UserError(f"--out {out}: folder exists and is not empty; fix: give a new folder, or pass --overwrite to replace it")
+        raise UserError(
+            f"--out {out}: folder exists and is not empty; fix: give a new folder, or pass --overwrite to replace it"
+        )
     other = sorted(p.name for p in out.iterdir() if p.is_dir() or not any(p.match(g) for g in _OVERWRITABLE))
     if other:
         shown = ", ".join(other[:5]) + (f" and {len(other) - 5} more" if len(other) > 5 else "")
@@ -316,8 +340,13 @@ def method_yaml(prepared: PreparedBaseline, track, protocol, command: str | None
         "settings": prepared.settings,
         "pstbench_version": __version__,
         "numpy": _dist_version("numpy"),
-        "track": {"id": track.id, "dataset": track.dataset_id, "revision": track.revision, "source": track.source,
-                  "n_pairs": len(track.pairs)},
+        "track": {
+            "id": track.id,
+            "dataset": track.dataset_id,
+            "revision": track.revision,
+            "source": track.source,
+            "n_pairs": len(track.pairs),
+        },
         "inputs_read_with": {"protocol": protocol.id, "sha256": protocol.sha256},
         "command": command,
     }
@@ -340,8 +369,8 @@ def write_reference_baseline(
     `out` is either absent/unchanged or complete. Raises `BaselineFailed` (naming the pair) when the
     method fails on a pair, `UserError` for bad input; in both cases nothing is written to `out`.
     """
-    from pytest_pstbench.paired.imageio import load_dataset_image
     from pytest_pstbench.core.protocol import load_protocol
+    from pytest_pstbench.paired.imageio import load_dataset_image
 
     protocol = protocol or load_protocol()
     out = Path(out)
@@ -355,7 +384,9 @@ def write_reference_baseline(
                 result = np.asarray(prepared.fn(content, style))
             except Exception as exc:  # the method's own failure: name the pair
                 msg = " ".join(f"{type(exc).__name__}: {exc}".split())
-                raise BaselineFailed(f"baseline {prepared.name} failed on pair {pair.id} ({pair.content.name}): {msg}") from exc
+                raise BaselineFailed(
+                    f"baseline {prepared.name} failed on pair {pair.id} ({pair.content.name}): {msg}"
+                ) from exc
             if result.dtype != np.uint8 or result.shape != content.shape:
                 raise BaselineFailed(
                     f"baseline {prepared.name} failed on pair {pair.id}: returned {result.dtype} {result.shape}, "

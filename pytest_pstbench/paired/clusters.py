@@ -11,6 +11,7 @@ know them.
 `shared_note` is the one-line warning a session prints once when a track declares no clusters, its pairs
 share input files, and the protocol treats pairs as independent (stderr only: no run file changes).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -105,8 +106,10 @@ def clusters_of(run, pair_ids) -> list[str]:
     rec = run.run.get("clusters")
     pairs = rec.get("pairs") if isinstance(rec, dict) else None
     if not isinstance(pairs, dict) or any(not isinstance(pairs.get(p), str) or not pairs.get(p) for p in pair_ids):
-        raise UserError(f"{run.path / 'run.json'}: no cluster for every pair (clusters.pairs), which protocol "
-                        f"{(run.run.get('protocol') or {}).get('id')} resamples; fix: score that run again with this kit")
+        raise UserError(
+            f"{run.path / 'run.json'}: no cluster for every pair (clusters.pairs), which protocol "
+            f"{(run.run.get('protocol') or {}).get('id')} resamples; fix: score that run again with this kit"
+        )
     return [pairs[p] for p in pair_ids]
 
 
@@ -119,13 +122,17 @@ def shared_note(track, protocol) -> str | None:
     shared = shared_files(track)
     if not shared:
         return None
-    named = ", ".join(f"{role} {path.name} ({len(pids)} pairs: {', '.join(pids[:3])}{' ...' if len(pids) > 3 else ''})"
-                      for role, path, pids in shared[:_SHOWN])
+    named = ", ".join(
+        f"{role} {path.name} ({len(pids)} pairs: {', '.join(pids[:3])}{' ...' if len(pids) > 3 else ''})"
+        for role, path, pids in shared[:_SHOWN]
+    )
     more = f" and {len(shared) - _SHOWN} more shared files" if len(shared) > _SHOWN else ""
     base = protocol.id.split("+")[0]
-    return (f"pstbench: warning: track {track.id}: pairs share input images ({named}{more}), but the intervals and "
-            f"tests treat every pair as independent; fix: declare a `cluster` per pair in the track manifest, or score "
-            f"with --protocol {base}+clustered (whole clusters resampled, see docs/compare-and-gate.md)")
+    return (
+        f"pstbench: warning: track {track.id}: pairs share input images ({named}{more}), but the intervals and "
+        f"tests treat every pair as independent; fix: declare a `cluster` per pair in the track manifest, or score "
+        f"with --protocol {base}+clustered (whole clusters resampled, see docs/compare-and-gate.md)"
+    )
 
 
 _WARNED: set = set()
@@ -156,9 +163,11 @@ def run_clusters_of(baseline, candidate, pair_ids: list[str], protocol) -> list[
     theirs = clusters_of(candidate, pair_ids)
     if theirs != clusters:
         first = next(p for p, x, y in zip(pair_ids, clusters, theirs) if x != y)
-        raise UserError(f"{candidate.path / 'run.json'}: pair {first} is in cluster {theirs[pair_ids.index(first)]!r} but in "
-                        f"{clusters[pair_ids.index(first)]!r} in {baseline.path / 'run.json'}; runs must be scored with the "
-                        "same clusters; fix: score both on the same track manifest")
+        raise UserError(
+            f"{candidate.path / 'run.json'}: pair {first} is in cluster {theirs[pair_ids.index(first)]!r} but in "
+            f"{clusters[pair_ids.index(first)]!r} in {baseline.path / 'run.json'}; runs must be scored with the "
+            "same clusters; fix: score both on the same track manifest"
+        )
     return clusters
 
 

@@ -4,6 +4,7 @@ Used by `pstbench compare`, by the pytest regression gate (`--pstbench-baseline`
 `pstbench_compare` fixture. Every parameter (tie thresholds, zero_method, alpha, bootstrap) comes
 from the protocol's `comparison` section.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -11,7 +12,9 @@ from pathlib import Path
 
 from pytest_pstbench.core.compare import check_runs_comparable, checked_runs, protocol_for, run_pairs
 from pytest_pstbench.core.errors import UserError, suggest
-from pytest_pstbench.paired.clusters import SIGN_FLIP, paired_test as _paired_test, run_clusters_of as _run_clusters
+from pytest_pstbench.paired.clusters import SIGN_FLIP
+from pytest_pstbench.paired.clusters import paired_test as _paired_test
+from pytest_pstbench.paired.clusters import run_clusters_of as _run_clusters
 from pytest_pstbench.paired.runs import Run, check_record_lists, load_run
 
 BETTER, WORSE, NO_DIFF = "better", "worse", "no significant difference"
@@ -100,18 +103,26 @@ def validate_run(run: Run, protocol) -> None:
     names = protocol.metric_names
     columns = list(next(iter(run.scores.values()), {}).keys()) if run.scores else None
     if columns is not None and columns != names:
-        raise UserError(f"{csv_path}: columns {', '.join(columns)} are not protocol {protocol.id}'s metrics "
-                        f"({', '.join(names)}); {fix}")
+        raise UserError(
+            f"{csv_path}: columns {', '.join(columns)} are not protocol {protocol.id}'s metrics "
+            f"({', '.join(names)}); {fix}"
+        )
     complete = run.run.get("complete") is True
     n_pairs = run.run.get("n_pairs")
-    if not isinstance(n_pairs, int) or isinstance(n_pairs, bool) or (n_pairs != len(run.scores) if complete else n_pairs < len(run.scores)):
+    if (
+        not isinstance(n_pairs, int)
+        or isinstance(n_pairs, bool)
+        or (n_pairs != len(run.scores) if complete else n_pairs < len(run.scores))
+    ):
         raise UserError(f"{csv_path}: has {len(run.scores)} pair rows but run.json n_pairs is {n_pairs!r}; {fix}")
     for pid, values in run.scores.items():
         empty = [m for m, v in values.items() if v is None]
         for m, v in values.items():
             if (v is None and (complete or len(empty) != len(values))) or (v is not None and not math.isfinite(v)):
-                raise UserError(f"{csv_path}: pair {pid} {m} is {'empty' if v is None else v}, not a finite number, in a "
-                                f"run that says complete: {str(complete).lower()}; {fix}")
+                raise UserError(
+                    f"{csv_path}: pair {pid} {m} is {'empty' if v is None else v}, not a finite number, in a "
+                    f"run that says complete: {str(complete).lower()}; {fix}"
+                )
     scored_ids = [pid for pid, values in run.scores.items() if all(v is not None for v in values.values())]
     scored = [run.scores[pid] for pid in scored_ids]
     clusters = None
@@ -122,12 +133,21 @@ def validate_run(run: Run, protocol) -> None:
     summary = run.summary
     if not isinstance(summary, dict) or not isinstance(summary.get("metrics"), dict):
         raise UserError(f"{summary_path}: not a summary of a paired run (no metrics); {fix}")
-    for key, want in (("name", run.run.get("name")), ("track", run.run.get("track")),
-                      ("protocol", (run.run.get("protocol") or {}).get("id") if isinstance(run.run.get("protocol"), dict) else None),
-                      ("dataset_revision", (run.run.get("dataset") or {}).get("revision") if isinstance(run.run.get("dataset"), dict) else None),
-                      ("complete", run.run.get("complete")), ("n", len(scored))):
+    for key, want in (
+        ("name", run.run.get("name")),
+        ("track", run.run.get("track")),
+        ("protocol", (run.run.get("protocol") or {}).get("id") if isinstance(run.run.get("protocol"), dict) else None),
+        (
+            "dataset_revision",
+            (run.run.get("dataset") or {}).get("revision") if isinstance(run.run.get("dataset"), dict) else None,
+        ),
+        ("complete", run.run.get("complete")),
+        ("n", len(scored)),
+    ):
         if not _same(summary.get(key), want):
-            raise UserError(f"{summary_path}: {key} is {summary.get(key)!r} but run.json and metrics.csv say {want!r}; {fix}")
+            raise UserError(
+                f"{summary_path}: {key} is {summary.get(key)!r} but run.json and metrics.csv say {want!r}; {fix}"
+            )
     for m in names:
         stated = summary["metrics"].get(m)
         expected = summary_entry([values[m] for values in scored], protocol, m, clusters)
@@ -136,8 +156,9 @@ def validate_run(run: Run, protocol) -> None:
         for key in sorted(set(stated) | set(expected), key=lambda k: (k not in ("mean", "value"), k)):
             if not _same(stated.get(key, KeyError), expected.get(key, KeyError)):
                 what = f"{m} {expected.get('statistic', 'mean')}" if key in ("mean", "value") else f"{m} {key}"
-                raise UserError(f"{summary_path}: {what} is {stated.get(key)!r} but metrics.csv gives "
-                                f"{expected.get(key)!r}; {fix}")
+                raise UserError(
+                    f"{summary_path}: {what} is {stated.get(key)!r} but metrics.csv gives {expected.get(key)!r}; {fix}"
+                )
 
 
 def _same(stated, expected) -> bool:
@@ -146,8 +167,12 @@ def _same(stated, expected) -> bool:
     import math
 
     if isinstance(expected, float) and not isinstance(expected, bool):
-        return (isinstance(stated, (int, float)) and not isinstance(stated, bool) and math.isfinite(stated)
-                and math.isclose(stated, expected, rel_tol=1e-9, abs_tol=1e-12))
+        return (
+            isinstance(stated, (int, float))
+            and not isinstance(stated, bool)
+            and math.isfinite(stated)
+            and math.isclose(stated, expected, rel_tol=1e-9, abs_tol=1e-12)
+        )
     return type(stated) is type(expected) and stated == expected
 
 
@@ -167,8 +192,9 @@ def shifted_differences(diff, margin: float, higher_is_better: bool):
     return (d + margin, "less") if higher_is_better else (d - margin, "greater")
 
 
-def compare_two(baseline: Run, candidate: Run, protocol, metrics: list[str] | None = None,
-                margins: dict[str, float] | None = None) -> list[MetricComparison]:
+def compare_two(
+    baseline: Run, candidate: Run, protocol, metrics: list[str] | None = None, margins: dict[str, float] | None = None
+) -> list[MetricComparison]:
     """One paired test per metric. Without a margin (or margin 0): the protocol's Wilcoxon test of the
     tied differences. With a margin > 0 for a metric: a one-sided Wilcoxon test of the differences
     shifted by the margin (`shifted_differences`), ties by the protocol's threshold on the shifted
@@ -176,8 +202,8 @@ def compare_two(baseline: Run, candidate: Run, protocol, metrics: list[str] | No
     import numpy as np
     from scipy.stats import rankdata
 
-    from pytest_pstbench.paired.aggregation import per_pair_higher_is_better
     from pytest_pstbench.core.stats import bootstrap_mean_ci, cluster_bootstrap_mean_ci, tie_differences
+    from pytest_pstbench.paired.aggregation import per_pair_higher_is_better
 
     cfg = protocol.comparison
     names = metrics or protocol.ranked_metrics
@@ -186,8 +212,10 @@ def compare_two(baseline: Run, candidate: Run, protocol, metrics: list[str] | No
     clusters = _run_clusters(baseline, candidate, pair_ids, protocol)
     for m in names:
         if m not in protocol.metrics:
-            raise UserError(f"metric {m!r} is not in protocol {protocol.id} (metrics: {', '.join(protocol.metric_names)})"
-                            f"{suggest(m, protocol.metric_names)}")
+            raise UserError(
+                f"metric {m!r} is not in protocol {protocol.id} (metrics: {', '.join(protocol.metric_names)})"
+                f"{suggest(m, protocol.metric_names)}"
+            )
         hib = per_pair_higher_is_better(protocol, m)  # per-pair MSE (pooled_mse) is lower-is-better
         a = np.array([baseline.scores[p][m] for p in pair_ids], dtype=np.float64)
         b = np.array([candidate.scores[p][m] for p in pair_ids], dtype=np.float64)
@@ -239,9 +267,12 @@ def compare_two(baseline: Run, candidate: Run, protocol, metrics: list[str] | No
     return rows
 
 
-
 def compare_runs(
-    runs: list[Run], *, protocol=None, against_first: bool = False, metrics: list[str] | None = None,
+    runs: list[Run],
+    *,
+    protocol=None,
+    against_first: bool = False,
+    metrics: list[str] | None = None,
     margins: dict[str, float] | None = None,
 ) -> Comparison:
     """All pairs of runs (the later run is the candidate), or each run against the first; Holm over all tests."""
@@ -295,11 +326,15 @@ def _worse_reason(r: MetricComparison, comp: Comparison, protocol) -> str:
     params = protocol.metrics[r.metric]
     metric = f"{params['label']}{'↑' if params['higher_is_better'] else '↓'} ({r.metric})"
     if r.margin is None:
-        return (f"{metric} is significantly worse than baseline run {r.baseline}: "
-                f"mean diff {r.mean_diff:+.6g}, Holm-adjusted p = {r.p_holm:.4g} < alpha {comp.alpha}")
-    return (f"{metric} is significantly worse than baseline run {r.baseline} by more than the margin "
-            f"{r.margin:g}: mean diff {r.mean_diff:+.6g} [{r.diff_ci_low:+.6g}, {r.diff_ci_high:+.6g}], "
-            f"one-sided Holm-adjusted p = {r.p_holm:.4g} < alpha {comp.alpha}")
+        return (
+            f"{metric} is significantly worse than baseline run {r.baseline}: "
+            f"mean diff {r.mean_diff:+.6g}, Holm-adjusted p = {r.p_holm:.4g} < alpha {comp.alpha}"
+        )
+    return (
+        f"{metric} is significantly worse than baseline run {r.baseline} by more than the margin "
+        f"{r.margin:g}: mean diff {r.mean_diff:+.6g} [{r.diff_ci_low:+.6g}, {r.diff_ci_high:+.6g}], "
+        f"one-sided Holm-adjusted p = {r.p_holm:.4g} < alpha {comp.alpha}"
+    )
 
 
 def _smallest_pvalue(r: MetricComparison, protocol) -> float:
@@ -332,8 +367,10 @@ def _compare_text(comp: Comparison, runs: list[Run], protocol) -> str:
     from pytest_pstbench.paired.tables import comparison_table
 
     s = runs[0].summary
-    return (f"track: {s['track']}   protocol: {s['protocol']}   dataset revision: {s['dataset_revision']}   n={s['n']}   "
-            f"alpha={comp.alpha}\n{comparison_table(comp, protocol)}")
+    return (
+        f"track: {s['track']}   protocol: {s['protocol']}   dataset revision: {s['dataset_revision']}   n={s['n']}   "
+        f"alpha={comp.alpha}\n{comparison_table(comp, protocol)}"
+    )
 
 
 def _worst(comp: Comparison, runs: list[Run], protocol, n: int, against_first: bool) -> tuple[str, list]:
@@ -365,11 +402,15 @@ def _history_values(run: Run, protocol, metrics=None) -> dict:
     names = metrics or protocol.ranked_metrics
     for m in names:
         if m not in protocol.metrics:
-            raise UserError(f"--metric {m}: not a metric of protocol {protocol.id} (metrics: {', '.join(protocol.metric_names)})"
-                            f"{suggest(m, protocol.metric_names)}")
+            raise UserError(
+                f"--metric {m}: not a metric of protocol {protocol.id} (metrics: {', '.join(protocol.metric_names)})"
+                f"{suggest(m, protocol.metric_names)}"
+            )
     entries = run.summary["metrics"]
-    return {m: {"mean": entry_value(entries[m]), "low": entries[m].get("ci_low"), "high": entries[m].get("ci_high")}
-            for m in names}
+    return {
+        m: {"mean": entry_value(entries[m]), "low": entries[m].get("ci_low"), "high": entries[m].get("ci_high")}
+        for m in names
+    }
 
 
 def _history_step(row: MetricComparison) -> tuple[str, float]:
@@ -381,11 +422,25 @@ def _make_kind():
     from pytest_pstbench.paired.runs import RUN_FILES
 
     return RunKind(
-        name="paired", run_files=RUN_FILES, load=load_run, check_comparable=check_comparable, validate=validate_run,
-        item_file="metrics.csv", smallest_pvalue=_smallest_pvalue, unit="pairs",
-        compare_two=compare_two, finish=finish_with_power, worse_reason=_worse_reason, compare_paths=_compare_paths,
-        compare_text=_compare_text, check_margins=_accept_margins, worst=_worst, gate_worst=_gate_worst,
-        history_values=_history_values, history_step=_history_step, history_finish=finish_comparison,
+        name="paired",
+        run_files=RUN_FILES,
+        load=load_run,
+        check_comparable=check_comparable,
+        validate=validate_run,
+        item_file="metrics.csv",
+        smallest_pvalue=_smallest_pvalue,
+        unit="pairs",
+        compare_two=compare_two,
+        finish=finish_with_power,
+        worse_reason=_worse_reason,
+        compare_paths=_compare_paths,
+        compare_text=_compare_text,
+        check_margins=_accept_margins,
+        worst=_worst,
+        gate_worst=_gate_worst,
+        history_values=_history_values,
+        history_step=_history_step,
+        history_finish=finish_comparison,
     )
 
 

@@ -39,12 +39,13 @@ therefore always complete; a concurrent builder that loses the race uses the win
 The looks (their parameters and the pixel pipeline) are in paired/looks.py, the photographs in
 data/photos.py; this module holds the generator's parameters and the atomic build with its lock.
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import yaml
@@ -52,10 +53,9 @@ from PIL import Image
 
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.files.jsonfile import loads, read_json
-from pytest_pstbench.core.paths import cache_dir
-from pytest_pstbench.core.files.write import write_atomic
-from pytest_pstbench.core.files.write import replace_stale_dir, staging_dir
+from pytest_pstbench.core.files.write import replace_stale_dir, staging_dir, write_atomic
 from pytest_pstbench.core.files.yamlfile import read_yaml
+from pytest_pstbench.core.paths import cache_dir
 from pytest_pstbench.data.photos import load_photo, render_view
 from pytest_pstbench.paired.looks import apply_look, draw_look
 
@@ -163,8 +163,8 @@ LOCK_NAME = "lock.json"
 
 def _write_lock(root: Path, rels: list[str]) -> None:
     """`lock.json`: sha256, size and modification time (ns) of every file of the track."""
-    from pytest_pstbench.core.paths import file_sha256
     from pytest_pstbench.core.files.write import dumps_json
+    from pytest_pstbench.core.paths import file_sha256
 
     files = {}
     for rel in rels:
@@ -177,8 +177,8 @@ def _lock_ok(root: Path, say: Callable[[str], None] = lambda _msg: None) -> bool
     """Whether every file of the track matches `lock.json`: checked cheaply by size and modification
     time; a file whose size or time differs is hashed in full (and, when its sha256 still matches, its new
     time recorded). A missing or unreadable lock, or a file that differs, makes the track stale."""
-    from pytest_pstbench.core.paths import file_sha256
     from pytest_pstbench.core.files.write import dumps_json
+    from pytest_pstbench.core.paths import file_sha256
 
     try:
         lock = read_json(root / LOCK_NAME)
@@ -193,7 +193,9 @@ def _lock_ok(root: Path, say: Callable[[str], None] = lambda _msg: None) -> bool
                 continue
             got = file_sha256(path)
             if got != want["sha256"]:
-                say(f"demo track: {path} differs from its lock (sha256 {got[:12]}, lock {want['sha256'][:12]}); rebuilding")
+                say(
+                    f"demo track: {path} differs from its lock (sha256 {got[:12]}, lock {want['sha256'][:12]}); rebuilding"
+                )
                 return False
             want["size"], want["mtime_ns"] = st.st_size, st.st_mtime_ns
             changed = True
@@ -260,7 +262,7 @@ def _generate(dest: Path, progress: Callable[[str], None] | None) -> None:
             _save_png(images[kind], dest / rel)
             # The revision hashes decoded pixels, not PNG bytes (which depend on Pillow's zlib).
             pixels = np.ascontiguousarray(images[kind], dtype=np.uint8)
-            digest.update(f"\0{rel}\0{pixels.shape}\0".encode("utf-8"))
+            digest.update(f"\0{rel}\0{pixels.shape}\0".encode())
             digest.update(pixels.tobytes())
             entry[kind] = rel
         pairs_out.append(entry)
@@ -293,7 +295,9 @@ def build_demo_track(root: Path | None = None, progress: Callable[[str], None] |
         say(f"demo track: up to date at {root}")
         return manifest
     if root.exists() and not root.is_dir():
-        raise UserError(f"{root}: the demo track needs a directory here, but a file exists; remove it or choose another location")
+        raise UserError(
+            f"{root}: the demo track needs a directory here, but a file exists; remove it or choose another location"
+        )
     if root.is_dir() and not _is_demo_track_dir(root):
         raise UserError(
             f"{root}: directory exists and is not a pstbench demo track (no track.yaml with id: demo); "

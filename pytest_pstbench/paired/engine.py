@@ -5,6 +5,7 @@ Metrics fetch nothing (`metrics/` imports no `data/`); this is where the two mee
 session and sensitivity engine and for `api.metric`. The weights' digests are part of a score cache key
 (`weights_digests`, before scoring; `PairScorer.weights_used`, what a computation was given).
 """
+
 from __future__ import annotations
 
 from pytest_pstbench.data.weights.cachefile import cached_info
@@ -15,7 +16,9 @@ from pytest_pstbench.metrics.registry import LPIPS_BACKBONES
 
 def backbones(protocol) -> list[str]:
     """The backbones whose pretrained weights the protocol's metrics load (LPIPS: one per net used)."""
-    return sorted({LPIPS_BACKBONES[p.get("net", "alex")] for p in protocol.metrics.values() if p.get("kind") == "lpips"})
+    return sorted(
+        {LPIPS_BACKBONES[p.get("net", "alex")] for p in protocol.metrics.values() if p.get("kind") == "lpips"}
+    )
 
 
 def weights_digests(protocol) -> dict[str, str | None]:
@@ -41,6 +44,8 @@ class PairScorer(scorer.PairScorer):
     def weights_used(self) -> dict[str, str | None]:
         """backbone -> the digest of the weights the metrics computed so far were given (their models are built
         once per process, so this may differ from `weights_digests` when the cache changed since)."""
-        return {LPIPS_BACKBONES[m.net]: (m.weights_info or {}).get("digest")
-                for m in self.computer.built() if hasattr(m, "weights_info") and hasattr(m, "net")}
-
+        return {
+            LPIPS_BACKBONES[m.net]: (m.weights_info or {}).get("digest")
+            for m in self.computer.built()
+            if hasattr(m, "weights_info") and hasattr(m, "net")
+        }

@@ -9,6 +9,7 @@ against the track, so an Identity run cannot silently read another encoding.
 
 The name is reserved: no other run may take it or say it is Identity (`refuse_identity_claim`).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -51,12 +52,16 @@ def names_identity(value) -> bool:
     return is_reserved_name(value, IDENTITY_NAME)
 
 
-def refuse_identity_claim(name: str, method_info: dict, outputs_dir: Path | None, method_source: str | None = None) -> None:
+def refuse_identity_claim(
+    name: str, method_info: dict, outputs_dir: Path | None, method_source: str | None = None
+) -> None:
     """The Identity row is the track's content images, scored by the kit (`--outputs identity`); a run of
     other outputs may neither take its name nor say it is Identity (method.yaml `method: identity`,
     --method-info method=identity): the table would print another method's numbers as Identity."""
-    refuse_identity_method(method_info, method_source or (f"{Path(outputs_dir) / 'method.yaml'}" if outputs_dir is not None
-                                                           else "method info"))
+    refuse_identity_method(
+        method_info,
+        method_source or (f"{Path(outputs_dir) / 'method.yaml'}" if outputs_dir is not None else "method info"),
+    )
     if names_identity(name):
         raise UserError(
             f"--name {name}: reserved for the Identity run (the track's content unchanged, which `pstbench score` "

@@ -4,6 +4,7 @@ Everything that is not an 8-bit RGB PNG is refused with a one-line `UserError` n
 its actual format/mode, the rule and the fix, unless the protocol lists a conversion as allowed
 (`io.allowed_conversions`), in which case the conversion is applied and noted.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -93,8 +94,11 @@ def _is_srgb(profile_bytes: bytes) -> tuple[bool, str]:
     probe = _srgb_probe()
     try:
         out = ImageCms.profileToProfile(
-            probe, prof, ImageCms.createProfile("sRGB"),
-            renderingIntent=ImageCms.Intent.RELATIVE_COLORIMETRIC, outputMode="RGB",
+            probe,
+            prof,
+            ImageCms.createProfile("sRGB"),
+            renderingIntent=ImageCms.Intent.RELATIVE_COLORIMETRIC,
+            outputMode="RGB",
         )
     except (OSError, ImageCms.PyCMSError):
         return False, desc
@@ -135,7 +139,9 @@ def _oriented_srgb_array(img, rules, where: str, notes: dict, *, icc_fix: str, f
             intent = getattr(ImageCms.Intent, rules.rendering_intent.upper())
             try:
                 src = ImageCms.ImageCmsProfile(io.BytesIO(icc))
-                img = ImageCms.profileToProfile(img, src, ImageCms.createProfile("sRGB"), renderingIntent=intent, outputMode="RGB")
+                img = ImageCms.profileToProfile(
+                    img, src, ImageCms.createProfile("sRGB"), renderingIntent=intent, outputMode="RGB"
+                )
             except (OSError, ImageCms.PyCMSError) as exc:
                 raise UserError(
                     f"{where}: its embedded ICC profile '{desc}' cannot be converted to sRGB ({exc}); {icc_fix}"
@@ -147,8 +153,14 @@ def _oriented_srgb_array(img, rules, where: str, notes: dict, *, icc_fix: str, f
     return arr
 
 
-def load_image(path: Path, protocol: Protocol, role: str = "output", *, expected_size: tuple[int, int] | None = None,
-               allow_resize: bool = False) -> LoadedImage:
+def load_image(
+    path: Path,
+    protocol: Protocol,
+    role: str = "output",
+    *,
+    expected_size: tuple[int, int] | None = None,
+    allow_resize: bool = False,
+) -> LoadedImage:
     """Read `path` under the protocol's I/O rules; `role` names the file's part in error messages.
 
     The size in the header is checked before any pixel is decoded: against `expected_size` (width,
@@ -172,7 +184,9 @@ def load_image(path: Path, protocol: Protocol, role: str = "output", *, expected
         img = Image.open(io.BytesIO(raw))
         fmt = img.format
     except Image.DecompressionBombError as exc:
-        raise UserError(f"{where}: refused by Pillow's decompression-bomb check ({exc}); fix: write a normal-sized image") from None
+        raise UserError(
+            f"{where}: refused by Pillow's decompression-bomb check ({exc}); fix: write a normal-sized image"
+        ) from None
     except (UnidentifiedImageError, OSError):  # OSError: e.g. a file cut inside its PNG header
         raise UserError(
             f"{where}: not a readable image (protocol {protocol.id}: io.format {rules.format}); {_FIX}"
@@ -201,9 +215,7 @@ def load_image(path: Path, protocol: Protocol, role: str = "output", *, expected
     try:
         img.load()
     except (OSError, SyntaxError, ValueError) as exc:
-        raise UserError(
-            f"{where}: truncated or corrupt PNG ({exc}); fix: write the file again completely"
-        ) from None
+        raise UserError(f"{where}: truncated or corrupt PNG ({exc}); fix: write the file again completely") from None
     if not raw.endswith(_PNG_IEND):
         end = raw.rfind(_PNG_IEND)
         if end >= 0:
@@ -289,7 +301,9 @@ def load_dataset_image(path: Path, protocol: Protocol, role: str) -> LoadedImage
     path = Path(path)
     where = f"{path} ({role})"
     if not path.is_file():
-        raise UserError(f"{where}: file not found; fix: fetch the dataset again, or correct the path in the track manifest")
+        raise UserError(
+            f"{where}: file not found; fix: fetch the dataset again, or correct the path in the track manifest"
+        )
     if sniff_format(path) == "PNG":
         return load_image(path, protocol, role=role)
     rules = protocol.io
@@ -320,16 +334,22 @@ def load_dataset_image(path: Path, protocol: Protocol, role: str) -> LoadedImage
             f"{protocol.id} reads 8 bits per channel (io.mode; no bit-depth conversion is done); {_DATASET_FIX}"
         )
     if getattr(img, "n_frames", 1) != 1:
-        raise UserError(f"{where}: a {fmt} with {img.n_frames} frames/pages; a dataset image must be a single image; {_DATASET_FIX}")
+        raise UserError(
+            f"{where}: a {fmt} with {img.n_frames} frames/pages; a dataset image must be a single image; {_DATASET_FIX}"
+        )
     # the size from the header (Image.open has decoded no pixel yet): the decompression-bomb guard
     check_header_size(where, img.size[0], img.size[1], max_pixels=rules.max_pixels or MAX_PIXELS)
     try:
         img.load()
     except (OSError, SyntaxError, ValueError) as exc:
-        raise UserError(f"{where}: truncated or corrupt {fmt} ({exc}); fix: replace it with a complete copy (remote track: `pstbench data fetch` fetches it again)") from None
+        raise UserError(
+            f"{where}: truncated or corrupt {fmt} ({exc}); fix: replace it with a complete copy (remote track: `pstbench data fetch` fetches it again)"
+        ) from None
     notes: dict = {}
     actual = f"{fmt} in Pillow mode {img.mode} ({_MODE_WORDS.get(img.mode, img.mode)})"
-    img = _in_protocol_mode(img, protocol, where, notes, actual, eight_bit=img.mode in _EIGHT_BIT_MODES, fix=_DATASET_FIX)
+    img = _in_protocol_mode(
+        img, protocol, where, notes, actual, eight_bit=img.mode in _EIGHT_BIT_MODES, fix=_DATASET_FIX
+    )
     arr = _oriented_srgb_array(img, rules, where, notes, icc_fix=f"{_DATASET_FIX} in sRGB", fix=_DATASET_FIX)
     return LoadedImage(np.ascontiguousarray(arr), notes, hashlib.sha256(raw).hexdigest())
 
@@ -346,8 +366,9 @@ def output_rules(path: Path, content: Path) -> str:
     return DATASET_RULES if os.path.realpath(path) == os.path.realpath(content) else OUTPUT_RULES
 
 
-def load_output(path: Path, rules: str, protocol: Protocol, *, role: str, expected_size: tuple[int, int],
-                allow_resize: bool) -> LoadedImage:
+def load_output(
+    path: Path, rules: str, protocol: Protocol, *, role: str, expected_size: tuple[int, int], allow_resize: bool
+) -> LoadedImage:
     """Read a method's output under `rules` (`output_rules`): the dataset image rules, or the output rules
     with the size checked against `expected_size` (the reference's) before any pixel is decoded."""
     if rules == DATASET_RULES:

@@ -1,5 +1,6 @@
 """The paired kind's entry in the kind registry (entry point `pytest_pstbench.kinds: paired`). Standard
 library only: the pytest plugin reads it before anything heavy is imported."""
+
 from __future__ import annotations
 
 from pytest_pstbench.core.kinds import KindSpec

@@ -8,6 +8,7 @@ tone curve (midtone lift and S-curve, black lift / white roll-off), a saturation
 versions); the pipeline uses only IEEE-exact elementwise arithmetic, then ``np.rint`` + ``np.clip``
 before the cast to ``uint8`` (the demo track's pixels are pinned).
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,6 +1,7 @@
 """The method's provenance a paired run records in run.json's `method`: `method.yaml` beside the outputs,
 and `--method-info key=value` pairs.
 """
+
 from __future__ import annotations
 
 import os

@@ -2,6 +2,7 @@
 first, one column per ranked metric and track, tests as `pstbench compare` (paired Wilcoxon with the protocol's
 tie thresholds), Holm over all tests of the table. The table model and the rules it shares with the other kind
 are core/papertable.py."""
+
 from __future__ import annotations
 
 from dataclasses import asdict
@@ -9,8 +10,19 @@ from pathlib import Path
 
 from pytest_pstbench.core.compare import NOTHING_SIGNIFICANT, TABLE_FIX, cannot_detect, checked_runs
 from pytest_pstbench.core.errors import UserError, suggest
-from pytest_pstbench.core.papertable import (Cell, Column, Table, cell_text, check_alphas, check_confidence, group_by_track,
-                                             rank_column, reference_of, refuse_row_name, unique_names)
+from pytest_pstbench.core.papertable import (
+    Cell,
+    Column,
+    Table,
+    cell_text,
+    check_alphas,
+    check_confidence,
+    group_by_track,
+    rank_column,
+    reference_of,
+    refuse_row_name,
+    unique_names,
+)
 from pytest_pstbench.paired.aggregation import entry_value, heading_suffix
 from pytest_pstbench.paired.compare import PAIRED_RUNS, WORSE, compare_two, finish_comparison
 from pytest_pstbench.paired.identity import IDENTITY_NAME, is_identity_run
@@ -18,7 +30,9 @@ from pytest_pstbench.paired.kind import KIND
 from pytest_pstbench.paired.runs import load_run
 
 
-def build_paired_table(paths: list[Path], *, metrics: list[str] | None, against: str, protocol_spec: str | None) -> Table:
+def build_paired_table(
+    paths: list[Path], *, metrics: list[str] | None, against: str, protocol_spec: str | None
+) -> Table:
     runs = [load_run(p) for p in paths]
     groups = group_by_track(runs, lambda r: r.record.track)
     rows: list[str] = ["Identity"]
@@ -42,12 +56,16 @@ def build_paired_table(paths: list[Path], *, metrics: list[str] | None, against:
                     "--outputs identity"
                 )
         if len(identity) > 1:
-            raise UserError(f"{identity[1].path}: a second Identity run of track {track} (also {identity[0].path}); fix: give one")
+            raise UserError(
+                f"{identity[1].path}: a second Identity run of track {track} (also {identity[0].path}); fix: give one"
+            )
         others = [r for r in group if r is not identity[0]]
         unique_names(others, track)
         refuse_row_name(others, "Identity")
         group = [identity[0], *others]
-        protocol = checked_runs(PAIRED_RUNS, group, protocol_spec=protocol_spec, comparable=True)  # the one validating reader
+        protocol = checked_runs(
+            PAIRED_RUNS, group, protocol_spec=protocol_spec, comparable=True
+        )  # the one validating reader
         protocols.append(protocol)
         names = list(metrics or protocol.ranked_metrics)
         unknown = [m for m in names if m not in protocol.metrics]
@@ -62,21 +80,45 @@ def build_paired_table(paths: list[Path], *, metrics: list[str] | None, against:
                 rows.append(r.name)
         runs_by_track[track] = identity[0]
         s = identity[0].summary
-        tracks.append({"track": track, "protocol": protocol.id, "dataset_revision": s.get("dataset_revision"), "n": s.get("n")})
+        tracks.append(
+            {"track": track, "protocol": protocol.id, "dataset_revision": s.get("dataset_revision"), "n": s.get("n")}
+        )
         for m in names:
             params = protocol.metrics[m]
             dec = int(params.get("decimals", 4))
-            col = Column(track, m, None, f"{params['label']}{'↑' if params['higher_is_better'] else '↓'}{heading_suffix(protocol, m)}",
-                         bool(params["higher_is_better"]), None, bool(params.get("ranked")))
+            col = Column(
+                track,
+                m,
+                None,
+                f"{params['label']}{'↑' if params['higher_is_better'] else '↓'}{heading_suffix(protocol, m)}",
+                bool(params["higher_is_better"]),
+                None,
+                bool(params.get("ranked")),
+            )
             for name, run in by_row.items():
                 entry = run.summary.get("metrics", {}).get(m)
                 if entry is None:
-                    raise UserError(f"{run.path / 'summary.json'}: no entry for metric {m}; fix: score the run again under protocol {protocol.id}")
+                    raise UserError(
+                        f"{run.path / 'summary.json'}: no entry for metric {m}; fix: score the run again under protocol {protocol.id}"
+                    )
                 v = entry_value(entry)
-                col.cells[name] = Cell(v, entry.get("pm"), entry.get("ci_low"), entry.get("ci_high"), cell_text(v, entry.get("pm"), dec))
+                col.cells[name] = Cell(
+                    v, entry.get("pm"), entry.get("ci_low"), entry.get("ci_high"), cell_text(v, entry.get("pm"), dec)
+                )
             rank_column(col, dec, exclude="Identity", ranked=col.tested)
-            col.reference = reference_of(col, list(by_row), _row_name(against), str(group[0].path.parent), first,
-                                       decimals=dec, exclude="Identity") if col.tested else None
+            col.reference = (
+                reference_of(
+                    col,
+                    list(by_row),
+                    _row_name(against),
+                    str(group[0].path.parent),
+                    first,
+                    decimals=dec,
+                    exclude="Identity",
+                )
+                if col.tested
+                else None
+            )
             if col.reference is not None:
                 ref = by_row[col.reference]
                 for name, run in by_row.items():
@@ -90,21 +132,39 @@ def build_paired_table(paths: list[Path], *, metrics: list[str] | None, against:
         col.cells[name].test = asdict(row)
     confidence = check_confidence(protocols)
     notes = _paired_notes(columns, protocols, metrics)
-    blind = cannot_detect([t[2] for t in tests], alpha, PAIRED_RUNS, protocols[0], TABLE_FIX, NOTHING_SIGNIFICANT) if tests else None
+    blind = (
+        cannot_detect([t[2] for t in tests], alpha, PAIRED_RUNS, protocols[0], TABLE_FIX, NOTHING_SIGNIFICANT)
+        if tests
+        else None
+    )
     if blind:  # no dagger can appear, whatever the values
         notes.append(blind[0].upper() + blind[1:] + ".")
     clustered = cluster_notes(protocols, tracks, runs_by_track, confidence)
     if clustered:
         values_note, test_note, test_name = clustered
     else:
-        values_note = (f"Mean ± half the {confidence * 100:g}% bootstrap CI over the pairs (a statistic other than the mean "
-                       "is named in the column); the protocol's decimals.")
+        values_note = (
+            f"Mean ± half the {confidence * 100:g}% bootstrap CI over the pairs (a statistic other than the mean "
+            "is named in the column); the protocol's decimals."
+        )
         test_note = "paired Wilcoxon signed-rank test of the per-pair scores with the protocol's tie thresholds, as pstbench compare"
         test_name = "paired Wilcoxon signed-rank"
-    return Table(KIND.name, rows, "Identity", tracks, columns, alpha, against, len(tests), test_name,
-                 confidence, notes, values_note=values_note,
-                 reference_note="Identity (the content image, unchanged) is a reference row and is not ranked.",
-                 test_note=test_note)
+    return Table(
+        KIND.name,
+        rows,
+        "Identity",
+        tracks,
+        columns,
+        alpha,
+        against,
+        len(tests),
+        test_name,
+        confidence,
+        notes,
+        values_note=values_note,
+        reference_note="Identity (the content image, unchanged) is a reference row and is not ranked.",
+        test_note=test_note,
+    )
 
 
 def cluster_notes(protocols: list, tracks: list[dict], runs_by_track: dict, confidence: float):
@@ -113,15 +173,28 @@ def cluster_notes(protocols: list, tracks: list[dict], runs_by_track: dict, conf
     if not any(p.aggregation.bootstrap.clustered for p in protocols):
         return None
     recs = [(t["track"], runs_by_track[t["track"]].run.get("clusters") or {}) for t in tracks]
-    counts = "; ".join(f"{rec.get('n')} clusters ({rec.get('source')})" + (f" on {track}" if len(recs) > 1 else "")
-                       for track, rec in recs)
-    values = (f"Mean ± half the {confidence * 100:g}% cluster bootstrap CI over {counts}: whole clusters of pairs that share "
-              "a content or style image resampled; the protocol's decimals.")
+    counts = "; ".join(
+        f"{rec.get('n')} clusters ({rec.get('source')})" + (f" on {track}" if len(recs) > 1 else "")
+        for track, rec in recs
+    )
+    values = (
+        f"Mean ± half the {confidence * 100:g}% cluster bootstrap CI over {counts}: whole clusters of pairs that share "
+        "a content or style image resampled; the protocol's decimals."
+    )
     sign_flip = any(p.comparison.test == "cluster_sign_flip" for p in protocols)
-    test = ("sign-flip permutation test of the cluster means of the per-pair differences with the protocol's tie "
-            "thresholds, as pstbench compare") if sign_flip else None
-    return (values, test or "paired Wilcoxon signed-rank test of the per-pair scores, as pstbench compare",
-            "cluster sign-flip permutation" if sign_flip else "paired Wilcoxon signed-rank")
+    test = (
+        (
+            "sign-flip permutation test of the cluster means of the per-pair differences with the protocol's tie "
+            "thresholds, as pstbench compare"
+        )
+        if sign_flip
+        else None
+    )
+    return (
+        values,
+        test or "paired Wilcoxon signed-rank test of the per-pair scores, as pstbench compare",
+        "cluster sign-flip permutation" if sign_flip else "paired Wilcoxon signed-rank",
+    )
 
 
 def _paired_notes(columns: list[Column], protocols: list, metrics) -> list[str]:
@@ -137,14 +210,20 @@ def _paired_notes(columns: list[Column], protocols: list, metrics) -> list[str]:
     left_out = [m for m in labels if m not in shown]
     if left_out and metrics is None:
         names = ", ".join(f"{labels[m]} ({m})" for m in left_out)
-        notes.append(f"{names}: reported in each run's summary.json but not ranked by the protocol, so not a column here "
-                     f"(--metrics ... {' '.join(left_out)} shows it, without marks or tests).")
+        notes.append(
+            f"{names}: reported in each run's summary.json but not ranked by the protocol, so not a column here "
+            f"(--metrics ... {' '.join(left_out)} shows it, without marks or tests)."
+        )
     unmarked = [m for m in labels if m in shown]
     if unmarked:
-        notes.append(f"{', '.join(labels[m] for m in unmarked)}: reported, not ranked by the protocol: no marks, no tests.")
+        notes.append(
+            f"{', '.join(labels[m] for m in unmarked)}: reported, not ranked by the protocol: no marks, no tests."
+        )
     ranked_columns = [c for c in columns if c.tested]
     if ranked_columns and not any(cell.rank for c in ranked_columns for cell in c.cells.values()):
-        notes.append("No bold or underline: nothing to compare (one run per track besides Identity, or equal values as printed).")
+        notes.append(
+            "No bold or underline: nothing to compare (one run per track besides Identity, or equal values as printed)."
+        )
     return notes
 
 

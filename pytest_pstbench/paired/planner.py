@@ -18,6 +18,7 @@ same arrays, in any order and with any number of workers. Both go through the me
 (`metrics/scorer.py`) that the sensitivity engine uses too; `plan_units` is that engine's plan (which
 computation each variant's metric needs, each done once per method and pair).
 """
+
 from __future__ import annotations
 
 import json
@@ -26,10 +27,10 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from pytest_pstbench.paired.aggregation import statistic_of
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.metrics.registry import computing_params
 from pytest_pstbench.metrics.scorer import MSE, VALUE
+from pytest_pstbench.paired.aggregation import statistic_of
 from pytest_pstbench.paired.resolution import evaluation_resolution, res_key
 from pytest_pstbench.paired.session import PairResult, RunOutcome, RunSession
 from pytest_pstbench.paired.verify_cache import verify_line
@@ -98,7 +99,9 @@ def _load_pair(pair, sessions: list[RunSession], given: list) -> list:
     return steps
 
 
-def score_runs(sessions: list[RunSession], outputs: list, progress=None, workers: int | None = None) -> list[RunOutcome]:
+def score_runs(
+    sessions: list[RunSession], outputs: list, progress=None, workers: int | None = None
+) -> list[RunOutcome]:
     """Score every pair of the track for each run, then aggregate and write each run. All sessions score
     the same track. `outputs[i]` are run i's outputs: a mapping pair id -> output path (an outputs folder's,
     `tracks.resolve_outputs`) or in-memory uint8 HxWx3 array (the Python API; a pair left out is recorded as
@@ -137,7 +140,9 @@ def score_runs(sessions: list[RunSession], outputs: list, progress=None, workers
                 if len(sessions) == 1:
                     progress(f"[{i + 1}/{n}] {pair.id} {statuses[0]}")
                 else:
-                    progress(f"[{i + 1}/{n}] {pair.id} " + ", ".join(f"{s.name} {st}" for s, st in zip(sessions, statuses)))
+                    progress(
+                        f"[{i + 1}/{n}] {pair.id} " + ", ".join(f"{s.name} {st}" for s, st in zip(sessions, statuses))
+                    )
     outcomes = []
     for session in sessions:
         outcomes.append(session.finish())
@@ -177,7 +182,6 @@ def plan_units(variants) -> dict[tuple[str, str], Unit]:
     return plan
 
 
-
 # ---- the Identity row ----------------------------------------------------------------------------
 # Scored like every other run (`request.identity_request`, through the score cache), in the same pass as the
 # methods; the row is labelled here.
@@ -190,7 +194,14 @@ def identity_row(outcome: RunOutcome, track):
         return "Identity", summary, None
     n, total = summary.get("n", 0), len(track.pairs)
     failures = outcome.run.get("failures") or []
-    first = f" ({failures[0]['pair']}: {failures[0]['message']}" + (f"; and {len(failures) - 1} more)" if len(failures) > 1 else ")") if failures else ""
-    problem = (f"the Identity row is incomplete: {n} of {total} pairs scored{first}; "
-               "fix: repair the track's content images (Identity scores them unchanged)")
+    first = (
+        f" ({failures[0]['pair']}: {failures[0]['message']}"
+        + (f"; and {len(failures) - 1} more)" if len(failures) > 1 else ")")
+        if failures
+        else ""
+    )
+    problem = (
+        f"the Identity row is incomplete: {n} of {total} pairs scored{first}; "
+        "fix: repair the track's content images (Identity scores them unchanged)"
+    )
     return "Identity", summary, problem

@@ -13,6 +13,7 @@ comparison's m tests, assuming the other tests show nothing) and the signed-rank
 The power of a shift is the share of `simulations` draws that detect it (`numpy.random.default_rng(seed)`,
 the same draws for every shift); the MDE is the smallest shift whose power reaches `target` (bisection).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -51,7 +52,7 @@ def noise(residuals, n: int, simulations: int, seed: int) -> np.ndarray:
     if constant(e):
         return np.zeros((1, n))
     idx = rng.integers(0, e.size, size=(simulations, n))
-    h = 1.06 * sd * e.size ** -0.2
+    h = 1.06 * sd * e.size**-0.2
     return (e[idx] + h * rng.standard_normal((simulations, n))) / np.sqrt(1.0 + (h / sd) ** 2)
 
 
@@ -97,7 +98,7 @@ def pvalues(d, cfg, alternative: str | None = None) -> np.ndarray:
     for method in ("exact", "asymptotic"):
         sel = np.flatnonzero(live & (kind == method))
         for start in range(0, sel.size, max(1, BLOCK_VALUES // n)):
-            block = sel[start:start + max(1, BLOCK_VALUES // n)]
+            block = sel[start : start + max(1, BLOCK_VALUES // n)]
             p[block] = wilcoxon(d[block], axis=1, method=method, **kw).pvalue
     perm = np.flatnonzero(live & (kind == "permutation"))
     if perm.size:
@@ -171,6 +172,7 @@ def minimum_detectable_effect(residuals, n: int, plan: Plan, settings, *, steps:
 def pairs_needed(residuals, effect: float, plan: Plan, settings, max_pairs: int = MAX_PAIRS) -> int | None:
     """The fewest pairs in which a shift of `effect` towards worse is detected with power >= settings.target
     (new draws of that many pairs for each n tried: doubling, then bisection); None beyond `max_pairs`."""
+
     def reaches(n: int) -> bool:
         return power(noise(residuals, n, settings.simulations, settings.seed), effect, plan) >= settings.target
 
@@ -209,8 +211,13 @@ def detectable(comp, protocol) -> None:
             continue
         plan = Plan(row.higher_is_better, cfg.tie(row.metric), cfg, m)
         mde = minimum_detectable_effect(diffs, row.n, plan, settings)
-        row.detectable = {"mde": mde, "power": settings.target, "simulations": settings.simulations,
-                          "seed": settings.seed, "tests": m}
+        row.detectable = {
+            "mde": mde,
+            "power": settings.target,
+            "simulations": settings.simulations,
+            "seed": settings.seed,
+            "tests": m,
+        }
 
 
 def mde_text(row, decimals: int) -> str:
@@ -221,7 +228,9 @@ def mde_text(row, decimals: int) -> str:
     return "none at this n" if info["mde"] is None else f"{info['mde']:.{decimals}g}"
 
 
-def planning_rows(runs: list, protocol, metrics: list[str], *, pairs: int | None = None, effects: dict | None = None) -> list[dict]:
+def planning_rows(
+    runs: list, protocol, metrics: list[str], *, pairs: int | None = None, effects: dict | None = None
+) -> list[dict]:
     """`pstbench power`: per metric, the noise model (the observed differences when a candidate run is given,
     else the baseline's values with `baseline_correlation`), the MDE at the run's n (and at `pairs`), and the
     pairs each shift in `effects` needs. Holm's correction is over len(metrics) tests, as a gate on them."""
@@ -231,8 +240,10 @@ def planning_rows(runs: list, protocol, metrics: list[str], *, pairs: int | None
     if cfg.test != "wilcoxon":  # the simulation is of the Wilcoxon test: no numbers for another test
         from pytest_pstbench.core.errors import UserError
 
-        raise UserError(f"{runs[0].path}: pstbench power simulates the paired Wilcoxon test, but protocol {protocol.id} "
-                        f"tests with {cfg.test}; fix: plan with runs scored under the protocol without the variant")
+        raise UserError(
+            f"{runs[0].path}: pstbench power simulates the paired Wilcoxon test, but protocol {protocol.id} "
+            f"tests with {cfg.test}; fix: plan with runs scored under the protocol without the variant"
+        )
     settings = cfg.power
     ids = list(runs[0].scores)
     n = len(ids)
@@ -246,9 +257,17 @@ def planning_rows(runs: list, protocol, metrics: list[str], *, pairs: int | None
             residuals = baseline_residuals(a, settings.baseline_correlation)
             model = f"baseline values, correlation {settings.baseline_correlation:g}"
         plan = Plan(per_pair_higher_is_better(protocol, m), cfg.tie(m), cfg, len(metrics))
-        row = {"metric": m, "n": n, "noise": model, "sd": float(np.std(residuals)), "tests": len(metrics),
-               "power": settings.target, "simulations": settings.simulations, "seed": settings.seed,
-               "mde": minimum_detectable_effect(residuals, n, plan, settings)}
+        row = {
+            "metric": m,
+            "n": n,
+            "noise": model,
+            "sd": float(np.std(residuals)),
+            "tests": len(metrics),
+            "power": settings.target,
+            "simulations": settings.simulations,
+            "seed": settings.seed,
+            "mde": minimum_detectable_effect(residuals, n, plan, settings),
+        }
         if pairs is not None:
             row["pairs"] = pairs
             row["mde_at_pairs"] = minimum_detectable_effect(residuals, pairs, plan, settings)
@@ -261,14 +280,17 @@ def planning_rows(runs: list, protocol, metrics: list[str], *, pairs: int | None
 
 def planning_text(rows: list[dict], runs: list, protocol) -> str:
     """What `pstbench power` prints: one line per metric."""
+
     def shift(v):
         return "none (no shift is detectable at this n)" if v is None else f"{v:.4g}"
 
     s = runs[0].summary
     first = rows[0]
-    lines = [f"track: {s.get('track')}   protocol: {protocol.id}   n={first['n']}   alpha={protocol.comparison.alpha}   "
-             f"power target {first['power'] * 100:g}% ({first['simulations']} simulations, seed {first['seed']}; "
-             f"Holm over {first['tests']} tests)"]
+    lines = [
+        f"track: {s.get('track')}   protocol: {protocol.id}   n={first['n']}   alpha={protocol.comparison.alpha}   "
+        f"power target {first['power'] * 100:g}% ({first['simulations']} simulations, seed {first['seed']}; "
+        f"Holm over {first['tests']} tests)"
+    ]
     for r in rows:
         label = protocol.metrics[r["metric"]]["label"]
         text = f"{label} ({r['metric']}): minimum detectable worse shift {shift(r['mde'])} at n={r['n']}"
@@ -276,7 +298,10 @@ def planning_text(rows: list[dict], runs: list, protocol) -> str:
             text += f"; {shift(r['mde_at_pairs'])} at n={r['pairs']}"
         if "effect" in r:
             need = r["pairs_needed"]
-            text += (f"; a shift of {r['effect']:g} needs {need} pairs" if need is not None
-                     else f"; a shift of {r['effect']:g} needs more than {MAX_PAIRS} pairs")
+            text += (
+                f"; a shift of {r['effect']:g} needs {need} pairs"
+                if need is not None
+                else f"; a shift of {r['effect']:g} needs more than {MAX_PAIRS} pairs"
+            )
         lines.append(f"{text}   [noise: {r['noise']}, sd {r['sd']:.4g}]")
     return "\n".join(lines)

@@ -3,6 +3,7 @@ values only; the first rule broken is one line naming the file, the key, the rul
 
 What the engine can honour is listed here; a protocol value outside it is refused, never ignored.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,10 +11,17 @@ from typing import Any
 
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.files.images import MAX_PIXELS
-from pytest_pstbench.core.protocol import (MAX_VERSION, bootstrap_problem, integer_problem, number_problem, power_problem,
-                                           sign_flip_problem)
+from pytest_pstbench.core.protocol import (
+    MAX_VERSION,
+    bootstrap_problem,
+    integer_problem,
+    number_problem,
+    power_problem,
+    sign_flip_problem,
+)
 from pytest_pstbench.metrics import registry as _registry
-from pytest_pstbench.metrics.registry import ENTRY_KEYS as _REQUIRED_METRIC_KEYS, MAX_SIDE, RESIZE_FILTERS
+from pytest_pstbench.metrics.registry import ENTRY_KEYS as _REQUIRED_METRIC_KEYS
+from pytest_pstbench.metrics.registry import MAX_SIDE, RESIZE_FILTERS
 
 KNOWN_KINDS = tuple(_registry.KINDS)
 
@@ -33,6 +41,8 @@ ALTERNATIVES = ("two-sided", "less", "greater")
 CORRECTIONS = ("holm",)
 PAIRED_TESTS = ("wilcoxon", "cluster_sign_flip")  # the second: stats.sign_flip_test over clusters of pairs
 BOOTSTRAP_UNITS = ("pair", "cluster")  # cluster: whole clusters resampled (stats.cluster_bootstrap_mean_ci)
+
+
 class _Rules:
     """Checks of one protocol file; each failure is one line naming the file, the key, the rule and the fix."""
 
@@ -51,8 +61,16 @@ class _Rules:
         if not isinstance(value, bool):
             raise self.bad(f"{key} must be true or false (got {value!r})")
 
-    def number(self, value: Any, key: str, *, low: float | None = None, high: float | None = None,
-               low_open: bool = False, high_open: bool = False) -> None:
+    def number(
+        self,
+        value: Any,
+        key: str,
+        *,
+        low: float | None = None,
+        high: float | None = None,
+        low_open: bool = False,
+        high_open: bool = False,
+    ) -> None:
         problem = number_problem(value, key, low=low, high=high, low_open=low_open, high_open=high_open)
         if problem:
             raise self.bad(problem)
@@ -64,7 +82,9 @@ class _Rules:
 
     def choice(self, value: Any, key: str, allowed: tuple) -> None:
         if value not in allowed:
-            raise self.bad(f"{key} must be {' or '.join(map(str, allowed)) if len(allowed) <= 2 else 'one of ' + ', '.join(map(str, allowed))} (got {value!r})")
+            raise self.bad(
+                f"{key} must be {' or '.join(map(str, allowed)) if len(allowed) <= 2 else 'one of ' + ', '.join(map(str, allowed))} (got {value!r})"
+            )
 
     def text(self, value: Any, key: str) -> None:
         if not isinstance(value, str) or not value.strip():
@@ -80,7 +100,9 @@ def validate(path: Path, data: Any) -> None:
     rules = _Rules(path)
     bad = rules.bad
     if not isinstance(data, dict):
-        raise UserError(f"{path}: invalid protocol: the file must be a mapping with keys id, io, resolution, metrics, aggregation")
+        raise UserError(
+            f"{path}: invalid protocol: the file must be a mapping with keys id, io, resolution, metrics, aggregation"
+        )
     for key in ("id", "io", "resolution", "metrics", "aggregation"):
         if key not in data:
             raise bad(f"missing top-level key '{key}'")
@@ -112,7 +134,9 @@ def _validate_io(rules: _Rules, io: Any) -> None:
     if "exif_orientation" in io:
         rules.boolean(io["exif_orientation"], "io.exif_orientation")
     if "max_pixels" in io:
-        rules.integer(io["max_pixels"], "io.max_pixels", low=1, high=MAX_PIXELS)  # may lower the kit's limit, not raise it
+        rules.integer(
+            io["max_pixels"], "io.max_pixels", low=1, high=MAX_PIXELS
+        )  # may lower the kit's limit, not raise it
     if io.get("icc") is not None:
         icc = rules.mapping(io["icc"], "io.icc")
         rules.choice(icc.get("target", "sRGB"), "io.icc.target", ICC_TARGETS)
@@ -136,17 +160,25 @@ def _validate_resolution(rules: _Rules, res: Any) -> None:
     if not isinstance(ev, dict) or ev.get("mode") not in RESOLUTION_MODES:
         raise rules.bad(f"resolution.evaluate.mode must be one of {', '.join(RESOLUTION_MODES)}")
     mode = ev["mode"]
-    want = {"full": {"mode"}, "short_side": {"mode", "pixels", "filter"}, "fixed": {"mode", "width", "height", "filter"}}[mode]
+    want = {
+        "full": {"mode"},
+        "short_side": {"mode", "pixels", "filter"},
+        "fixed": {"mode", "width", "height", "filter"},
+    }[mode]
     if set(ev) != want:
         raise rules.bad(f"resolution.evaluate with mode {mode} takes exactly the keys {', '.join(sorted(want))}")
     for k in ("pixels", "width", "height"):
         if k in ev:
             rules.integer(ev[k], f"resolution.evaluate.{k}", low=1, high=MAX_SIDE)
     if mode == "fixed" and ev["width"] * ev["height"] > MAX_PIXELS:
-        raise rules.bad(f"resolution.evaluate is {ev['width']} x {ev['height']} = {ev['width'] * ev['height']} pixels, over the "
-                        f"{MAX_PIXELS} pixels the kit scores (the largest image it decodes)")
+        raise rules.bad(
+            f"resolution.evaluate is {ev['width']} x {ev['height']} = {ev['width'] * ev['height']} pixels, over the "
+            f"{MAX_PIXELS} pixels the kit scores (the largest image it decodes)"
+        )
     if "filter" in ev and ev["filter"] not in RESIZE_FILTERS:
-        raise rules.bad(f"resolution.evaluate.filter {ev['filter']!r} is not a PIL resampling filter ({', '.join(RESIZE_FILTERS)})")
+        raise rules.bad(
+            f"resolution.evaluate.filter {ev['filter']!r} is not a PIL resampling filter ({', '.join(RESIZE_FILTERS)})"
+        )
 
 
 def _validate_metric(rules: _Rules, name: Any, params: Any) -> None:
@@ -177,11 +209,19 @@ def _validate_aggregation(rules: _Rules, agg: Any, metrics: dict) -> None:
     rules.bootstrap(agg["bootstrap"], "aggregation.bootstrap")
     per = agg.get("per_metric")
     if agg["bootstrap"].get("unit") == "cluster":
-        other = [s for s in [agg.get("statistic", "mean"), *((e or {}).get("statistic") if isinstance(e, dict) else None
-                                                             for e in (per or {}).values())] if s not in (None, "mean")]
+        other = [
+            s
+            for s in [
+                agg.get("statistic", "mean"),
+                *((e or {}).get("statistic") if isinstance(e, dict) else None for e in (per or {}).values()),
+            ]
+            if s not in (None, "mean")
+        ]
         if other:
-            raise rules.bad(f"aggregation.bootstrap.unit cluster resamples cluster means: it needs the statistic mean "
-                            f"(got {other[0]})")
+            raise rules.bad(
+                f"aggregation.bootstrap.unit cluster resamples cluster means: it needs the statistic mean "
+                f"(got {other[0]})"
+            )
     if per is None:
         return
     if not isinstance(per, dict):
@@ -189,7 +229,11 @@ def _validate_aggregation(rules: _Rules, agg: Any, metrics: dict) -> None:
     for m, entry in per.items():
         if m not in metrics:
             raise rules.bad(f"aggregation.per_metric.{m}: no such metric")
-        if not isinstance(entry, dict) or set(entry) != {"statistic"} or entry["statistic"] not in PER_METRIC_STATISTICS:
+        if (
+            not isinstance(entry, dict)
+            or set(entry) != {"statistic"}
+            or entry["statistic"] not in PER_METRIC_STATISTICS
+        ):
             raise rules.bad(f"aggregation.per_metric.{m} must be {{statistic: {'|'.join(PER_METRIC_STATISTICS)}}}")
         if entry["statistic"] == "pooled_mse" and metrics[m]["kind"] != "psnr":
             raise rules.bad(f"aggregation.per_metric.{m}: pooled_mse applies only to a metric of kind psnr")

@@ -3,6 +3,7 @@ CLI's `pstbench score` arguments or the plugin's options, paths already resolved
 `open_scoring` turns it into the loaded protocol, the track, the outputs and the `RunSession`. Both
 front doors build their runs here, so they apply the same defaults and rules.
 """
+
 from __future__ import annotations
 
 import os
@@ -60,8 +61,10 @@ def open_scorings(reqs: list[ScoreRequest], progress=None) -> list[Scoring]:
     seen: dict[str, str] = {}
     for req, s in zip(reqs, scorings):
         if s.session.name in seen:
-            raise UserError(f"--outputs {seen[s.session.name]} and {req.outputs}: both would be run {s.session.name} "
-                            f"(a run is named after method.yaml's `method`, else its folder); fix: score them one call each with --name")
+            raise UserError(
+                f"--outputs {seen[s.session.name]} and {req.outputs}: both would be run {s.session.name} "
+                f"(a run is named after method.yaml's `method`, else its folder); fix: score them one call each with --name"
+            )
         seen[s.session.name] = str(req.outputs)
     return scorings
 
@@ -112,8 +115,8 @@ def open_on(req: ScoreRequest, protocol, track) -> Scoring:
     from pytest_pstbench.paired.identity import identity_outputs, is_identity_spec, refuse_identity_method
     from pytest_pstbench.paired.method_info import load_method_yaml, parse_method_info
     from pytest_pstbench.paired.session import RunSession
-    from pytest_pstbench.paired.verify_cache import parse_verify_cache
     from pytest_pstbench.paired.tracks import resolve_outputs
+    from pytest_pstbench.paired.verify_cache import parse_verify_cache
 
     if req.outputs is not None and is_identity_spec(str(req.outputs)):
         # `identity` / `log:identity`: the track's content images are the outputs
@@ -126,7 +129,9 @@ def open_on(req: ScoreRequest, protocol, track) -> Scoring:
         outputs = resolve_outputs(track, outputs_dir, req.allow_outside_links)
         method_info = load_method_yaml(outputs_dir)
         refuse_identity_method(method_info, str(outputs_dir / "method.yaml"))  # before a name is derived from it
-        default_name = default_run_name(outputs_dir, method_info, f"{req.option_prefix}name") if req.name is None else None
+        default_name = (
+            default_run_name(outputs_dir, method_info, f"{req.option_prefix}name") if req.name is None else None
+        )
     else:
         outputs = outputs_dir = None
         method_info = {}

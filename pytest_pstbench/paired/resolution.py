@@ -5,6 +5,7 @@ image so that its shorter side is PIXELS (aspect ratio kept, no upscaling); `fix
 FILTER) resizes each image to WIDTH x HEIGHT. Output, reference and style are each resized on their
 8-bit arrays with the PIL filter named. `pstbench score` and `pstbench sensitivity` both resize here.
 """
+
 from __future__ import annotations
 
 import json

@@ -1,6 +1,7 @@
 """run.json of a paired run: the record `RunSession.finish` writes (what was scored, how, where, and each
 deviation from the protocol's rules) and the environment its values were computed in.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -31,12 +32,17 @@ def run_record(session, order: list[str], complete: bool, n_scored: int) -> dict
     if session.track.info.get("revision_override"):
         deviations.append({"kind": "revision_override", **session.track.info["revision_override"]})
     made_for = session.method_info.get("track")  # method.yaml of `pstbench baseline` names the track it ran on
-    if isinstance(made_for, dict) and (made_for.get("id"), made_for.get("revision")) != (session.track.id, session.track.revision):
-        deviations.append({
-            "kind": "outputs_made_for_other_track",
-            "method_yaml": {"track": made_for.get("id"), "revision": made_for.get("revision")},
-            "scored": {"track": session.track.id, "revision": session.track.revision},
-        })
+    if isinstance(made_for, dict) and (made_for.get("id"), made_for.get("revision")) != (
+        session.track.id,
+        session.track.revision,
+    ):
+        deviations.append(
+            {
+                "kind": "outputs_made_for_other_track",
+                "method_yaml": {"track": made_for.get("id"), "revision": made_for.get("revision")},
+                "scored": {"track": session.track.id, "revision": session.track.revision},
+            }
+        )
     env, differs = run_environment(session.environment(), session.computed_in, order, "pair", values_key=values_key)
     if differs:
         deviations.append(differs)
@@ -49,9 +55,17 @@ def run_record(session, order: list[str], complete: bool, n_scored: int) -> dict
             "revision": session.track.revision,
             "source": session.track.source,
             # a local track is found again by its manifest (e.g. by `pstbench report`)
-            **({"manifest": str(Path(session.track.manifest).resolve())} if session.track.source == "local" and session.track.manifest else {}),
+            **(
+                {"manifest": str(Path(session.track.manifest).resolve())}
+                if session.track.source == "local" and session.track.manifest
+                else {}
+            ),
             # dataset images other than PNG (JPEG, WebP, TIFF): the decoders that read them
-            **({"image_decoders": session.track.info["image_decoders"]} if session.track.info.get("image_decoders") else {}),
+            **(
+                {"image_decoders": session.track.info["image_decoders"]}
+                if session.track.info.get("image_decoders")
+                else {}
+            ),
         },
         "name": session.name,
         "complete": complete,
@@ -59,11 +73,19 @@ def run_record(session, order: list[str], complete: bool, n_scored: int) -> dict
         "n_scored": n_scored,
         "allow_resize": session.allow_resize,
         "resized": resized,
-        "icc_converted": [{"pair": r.pair_id, **r.notes["icc_converted"]} for r in results if "icc_converted" in r.notes],
+        "icc_converted": [
+            {"pair": r.pair_id, **r.notes["icc_converted"]} for r in results if "icc_converted" in r.notes
+        ],
         "converted": converted,
-        "exif_oriented": [{"pair": r.pair_id, "orientation": r.notes["exif_orientation"]} for r in results if "exif_orientation" in r.notes],
+        "exif_oriented": [
+            {"pair": r.pair_id, "orientation": r.notes["exif_orientation"]}
+            for r in results
+            if "exif_orientation" in r.notes
+        ],
         "deviations": deviations,
-        **({"clusters": run_clusters(session.track)} if _clustered(session.protocol) else {}),  # what the bootstrap resampled
+        **(
+            {"clusters": run_clusters(session.track)} if _clustered(session.protocol) else {}
+        ),  # what the bootstrap resampled
         "failures": [{"pair": r.pair_id, "message": r.error} for r in results if not r.ok],
         "outputs_dir": str(session.outputs_dir) if session.outputs_dir else None,
         "outputs": [{"pair": r.pair_id, "path": r.output, "sha256": r.output_sha256} for r in results if r.output],
@@ -72,7 +94,9 @@ def run_record(session, order: list[str], complete: bool, n_scored: int) -> dict
         "command": session.command,
         **({"baselines": session.baselines} if session.baselines else {}),  # what a gated run was compared against
         "method": session.method_info,
-        "git": git_provenance(session.outputs_dir),  # commit, branch, dirty of the outputs' and working folder's repositories
+        "git": git_provenance(
+            session.outputs_dir
+        ),  # commit, branch, dirty of the outputs' and working folder's repositories
     }
 
 
@@ -119,4 +143,7 @@ def values_key(env: dict) -> dict:
     if not isinstance(weights, dict):
         return env
     strip = lambda info: {k: v for k, v in info.items() if k != "path"} if isinstance(info, dict) else info  # noqa: E731
-    return {**env, "lpips_weights": strip(weights) if "digest" in weights else {n: strip(i) for n, i in weights.items()}}
+    return {
+        **env,
+        "lpips_weights": strip(weights) if "digest" in weights else {n: strip(i) for n, i in weights.items()},
+    }

@@ -1,5 +1,6 @@
 """The paired kind's run format: `metrics.csv` (one row per pair, a column per protocol metric, floats as
 repr()), `summary.json`, `run.json`, written and read through the run store (core/store/folder.py)."""
+
 from __future__ import annotations
 
 import csv
@@ -8,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.core.store.folder import RunFolder, RunRecord, read_item_csv, read_run_folder, write_run_files
 from pytest_pstbench.core.files.write import dumps_json
+from pytest_pstbench.core.store.folder import RunFolder, RunRecord, read_item_csv, read_run_folder, write_run_files
 from pytest_pstbench.paired.kind import KIND
 
 RUN_FILES = KIND.run_files
@@ -44,8 +45,13 @@ class Run(RunFolder):
 
 
 def _shape(value) -> str:
-    return "null" if value is None else {dict: "an object", list: "a list", str: "text", bool: "a boolean"}.get(
-        type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__)
+    return (
+        "null"
+        if value is None
+        else {dict: "an object", list: "a list", str: "text", bool: "a boolean"}.get(
+            type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__
+        )
+    )
 
 
 def check_record_lists(run: Run) -> None:
@@ -54,7 +60,10 @@ def check_record_lists(run: Run) -> None:
     path, data = run.path / "run.json", run.run
     fix = "fix: score the run again with this kit"
     shapes = {  # field -> (what each entry holds, its keys and their allowed types)
-        "outputs": ("an object with a pair, a path and a sha256", {"pair": (str,), "path": (str,), "sha256": (str, type(None))}),
+        "outputs": (
+            "an object with a pair, a path and a sha256",
+            {"pair": (str,), "path": (str,), "sha256": (str, type(None))},
+        ),
         "failures": ("an object with a pair and a message", {"pair": (str,), "message": (str, type(None))}),
         "deviations": ("an object with a kind", {"kind": (str,)}),
     }
@@ -65,13 +74,18 @@ def check_record_lists(run: Run) -> None:
         if not isinstance(entries, list):
             raise UserError(f"{path}: {key} is {_shape(entries)}, not a list (each entry {what}); {fix}")
         for i, entry in enumerate(entries):
-            bad = [k for k, types in fields.items() if not isinstance(entry, dict) or not isinstance(entry.get(k), types)
-                   or isinstance(entry.get(k), bool)]
+            bad = [
+                k
+                for k, types in fields.items()
+                if not isinstance(entry, dict) or not isinstance(entry.get(k), types) or isinstance(entry.get(k), bool)
+            ]
             if bad:
                 shown = _shape(entry) if not isinstance(entry, dict) else f"{bad[0]} {_shape(entry.get(bad[0]))}"
                 raise UserError(f"{path}: {key}[{i}] has {shown}, not {what}; {fix}")
     if not isinstance(data.get("outputs_dir"), (str, type(None))):
-        raise UserError(f"{path}: outputs_dir is {_shape(data.get('outputs_dir'))}, not a folder's path (or null); {fix}")
+        raise UserError(
+            f"{path}: outputs_dir is {_shape(data.get('outputs_dir'))}, not a folder's path (or null); {fix}"
+        )
 
 
 def load_run(run_dir: Path) -> Run:

@@ -17,6 +17,7 @@ someone who can write the cache folder (they can recompute the digest). A cache 
 come from trusted writers (in CI: restore it only from trusted branches); `--verify-cache N` rescoring
 N random cached pairs checks a cache of unknown history.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -98,8 +99,14 @@ class PruneReport:
     kept_unknown: int = 0  # entries written before `made_by` was recorded (kept unless old or --all)
 
 
-def prune(root: Path | None = None, *, older_than_days: float | None = None, everything: bool = False,
-          dry_run: bool = False, now: float | None = None) -> PruneReport:
+def prune(
+    root: Path | None = None,
+    *,
+    older_than_days: float | None = None,
+    everything: bool = False,
+    dry_run: bool = False,
+    now: float | None = None,
+) -> PruneReport:
     """Remove score cache entries that can no longer be hit or are not wanted (`pstbench cache prune`):
     entries made by another metric engine, cache format or implementation versions (`made_by`; their keys
     differ from any this installation computes), unreadable entries and leftover temporary files; with
@@ -173,9 +180,22 @@ class ScoreCache:
     def __init__(self, root: Path | None = None):
         self.root = Path(root) if root is not None else cache_dir() / "scores"
 
-    def key(self, *, output_sha256: str, read_as: str, weights: dict, dataset_id: str, revision: str, pair_id: str,
-            protocol_sha256: str, allow_resize: bool, device: str, reference_sha256: str | None = None,
-            style_sha256: str | None = None, threads: int | None = None) -> str:
+    def key(
+        self,
+        *,
+        output_sha256: str,
+        read_as: str,
+        weights: dict,
+        dataset_id: str,
+        revision: str,
+        pair_id: str,
+        protocol_sha256: str,
+        allow_resize: bool,
+        device: str,
+        reference_sha256: str | None = None,
+        style_sha256: str | None = None,
+        threads: int | None = None,
+    ) -> str:
         """The entry's key. `read_as`: the I/O rules the output file was read under ("output" or "dataset");
         `weights`: name -> digest of the pretrained weights the metrics were given ({} when none)."""
         material = {
@@ -236,8 +256,13 @@ class ScoreCache:
 
         try:
             text = json.dumps(
-                {"key": key, "metrics": metrics, "notes": notes, "digest": entry_digest(key, metrics, notes),
-                 "made_by": made_by()},  # what `pstbench cache prune` reads (the key is a one-way hash)
+                {
+                    "key": key,
+                    "metrics": metrics,
+                    "notes": notes,
+                    "digest": entry_digest(key, metrics, notes),
+                    "made_by": made_by(),
+                },  # what `pstbench cache prune` reads (the key is a one-way hash)
                 allow_nan=False,
             )
             write_atomic(self._path(key), text, durable=False)

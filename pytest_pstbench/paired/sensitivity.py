@@ -12,6 +12,7 @@ once per pair, LPIPS parameters and evaluation size, shared by all methods, an o
 are dropped after it. The analysis (rankings, Kendall tau, swaps, files) and the command's run
 (`run_sensitivity`: score, analyse, write) are `sensitivity_analysis.py`.
 """
+
 from __future__ import annotations
 
 import math
@@ -24,10 +25,9 @@ import numpy as np
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.files.jsonfile import loads
 from pytest_pstbench.core.protocol import Protocol
-from pytest_pstbench.paired.resolution import evaluation_resolution, res_key, resize_image
 from pytest_pstbench.paired.planner import Unit, plan_units
+from pytest_pstbench.paired.resolution import evaluation_resolution, res_key, resize_image
 from pytest_pstbench.paired.variants import BASE_ID, Variant
-
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,7 @@ class SensitivityResult:
 
 # ---- specs ------------------------------------------------------------------------------------------
 
+
 def parse_method_specs(specs: list[str]) -> list[tuple[str, str]]:
     """`NAME=PATH` strings -> [(name, path)], refusing bad or duplicate names (no file access)."""
     out: list[tuple[str, str]] = []
@@ -68,11 +69,15 @@ def parse_method_specs(specs: list[str]) -> list[tuple[str, str]]:
         if "/" in name or "\\" in name or name.startswith(".") or "," in name:
             raise UserError(f"method spec {spec!r}: NAME {name!r} must be a plain name (no '/', ',' or leading '.')")
         if name in seen:
-            raise UserError(f"method spec {spec!r}: NAME {name!r} is given twice; fix: give each method a distinct NAME")
+            raise UserError(
+                f"method spec {spec!r}: NAME {name!r} is given twice; fix: give each method a distinct NAME"
+            )
         seen.add(name)
         out.append((name, path))
     if len(out) < 2:
-        raise UserError("sensitivity needs at least two methods (NAME=PATH ...) to rank; fix: add another method, e.g. identity=identity")
+        raise UserError(
+            "sensitivity needs at least two methods (NAME=PATH ...) to rank; fix: add another method, e.g. identity=identity"
+        )
     return out
 
 
@@ -99,6 +104,7 @@ def resolve_methods(track, specs: list[tuple[str, str]]) -> list[Method]:
 
 
 # ---- computation units ----------------------------------------------------------------------------------
+
 
 class _Computer:
     """Computes a unit's value on one image pair through the metric engine (`MetricComputer.value`, the
@@ -130,15 +136,27 @@ class _Computer:
 
     def __call__(self, unit: Unit, output: np.ndarray, other: np.ndarray, keys: tuple) -> float:
         """`keys`: (output's, other's) identity within the pair, (role, evaluation size)."""
-        return self.engine.value(loads(unit.params_key), output, other, quantity=unit.quantity,
-                                 stores=(self._pair_features, keys[1], self._output_features, keys[0]))
+        return self.engine.value(
+            loads(unit.params_key),
+            output,
+            other,
+            quantity=unit.quantity,
+            stores=(self._pair_features, keys[1], self._output_features, keys[0]),
+        )
 
 
 # ---- scoring --------------------------------------------------------------------------------------------
 
+
 def score_variants(
-    track, base: Protocol, variants: list[Variant], methods: list[Method], *, device: str = "cpu",
-    allow_resize: bool = False, progress=None
+    track,
+    base: Protocol,
+    variants: list[Variant],
+    methods: list[Method],
+    *,
+    device: str = "cpu",
+    allow_resize: bool = False,
+    progress=None,
 ) -> SensitivityResult:
     """Every (variant, metric, method, pair) value, computing each distinct unit once per (method, pair)."""
     from pytest_pstbench.paired.imageio import fit_to_reference, load_dataset_image, load_output, output_rules
@@ -149,7 +167,9 @@ def score_variants(
     per_variant = {v.id: 0.0 for v in variants}
     unavailable: dict[tuple[str, str], str] = {}
     n_pairs = len(track.pairs)
-    values: dict[tuple[str, str, str], list[float]] = {(v.id, m, meth.name): [] for v in variants for m in v.protocol.metrics for meth in methods}
+    values: dict[tuple[str, str, str], list[float]] = {
+        (v.id, m, meth.name): [] for v in variants for m in v.protocol.metrics for meth in methods
+    }
     n_values = n_computed = 0
     resized_outputs: list[dict] = []  # --allow-resize
     res_specs = {res_key(evaluation_resolution(v.protocol)): evaluation_resolution(v.protocol) for v in variants}
@@ -176,8 +196,14 @@ def score_variants(
             t0 = time.perf_counter()
             out_path = Path(meth.outputs[pair.id])
             # the Identity method's "output" is the dataset's content image (dataset image rules)
-            loaded = load_output(out_path, output_rules(out_path, pair.content), base, role=f"output of {meth.name}",
-                                 expected_size=(reference.shape[1], reference.shape[0]), allow_resize=allow_resize)
+            loaded = load_output(
+                out_path,
+                output_rules(out_path, pair.content),
+                base,
+                role=f"output of {meth.name}",
+                expected_size=(reference.shape[1], reference.shape[0]),
+                allow_resize=allow_resize,
+            )
             fitted = fit_to_reference(loaded, reference.shape, out_path, base, allow_resize=allow_resize)
             if "resized" in fitted.notes:
                 resized_outputs.append({"method": meth.name, "pair": pair.id, **fitted.notes["resized"]})
@@ -200,11 +226,19 @@ def score_variants(
                     if key not in done:
                         t = time.perf_counter()
                         try:
-                            keys = ((out_role, unit.resolution if o is not output else full),
-                                    (against, unit.resolution if r is not other_arr else full))
+                            keys = (
+                                (out_role, unit.resolution if o is not output else full),
+                                (against, unit.resolution if r is not other_arr else full),
+                            )
                             value = computer(unit, o, r, keys)
-                            done[key] = (True, value) if math.isfinite(value) else (
-                                False, f"{m} gave a non-finite value ({value}) (pair {pair.id}, method {meth.name})")
+                            done[key] = (
+                                (True, value)
+                                if math.isfinite(value)
+                                else (
+                                    False,
+                                    f"{m} gave a non-finite value ({value}) (pair {pair.id}, method {meth.name})",
+                                )
+                            )
                         except UserError as exc:
                             done[key] = (False, f"{exc} (pair {pair.id}, method {meth.name})")
                         per_variant[v.id] += time.perf_counter() - t
@@ -228,9 +262,20 @@ def score_variants(
         for m in v.protocol.metrics:
             if (v.id, m) in unavailable:
                 continue
-            scores[v.id][m] = {meth.name: np.asarray(values[(v.id, m, meth.name)], dtype=np.float64) for meth in methods}
-    timings = {"scoring_s": time.perf_counter() - t_start, "per_variant_s": per_variant,
-               "lpips_backbone_s": computer.engine.feature_seconds}
-    counts = {"values": n_values, "computed": n_computed, "reused": n_values - n_computed,
-              "lpips_feature_passes": computer.feature_passes}
-    return SensitivityResult(track, base, variants, methods, scores, unavailable, timings, counts, resized=resized_outputs)
+            scores[v.id][m] = {
+                meth.name: np.asarray(values[(v.id, m, meth.name)], dtype=np.float64) for meth in methods
+            }
+    timings = {
+        "scoring_s": time.perf_counter() - t_start,
+        "per_variant_s": per_variant,
+        "lpips_backbone_s": computer.engine.feature_seconds,
+    }
+    counts = {
+        "values": n_values,
+        "computed": n_computed,
+        "reused": n_values - n_computed,
+        "lpips_feature_passes": computer.feature_passes,
+    }
+    return SensitivityResult(
+        track, base, variants, methods, scores, unavailable, timings, counts, resized=resized_outputs
+    )

@@ -6,6 +6,7 @@ command's run (`run_sensitivity`: score, analyse, write the files).
 Each distinct family of paired tests (metric, comparison section, per-pair values) runs once. The
 scores come from `paired/sensitivity.py` (a `SensitivityResult`).
 """
+
 from __future__ import annotations
 
 import json
@@ -15,17 +16,20 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_pstbench.paired.aggregation import aggregate, statistic_of as metric_statistic
 from pytest_pstbench.core.protocol import Protocol
+from pytest_pstbench.paired.aggregation import aggregate
+from pytest_pstbench.paired.aggregation import statistic_of as metric_statistic
 from pytest_pstbench.paired.planner import plan_units
 from pytest_pstbench.paired.resolution import evaluation_resolution
 from pytest_pstbench.paired.sensitivity import Method, SensitivityResult, score_variants
 from pytest_pstbench.paired.variants import BASE_ID, Variant
 
-
 # ---- analysis -------------------------------------------------------------------------------------------
 
-def rank_methods(aggregates: dict[str, float], higher_is_better: bool, order: list[str]) -> tuple[list[str], dict[str, int]]:
+
+def rank_methods(
+    aggregates: dict[str, float], higher_is_better: bool, order: list[str]
+) -> tuple[list[str], dict[str, int]]:
     """Methods best first (ties keep the given order) and their ranks (1 = best; ties share the lowest rank)."""
     from scipy.stats import rankdata
 
@@ -53,9 +57,7 @@ def _paired_family(scores: dict[str, np.ndarray], names: list[str], protocol: Pr
         tests.append(t.pvalue)
     adjusted = holm(tests)
     alpha = cfg.alpha
-    return {
-        (a, b): {"p": p, "p_holm": ph, "significant": ph < alpha} for (a, b), p, ph in zip(pairs, tests, adjusted)
-    }
+    return {(a, b): {"p": p, "p_holm": ph, "significant": ph < alpha} for (a, b), p, ph in zip(pairs, tests, adjusted)}
 
 
 def analyse(result: SensitivityResult) -> dict:
@@ -85,8 +87,11 @@ def analyse(result: SensitivityResult) -> dict:
             aggregates[v.id][m] = agg
             rankings[v.id][m], ranks[v.id][m] = rank_methods(agg, hib, names)
             oriented[(v.id, m)] = {n: (agg[n] if hib else -agg[n]) for n in names}
-            key = (m, json.dumps(v.protocol.section("comparison"), sort_keys=True),
-                   tuple(np.asarray(result.scores[v.id][m][n], dtype=np.float64).tobytes() for n in names))
+            key = (
+                m,
+                json.dumps(v.protocol.section("comparison"), sort_keys=True),
+                tuple(np.asarray(result.scores[v.id][m][n], dtype=np.float64).tobytes() for n in names),
+            )
             if key not in tested:
                 tested[key] = _paired_family(result.scores[v.id][m], names, v.protocol, m)
             families[(v.id, m)] = tested[key]
@@ -125,7 +130,10 @@ def analyse(result: SensitivityResult) -> dict:
                         sig_changes.append(entry)
     paired_tests = {
         v.id: {
-            m: [{"a": a, "b": b, **{k: (bool(x) if k == "significant" else x) for k, x in t.items()}} for (a, b), t in families[(v.id, m)].items()]
+            m: [
+                {"a": a, "b": b, **{k: (bool(x) if k == "significant" else x) for k, x in t.items()}}
+                for (a, b), t in families[(v.id, m)].items()
+            ]
             for m in ranked
             if (v.id, m) in families
         }
@@ -137,8 +145,10 @@ def analyse(result: SensitivityResult) -> dict:
         entry = {"id": v.id, "description": v.description, "file": v.file, "changes": v.changes, "sha256": v.sha256}
         # metrics whose per-pair computation or aggregation differs from the protocol's
         entry["affects"] = [
-            m for m in base.metric_names
-            if v.id != BASE_ID and (plan[(v.id, m)] != plan[(BASE_ID, m)] or metric_statistic(v.protocol, m) != metric_statistic(base, m))
+            m
+            for m in base.metric_names
+            if v.id != BASE_ID
+            and (plan[(v.id, m)] != plan[(BASE_ID, m)] or metric_statistic(v.protocol, m) != metric_statistic(base, m))
         ]
         entry["resolution"] = evaluation_resolution(v.protocol)
         entry["statistic"] = {m: metric_statistic(v.protocol, m) for m in ranked}
@@ -159,7 +169,10 @@ def analyse(result: SensitivityResult) -> dict:
         "n_pairs": len(result.track.pairs),
         "methods": names,
         "method_specs": {m.name: m.spec for m in result.methods},
-        "metrics": {m: {"label": base.metrics[m]["label"], "higher_is_better": bool(base.metrics[m]["higher_is_better"])} for m in ranked},
+        "metrics": {
+            m: {"label": base.metrics[m]["label"], "higher_is_better": bool(base.metrics[m]["higher_is_better"])}
+            for m in ranked
+        },
         "variants": variants_json,
         "aggregates": aggregates,
         "rankings": rankings,
@@ -174,7 +187,10 @@ def analyse(result: SensitivityResult) -> dict:
             "family": "Holm over the tests of one (variant, metric): every pair of methods",
             "alpha": base.comparison.alpha,
         },
-        "unavailable": [{"variant": v, "metric": m, "reason": r} for (v, m), r in sorted(result.unavailable.items(), key=lambda x: (_vorder(variants, x[0][0]), x[0][1]))],
+        "unavailable": [
+            {"variant": v, "metric": m, "reason": r}
+            for (v, m), r in sorted(result.unavailable.items(), key=lambda x: (_vorder(variants, x[0][0]), x[0][1]))
+        ],
         "computations": result.counts,
         # outputs of another size than the reference, resized to it under --allow-resize (a deviation)
         "resized": result.resized,
@@ -187,6 +203,7 @@ def _vorder(variants: list[Variant], vid: str) -> int:
 
 
 # ---- files ---------------------------------------------------------------------------------------------
+
 
 def scores_csv(result: SensitivityResult) -> str:
     import csv
@@ -213,7 +230,9 @@ def _shorten(text: str, width: int | None) -> str:
     return text if width is None or len(text) <= width else text[: width - 1].rstrip() + "…"
 
 
-def analysis_tables(analysis: dict, base: Protocol, tablefmt: str = "simple", reason_width: int | None = None) -> list[tuple[str, str]]:
+def analysis_tables(
+    analysis: dict, base: Protocol, tablefmt: str = "simple", reason_width: int | None = None
+) -> list[tuple[str, str]]:
     """(title, table) per ranked metric (the protocol's row and the variants that change that metric),
     then the swaps and the unavailable variants."""
     from tabulate import tabulate
@@ -235,27 +254,61 @@ def analysis_tables(analysis: dict, base: Protocol, tablefmt: str = "simple", re
             sw = swaps_by.get((vid, m), [])
             stat = v["statistic"][m]
             rows.append(
-                [vid + ("" if stat == "mean" else f" ({stat})"), *[_fmt(agg[n], dec) for n in names],
-                 " > ".join(analysis["rankings"][vid][m]), _fmt(tau, 2),
-                 f"{len(sw)} ({sum(s['base_significant'] for s in sw)}/{sum(s['variant_significant'] for s in sw)})" if vid != BASE_ID else ""]
+                [
+                    vid + ("" if stat == "mean" else f" ({stat})"),
+                    *[_fmt(agg[n], dec) for n in names],
+                    " > ".join(analysis["rankings"][vid][m]),
+                    _fmt(tau, 2),
+                    f"{len(sw)} ({sum(s['base_significant'] for s in sw)}/{sum(s['variant_significant'] for s in sw)})"
+                    if vid != BASE_ID
+                    else "",
+                ]
             )
         arrow = "↑" if info["higher_is_better"] else "↓"
         headers = ["variant", *names, "ranking (best first)", "Kendall τ", "swaps (sig. base/variant)"]
-        out.append((f"{info['label']}{arrow}", tabulate(rows, headers=headers, tablefmt=tablefmt, disable_numparse=True)))
+        out.append(
+            (f"{info['label']}{arrow}", tabulate(rows, headers=headers, tablefmt=tablefmt, disable_numparse=True))
+        )
     if analysis["swaps"]:
         rows = [
-            [s["variant"], analysis["metrics"][s["metric"]]["label"], " > ".join(s["base_order"]), " > ".join(s["variant_order"]),
-             f"{s['base_p_holm']:.3g}" + (" *" if s["base_significant"] else ""),
-             f"{s['variant_p_holm']:.3g}" + (" *" if s["variant_significant"] else "")]
+            [
+                s["variant"],
+                analysis["metrics"][s["metric"]]["label"],
+                " > ".join(s["base_order"]),
+                " > ".join(s["variant_order"]),
+                f"{s['base_p_holm']:.3g}" + (" *" if s["base_significant"] else ""),
+                f"{s['variant_p_holm']:.3g}" + (" *" if s["variant_significant"] else ""),
+            ]
             for s in analysis["swaps"]
         ]
-        out.append(("Swaps (order under the protocol vs the variant; * = significant after Holm)",
-                    tabulate(rows, headers=["variant", "metric", "protocol order", "variant order", "p Holm (protocol)", "p Holm (variant)"], tablefmt=tablefmt, disable_numparse=True)))
+        out.append(
+            (
+                "Swaps (order under the protocol vs the variant; * = significant after Holm)",
+                tabulate(
+                    rows,
+                    headers=[
+                        "variant",
+                        "metric",
+                        "protocol order",
+                        "variant order",
+                        "p Holm (protocol)",
+                        "p Holm (variant)",
+                    ],
+                    tablefmt=tablefmt,
+                    disable_numparse=True,
+                ),
+            )
+        )
     else:
         out.append(("Swaps", "no method pair changes order under any variant"))
     if analysis["unavailable"]:
         rows = [[u["variant"], u["metric"], _shorten(u["reason"], reason_width)] for u in analysis["unavailable"]]
-        out.append(("Unavailable", tabulate(rows, headers=["variant", "metric", "reason"], tablefmt=tablefmt, disable_numparse=True)))
+        out.append(
+            (
+                "Unavailable",
+                tabulate(rows, headers=["variant", "metric", "reason"], tablefmt=tablefmt, disable_numparse=True),
+            )
+        )
     return out
 
 
@@ -265,12 +318,16 @@ def analysis_markdown(analysis: dict, base: Protocol) -> str:
         "",
         f"Protocol `{analysis['protocol']}` (sha256 `{analysis['protocol_sha256'][:12]}`), dataset "
         f"`{analysis['dataset']}@{analysis['dataset_revision']}`, {analysis['n_pairs']} pairs, methods: "
-        + ", ".join(f"`{n}`" for n in analysis["methods"]) + ".",
+        + ", ".join(f"`{n}`" for n in analysis["methods"])
+        + ".",
         "",
         "Aggregates per variant (the statistic is the mean over pairs unless noted), the ranking (best first), "
         "Kendall τ between the protocol's ranking and the variant's (scipy.stats.kendalltau, τ-b), and the method "
         "pairs that swap order. Each metric's table shows the protocol and the variants that change that metric "
-        "(analysis.json has every variant). Paired tests: " + analysis["tests"]["test"] + "; " + analysis["tests"]["family"]
+        "(analysis.json has every variant). Paired tests: "
+        + analysis["tests"]["test"]
+        + "; "
+        + analysis["tests"]["family"]
         + f"; significant when the Holm-adjusted p < {analysis['tests']['alpha']}.",
         "",
         "## Variants",
@@ -290,8 +347,13 @@ def analysis_markdown(analysis: dict, base: Protocol) -> str:
                 f"p Holm {s['base_p_holm']:.3g} under the protocol, {s['variant_p_holm']:.3g} under the variant"
             )
     t = analysis["timings"]
-    lines += ["", "## Timings", "", f"Total {t['total_s']:.1f} s; per variant (shared work counted once, under the first "
-              "variant that needs it): " + ", ".join(f"{k} {s:.1f} s" for k, s in t["per_variant_s"].items()) + "."]
+    lines += [
+        "",
+        "## Timings",
+        "",
+        f"Total {t['total_s']:.1f} s; per variant (shared work counted once, under the first "
+        "variant that needs it): " + ", ".join(f"{k} {s:.1f} s" for k, s in t["per_variant_s"].items()) + ".",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -301,19 +363,31 @@ ANALYSIS_FILES = ("scores.csv", "analysis.md", "analysis.json")  # what `write_o
 def write_outputs(out_dir: Path, result: SensitivityResult, analysis: dict) -> None:
     """scores.csv, analysis.md, then analysis.json, all or none (`core.files.write.write_files`: on failure the
     previous files stay; analysis.json, which vouches for the others, is replaced last)."""
-    from pytest_pstbench.core.files.write import write_files
-    from pytest_pstbench.core.files.write import dumps_json
+    from pytest_pstbench.core.files.write import dumps_json, write_files
 
-    files = {"scores.csv": scores_csv(result), "analysis.md": analysis_markdown(analysis, result.base),
-             "analysis.json": dumps_json(analysis)}
-    write_files(Path(out_dir), files, what="the sensitivity analysis", fix="free some space or give --out a writable folder")
+    files = {
+        "scores.csv": scores_csv(result),
+        "analysis.md": analysis_markdown(analysis, result.base),
+        "analysis.json": dumps_json(analysis),
+    }
+    write_files(
+        Path(out_dir), files, what="the sensitivity analysis", fix="free some space or give --out a writable folder"
+    )
 
 
 # ---- the command's run ----------------------------------------------------------------------------------
 
+
 def run_sensitivity(
-    track, base: Protocol, variants: list[Variant], methods: list[Method], *, device: str = "cpu", out_dir: Path | None = None,
-    allow_resize: bool = False, progress=None
+    track,
+    base: Protocol,
+    variants: list[Variant],
+    methods: list[Method],
+    *,
+    device: str = "cpu",
+    out_dir: Path | None = None,
+    allow_resize: bool = False,
+    progress=None,
 ) -> SensitivityResult:
     t0 = time.perf_counter()
     result = score_variants(track, base, variants, methods, device=device, allow_resize=allow_resize, progress=progress)

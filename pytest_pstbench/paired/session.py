@@ -4,6 +4,7 @@ write the run files. The CLI and the pytest plugin both drive this class.
 What run.json records is `run_record` (its environment too); --verify-cache's choices are
 `verify_cache`; the Identity rules `identity`; the method's provenance `method_info`.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -16,8 +17,8 @@ from typing import ClassVar
 
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.paths import file_sha256
-from pytest_pstbench.core.store.folder import ItemResult
 from pytest_pstbench.core.protocol import Protocol
+from pytest_pstbench.core.store.folder import ItemResult
 from pytest_pstbench.paired import clusters as _clusters
 from pytest_pstbench.paired.identity import refuse_identity_claim
 from pytest_pstbench.paired.run_record import environment, run_record
@@ -99,7 +100,9 @@ class RunSession:
             refuse_identity_claim(name, method_info or {}, outputs_dir, method_source)
         self.track = track
         self.protocol = protocol
-        _clusters.warn_shared_once(track, protocol)  # pairs sharing input files, intervals over pairs: one line on stderr
+        _clusters.warn_shared_once(
+            track, protocol
+        )  # pairs sharing input files, intervals over pairs: one line on stderr
         self.name = name
         self.results_dir = Path(results_dir)
         _runs.check_results_writable(self.run_dir, self.results_dir)
@@ -157,15 +160,20 @@ class RunSession:
         style = load_dataset_image(pair.style, self.protocol, role=f"style of {pair.id}")
         return reference, style
 
-    def load(self, pair: Pair, output: Path | object, dataset_images) -> "PairResult | PendingPair":
+    def load(self, pair: Pair, output: Path | object, dataset_images) -> PairResult | PendingPair:
         """The I/O half of scoring a pair: hash the output, look it up in the score cache, decode the
         output (and, through `dataset_images()`, the reference and style) and apply the I/O rules.
 
         Returns the finished PairResult for a cache hit or a user error, else a `PendingPair` for
         `compute`. Safe to run in a worker thread (it reads files and the cache; it writes nothing).
         """
-        from pytest_pstbench.paired.imageio import (LoadedImage, check_output_array, fit_to_reference, load_output,
-                                                    output_rules)
+        from pytest_pstbench.paired.imageio import (
+            LoadedImage,
+            check_output_array,
+            fit_to_reference,
+            load_output,
+            output_rules,
+        )
 
         result = PairResult(pair.id)
         key = hit = outside = material = None
@@ -177,7 +185,6 @@ class RunSession:
                 if not out_path.is_file():
                     raise missing_output_error(out_path, pair.id)
                 if self.outputs_dir is not None:  # checked again here: the folder may have changed since
-
                     outside = check_inside_outputs(out_path, self.outputs_dir, allow=self.allow_outside_links)
                 result.output = str(out_path)
                 result.output_sha256 = file_sha256(out_path)
@@ -194,11 +201,20 @@ class RunSession:
             reference, style = dataset_images()
             if isinstance(output, (str, Path)):
                 ref_h, ref_w = reference.array.shape[:2]
-                loaded = load_output(out_path, rules, self.protocol, role="output", expected_size=(ref_w, ref_h),
-                                     allow_resize=self.allow_resize)
+                loaded = load_output(
+                    out_path,
+                    rules,
+                    self.protocol,
+                    role="output",
+                    expected_size=(ref_w, ref_h),
+                    allow_resize=self.allow_resize,
+                )
                 label = out_path
                 if key is not None and (loaded.sha256, reference.sha256, style.sha256) != (
-                        result.output_sha256, material["reference_sha256"], material["style_sha256"]):
+                    result.output_sha256,
+                    material["reference_sha256"],
+                    material["style_sha256"],
+                ):
                     key = hit = None  # a file changed while it was being scored: the key no longer names these bytes
                 result.output_sha256 = loaded.sha256
             else:
@@ -212,7 +228,7 @@ class RunSession:
             return self._failed(result, exc, outside)
         return PendingPair(result, loaded.array, reference.array, style.array, label, key, material, hit, outside)
 
-    def compute(self, pending: "PendingPair", shared: dict | None = None) -> PairResult:
+    def compute(self, pending: PendingPair, shared: dict | None = None) -> PairResult:
         """The metric half of scoring a pair: every protocol metric on the loaded images at the protocol's
         evaluation resolution, the finite check, the score cache entry (or its --verify-cache check).
 
@@ -270,8 +286,8 @@ class RunSession:
     def _cache_key(self, pair: Pair, output_sha256: str, read_as: str) -> tuple[str, dict]:
         """The score cache key of `pair`'s output with digest `output_sha256`, read under the I/O rules `read_as`
         (`imageio.output_rules`), and what it is made of: every file's digest and the weights' (`ScoreCache.key`)."""
-        from pytest_pstbench.paired.scorecache import dataset_file_sha256
         from pytest_pstbench.paired.engine import weights_digests
+        from pytest_pstbench.paired.scorecache import dataset_file_sha256
 
         digests = {}
         for role in ("reference", "style"):
@@ -358,8 +374,8 @@ class RunSession:
 
     # ---- aggregation ---------------------------------------------------------------------------
     def finish(self, write: bool = True) -> RunOutcome:
-        from pytest_pstbench.paired.aggregation import summary_entry
         from pytest_pstbench.paired import runs
+        from pytest_pstbench.paired.aggregation import summary_entry
 
         order = [pid for pid in self.track.pair_ids if pid in self.results]
         if not order:

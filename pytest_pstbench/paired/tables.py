@@ -1,5 +1,6 @@
 """Terminal tables (tabulate) of the paired kind: the score table of runs (`run_table`, its header line) and
 the comparison table of `pstbench compare` and the gate (`comparison_table`)."""
+
 from __future__ import annotations
 
 from pytest_pstbench.core.text import cell
@@ -54,7 +55,7 @@ def run_table(protocol, rows: list[tuple[str, dict]], tablefmt: str = "simple", 
     return tabulate(body, headers=headers, tablefmt=tablefmt, disable_numparse=True)
 
 
-def comparison_table(comp: Comparison, protocol, tablefmt: str = "simple") -> str:
+def comparison_table(comp, protocol, tablefmt: str = "simple") -> str:
     from tabulate import tabulate
 
     from pytest_pstbench.paired.power import mde_text
@@ -83,9 +84,19 @@ def comparison_table(comp: Comparison, protocol, tablefmt: str = "simple") -> st
     clustered = protocol.comparison.test == "cluster_sign_flip"  # statistic: the mean of the cluster mean differences
     boot = protocol.comparison.bootstrap
     ci = f"{boot.confidence * 100:g}% cluster CI" if boot.clustered else "95% CI"
-    headers = ["metric", "baseline", "candidate", *(["margin"] if with_margin else []),
-               f"mean diff [{ci}]", "W/T/L", "T (cluster mean)" if clustered else "W", "p", "p (Holm)",
-               *([f"MDE ({powered[0]['power'] * 100:g}% power)"] if powered else []), "verdict"]
+    headers = [
+        "metric",
+        "baseline",
+        "candidate",
+        *(["margin"] if with_margin else []),
+        f"mean diff [{ci}]",
+        "W/T/L",
+        "T (cluster mean)" if clustered else "W",
+        "p",
+        "p (Holm)",
+        *([f"MDE ({powered[0]['power'] * 100:g}% power)"] if powered else []),
+        "verdict",
+    ]
     return tabulate(body, headers=headers, tablefmt=tablefmt, disable_numparse=True)
 
 
@@ -95,7 +106,14 @@ def metric_table(data: dict) -> tuple[list[list], list[str]]:
     rows = []
     for name, entry in data["metrics"].items():
         entry = entry if isinstance(entry, dict) else {}
-        rows.append([name, entry.get("label", ""), entry.get("kind", ""), entry.get("against", ""),
-                     "higher" if entry.get("higher_is_better") else "lower", "yes" if entry.get("ranked") else "no (reported)"])
+        rows.append(
+            [
+                name,
+                entry.get("label", ""),
+                entry.get("kind", ""),
+                entry.get("against", ""),
+                "higher" if entry.get("higher_is_better") else "lower",
+                "yes" if entry.get("ranked") else "no (reported)",
+            ]
+        )
     return rows, ["metric", "label", "kind", "against", "better", "ranked"]
-

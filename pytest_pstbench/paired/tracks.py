@@ -4,6 +4,7 @@ AceTone-Bench) from data fetched by `pstbench data fetch` (pytest_pstbench.data)
 A track is an ordered list of pairs, each with a content, a style and a reference image, plus
 a dataset id and revision that run files record.
 """
+
 from __future__ import annotations
 
 import os
@@ -46,7 +47,9 @@ class Pair:
     content: Path
     style: Path
     reference: Path
-    cluster: str | None = None  # the manifest's optional `cluster` (pairs that share an input image; paired/clusters.py)
+    cluster: str | None = (
+        None  # the manifest's optional `cluster` (pairs that share an input image; paired/clusters.py)
+    )
 
 
 @dataclass
@@ -101,13 +104,13 @@ def load_remote_track(track_id: str, progress=None):
     ids = list(lock["pairs"][roles["content"]])
     for r in ("style", "reference"):
         if list(lock["pairs"][roles[r]]) != ids:
-            raise UserError(f"{root / LOCK_NAME}: pair ids of split {roles[r]} do not line up with {roles['content']}; fix: fetch again")
-    pairs = [
-        Pair(pid, *(Path(os.path.realpath(root / lock["pairs"][roles[r]][pid])) for r in ROLES))
-        for pid in ids
-    ]
-    info = fetched_provenance(m, root, lock, LOCK_NAME, description=spec.get("description"), splits=roles,
-                              content_split=roles["content"])
+            raise UserError(
+                f"{root / LOCK_NAME}: pair ids of split {roles[r]} do not line up with {roles['content']}; fix: fetch again"
+            )
+    pairs = [Pair(pid, *(Path(os.path.realpath(root / lock["pairs"][roles[r]][pid])) for r in ROLES)) for pid in ids]
+    info = fetched_provenance(
+        m, root, lock, LOCK_NAME, description=spec.get("description"), splits=roles, content_split=roles["content"]
+    )
     decoders = image_decoders_info(root / p for p in paths)  # JPEG etc.: read as dataset images, decoders recorded
     if decoders:
         info["image_decoders"] = decoders
@@ -128,13 +131,19 @@ def load_manifest(path: Path, source: str = "local") -> Track:
     """The local paired track at `path` (a track.yaml; see docs/tracks-and-data.md)."""
     manifest = TrackManifest(path, PAIRED_MANIFEST)
     track_id = manifest.track_id()
-    pairs = [Pair(pid, *(manifest.file(str(entry[r]), pid, r) for r in ROLES), cluster=declared_cluster(manifest, pid, entry))
-             for pid, entry in manifest.items()]
+    pairs = [
+        Pair(
+            pid, *(manifest.file(str(entry[r]), pid, r) for r in ROLES), cluster=declared_cluster(manifest, pid, entry)
+        )
+        for pid, entry in manifest.items()
+    ]
     undeclared = [p.id for p in pairs if p.cluster is None]
     if undeclared and len(undeclared) < len(pairs):
-        raise manifest.bad(f"pair {undeclared[0]} has no cluster but other pairs declare one; a track declares a cluster "
-                           "for every pair or for none; fix: give every pair a `cluster` (a pair alone may have its own)",
-                           item=undeclared[0])
+        raise manifest.bad(
+            f"pair {undeclared[0]} has no cluster but other pairs declare one; a track declares a cluster "
+            "for every pair or for none; fix: give every pair a `cluster` (a pair alone may have its own)",
+            item=undeclared[0],
+        )
     fields = manifest.track_fields(track_id, lambda: files_revision(pairs))
     decoders = image_decoders_info(f for p in pairs for f in (p.content, p.style, p.reference))
     if decoders:
@@ -148,9 +157,12 @@ def declared_cluster(manifest: TrackManifest, pair_id: str, entry: dict) -> str 
         return None
     value = entry["cluster"]
     if not isinstance(value, str) or not value.strip():
-        raise manifest.bad(f"pair {pair_id}: cluster {value!r} is not a name; a cluster is a non-empty string (e.g. the "
-                           "shared content image's name); fix: write cluster: NAME, quoted if it looks like a number",
-                           ("cluster",), item=pair_id)
+        raise manifest.bad(
+            f"pair {pair_id}: cluster {value!r} is not a name; a cluster is a non-empty string (e.g. the "
+            "shared content image's name); fix: write cluster: NAME, quoted if it looks like a number",
+            ("cluster",),
+            item=pair_id,
+        )
     return value
 
 
@@ -202,18 +214,25 @@ def missing_output_error(out_path: Path, pair_id: str) -> UserError:
     out_path = Path(out_path)
     head = f"{out_path} (output): missing output for pair {pair_id}"
     try:
-        near = sorted(e.name for e in os.scandir(out_path.parent) if e.name != out_path.name
-                      and (e.name.lower() == out_path.name.lower() or Path(e.name).stem == pair_id))[:3]
+        near = sorted(
+            e.name
+            for e in os.scandir(out_path.parent)
+            if e.name != out_path.name and (e.name.lower() == out_path.name.lower() or Path(e.name).stem == pair_id)
+        )[:3]
     except OSError:
         near = []
     if not near:
         return UserError(f"{head}; fix: write {pair_id}.png into the outputs folder")
     found = ", ".join(near)
     if any(Path(n).suffix.lower() == ".png" for n in near):
-        return UserError(f"{head}; found {found}: an output's name must be exactly <pair_id>.png (lower-case .png); "
-                         f"fix: rename it {pair_id}.png")
-    return UserError(f"{head}; found {found}: outputs must be PNG files named <pair_id>.png (a JPEG or other format "
-                     f"is not read); fix: save the output as PNG, {pair_id}.png (lossless, not a renamed JPEG)")
+        return UserError(
+            f"{head}; found {found}: an output's name must be exactly <pair_id>.png (lower-case .png); "
+            f"fix: rename it {pair_id}.png"
+        )
+    return UserError(
+        f"{head}; found {found}: outputs must be PNG files named <pair_id>.png (a JPEG or other format "
+        f"is not read); fix: save the output as PNG, {pair_id}.png (lossless, not a renamed JPEG)"
+    )
 
 
 def check_inside_outputs(path: Path, outputs_dir: Path, allow: bool = False) -> str | None:

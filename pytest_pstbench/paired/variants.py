@@ -12,6 +12,7 @@ patched protocol is validated like a protocol file, plus the rules of the sensit
 - `aggregation.statistic` is `mean` or `median`; `aggregation.per_metric.<metric>.statistic` may also
   be `pooled_mse` for a metric of kind psnr (aggregate 10 log10(R^2 / mean over pairs of the MSE)).
 """
+
 from __future__ import annotations
 
 import copy
@@ -80,7 +81,9 @@ def resolve_variant_spec(spec: str) -> Path:
     path = Path(spec)
     if path.suffix in (".yaml", ".yml") or path.exists():
         if not path.is_file():
-            raise UserError(f"--variants {spec}: file not found; fix: give an existing variant YAML file or a shipped id")
+            raise UserError(
+                f"--variants {spec}: file not found; fix: give an existing variant YAML file or a shipped id"
+            )
         return path
     shipped = variants_dir() / f"{spec}.yaml"
     if shipped.is_file():
@@ -93,8 +96,8 @@ def resolve_variant_spec(spec: str) -> Path:
 
 def load_variant(path: Path, base: Protocol) -> Variant:
     """Read a variant file and apply it to `base`; every rule broken is a one-line UserError."""
-    from pytest_pstbench.paired.protocol import validate as _validate
     from pytest_pstbench.core.files.yamlfile import read_yaml
+    from pytest_pstbench.paired.protocol import validate as _validate
 
     path = Path(path)
     raw = path.read_bytes()
@@ -132,7 +135,9 @@ def load_variant(path: Path, base: Protocol) -> Variant:
             raise bad("changes.metrics must be a mapping of metric name -> parameters")
         for name, params in metrics.items():
             if name not in base.metrics:
-                raise bad(f"changes.metrics.{name}: no such metric in protocol {base.id} ({', '.join(base.metric_names)})")
+                raise bad(
+                    f"changes.metrics.{name}: no such metric in protocol {base.id} ({', '.join(base.metric_names)})"
+                )
             if not isinstance(params, dict) or not params:
                 raise bad(f"changes.metrics.{name} must be a non-empty mapping of parameters")
             for key in params:
@@ -203,9 +208,11 @@ def protocol_with_variant(base: Protocol, variant_id: str) -> Protocol:
     if not path.is_file():
         from pytest_pstbench.core.errors import did_you_mean
 
-        raise UserError(f"--protocol {base.id}+{variant_id}: no shipped variant {variant_id!r}"
-                        f"{did_you_mean(variant_id, shipped_variant_ids())}; fix: name one of "
-                        f"{', '.join(shipped_variant_ids())} after the '+'")
+        raise UserError(
+            f"--protocol {base.id}+{variant_id}: no shipped variant {variant_id!r}"
+            f"{did_you_mean(variant_id, shipped_variant_ids())}; fix: name one of "
+            f"{', '.join(shipped_variant_ids())} after the '+'"
+        )
     v = load_variant(path, base)
     digest = hashlib.sha256(f"{base.sha256}+{v.sha256}".encode()).hexdigest()
     return Protocol(id=v.protocol.id, path=v.protocol.path, sha256=digest, data=v.protocol.data)

@@ -1,6 +1,7 @@
 """--verify-cache N: how many cached pairs are rescored, in which order they are drawn, and the result line.
 `RunSession` rescores the chosen cache hits and compares each with its entry.
 """
+
 from __future__ import annotations
 
 from pytest_pstbench.core.errors import UserError
@@ -15,7 +16,9 @@ def parse_verify_cache(value, option: str = "--verify-cache") -> int:
     except ValueError:
         n = -1
     if n < 0 or isinstance(value, bool):
-        raise UserError(f"{option} {str(value)!r}: expected a whole number of cached pairs to rescore (0 or more); fix: e.g. {option} 5")
+        raise UserError(
+            f"{option} {str(value)!r}: expected a whole number of cached pairs to rescore (0 or more); fix: e.g. {option} 5"
+        )
     return n
 
 
@@ -33,6 +36,8 @@ def verify_line(results: dict) -> str:
     failed = sorted(pid for pid, r in results.items() if "differs from a fresh computation" in (r.error or ""))
     n = len(verified) + len(failed)
     if failed:
-        return (f"verify-cache: rescored {n} cached pairs; {len(failed)} differ from their cache entry "
-                f"({', '.join(failed)}): the cache is not trustworthy")
+        return (
+            f"verify-cache: rescored {n} cached pairs; {len(failed)} differ from their cache entry "
+            f"({', '.join(failed)}): the cache is not trustworthy"
+        )
     return f"verify-cache: rescored {n} cached pairs; every one equals its cache entry"

@@ -6,6 +6,7 @@ pair the candidate made worse; ties and gains are never listed. Ordered by loss,
 pair id. The pair's content and style files come from the track when it resolves here by its id at the
 run's dataset revision (the demo, a fetched remote track); otherwise they are left out, and said so.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -75,21 +76,46 @@ def worst_text(worst: list[WorstPair], protocol, n: int, files_known: bool, trac
     body = []
     for w in worst:
         params = protocol.metrics[w.metric]
-        body.append([f"{params['label']}{'↑' if params['higher_is_better'] else '↓'}", w.baseline, w.candidate,
-                     *worst_cells(w, protocol, files_known)])
-    headers = ["metric", "baseline", "candidate", "pair", "baseline value", "candidate value", "loss",
-               *(["content", "style"] if files_known else [])]
-    note = "" if files_known else f"\n(content and style files not shown: track {track_id} is not available here by its id)"
-    return (f"worst pairs (--worst {n}: per metric, the pairs the candidate made worse, largest loss first)\n"
-            f"{tabulate(body, headers=headers, tablefmt='simple', disable_numparse=True)}{note}")
+        body.append(
+            [
+                f"{params['label']}{'↑' if params['higher_is_better'] else '↓'}",
+                w.baseline,
+                w.candidate,
+                *worst_cells(w, protocol, files_known),
+            ]
+        )
+    headers = [
+        "metric",
+        "baseline",
+        "candidate",
+        "pair",
+        "baseline value",
+        "candidate value",
+        "loss",
+        *(["content", "style"] if files_known else []),
+    ]
+    note = (
+        ""
+        if files_known
+        else f"\n(content and style files not shown: track {track_id} is not available here by its id)"
+    )
+    return (
+        f"worst pairs (--worst {n}: per metric, the pairs the candidate made worse, largest loss first)\n"
+        f"{tabulate(body, headers=headers, tablefmt='simple', disable_numparse=True)}{note}"
+    )
 
 
 def worst_cells(w: WorstPair, protocol, files_known: bool) -> list[str]:
     """A worst pair's cells as every table shows them: pair id, both values and the loss (one decimal more
     than the protocol's), then the content and style files when they are known."""
     dec = int(protocol.metrics[w.metric].get("decimals", 4)) + 1
-    return [w.pair, f"{w.value_baseline:.{dec}f}", f"{w.value_candidate:.{dec}f}", f"{w.loss:.{dec}f}",
-            *([w.content or "-", w.style or "-"] if files_known else [])]
+    return [
+        w.pair,
+        f"{w.value_baseline:.{dec}f}",
+        f"{w.value_candidate:.{dec}f}",
+        f"{w.loss:.{dec}f}",
+        *([w.content or "-", w.style or "-"] if files_known else []),
+    ]
 
 
 def gate_worst(row, base, cand, protocol, n: int, files: dict | None = None):
@@ -105,11 +131,14 @@ def gate_worst(row, base, cand, protocol, n: int, files: dict | None = None):
     label = f"{params['label']}{'↑' if params['higher_is_better'] else '↓'} ({row.metric})"
     known = files is not None
     return WorstItems(
-        title=(f"{label} against baseline run {base.name}: the {len(worst)} pair{'' if len(worst) == 1 else 's'} the "
-               f"candidate lost most on (loss in metrics.csv units, largest first)"),
+        title=(
+            f"{label} against baseline run {base.name}: the {len(worst)} pair{'' if len(worst) == 1 else 's'} the "
+            f"candidate lost most on (loss in metrics.csv units, largest first)"
+        ),
         headers=("pair", "baseline value", "candidate value", "loss", *(("content", "style") if known else ())),
         rows=tuple(tuple(worst_cells(w, protocol, known)) for w in worst),
-        note="" if worst else "no pair is worse in the candidate on this metric")
+        note="" if worst else "no pair is worse in the candidate on this metric",
+    )
 
 
 def worst_json(worst: list[WorstPair]) -> list[dict]:

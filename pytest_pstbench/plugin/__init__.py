@@ -12,6 +12,7 @@ Imports only pytest and the standard library at module level (it is loaded in ev
 of an environment where pytest-pstbench is installed). Everything heavy is imported when a
 pstbench option, fixture or marker is used: the track kind's run.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -40,7 +41,8 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(
                 "pstbench: --dist each: pytest-xdist runs every item on every worker, so each pair or task would be "
                 "scored once per worker while a run holds one result for each; fix: let the workers share the items: "
-                "-n N alone (--dist load), or --dist load, loadscope, loadfile, loadgroup or worksteal")
+                "-n N alone (--dist load), or --dist load, loadscope, loadfile, loadgroup or worksteal"
+            )
         _passive_openmp_under_xdist(config)
         from pytest_pstbench.core.errors import UserError
         from pytest_pstbench.core.kinds import pytest_run_class, track_kind
@@ -66,8 +68,9 @@ def _pstbench_words(config: pytest.Config) -> bool:
     change the ini file pytest reads)."""
     import os
 
-    return any(str(a).startswith("--pstbench-") for a in config.invocation_params.args) or "--pstbench-" in os.environ.get(
-        "PYTEST_ADDOPTS", "")
+    return any(
+        str(a).startswith("--pstbench-") for a in config.invocation_params.args
+    ) or "--pstbench-" in os.environ.get("PYTEST_ADDOPTS", "")
 
 
 def _xdist_path_argument(config: pytest.Config) -> str | None:
@@ -83,7 +86,9 @@ def _xdist_path_argument(config: pytest.Config) -> str | None:
     specs = [re.sub(r"^\d+\*", "", str(s)) for s in (getattr(config.option, "tx", None) or [])]
     if not any(not s.startswith("popen") or "//chdir=" in s for s in specs):
         return None
-    roots = [Path(str(r)).resolve() for r in [*(getattr(config.option, "rsyncdir", None) or []), *config.getini("rsyncdirs")]]
+    roots = [
+        Path(str(r)).resolve() for r in [*(getattr(config.option, "rsyncdir", None) or []), *config.getini("rsyncdirs")]
+    ]
     args = [str(a) for a in config.invocation_params.args]
     for i, arg in enumerate(args):
         path = Path(arg.split("::")[0])
@@ -94,9 +99,15 @@ def _xdist_path_argument(config: pytest.Config) -> str | None:
         if not exists or any(path.resolve() == r or r in path.resolve().parents for r in roots):
             continue
         prev = args[i - 1] if i else ""
-        fix = f"give it as {prev}={arg}" if prev.startswith("--") and "=" not in prev else "give the path inside an --rsyncdir"
-        return (f"{arg}: pytest-xdist workers that run elsewhere (--tx {specs[0]}) cannot take a command-line argument "
-                f"that names a path outside an --rsyncdir; fix: {fix}")
+        fix = (
+            f"give it as {prev}={arg}"
+            if prev.startswith("--") and "=" not in prev
+            else "give the path inside an --rsyncdir"
+        )
+        return (
+            f"{arg}: pytest-xdist workers that run elsewhere (--tx {specs[0]}) cannot take a command-line argument "
+            f"that names a path outside an --rsyncdir; fix: {fix}"
+        )
     return None
 
 
@@ -121,7 +132,8 @@ def _passive_openmp_under_xdist(config: pytest.Config) -> None:
     import os
 
     xdist = getattr(config, "workerinput", None) is not None or bool(
-        getattr(config.option, "numprocesses", None) or getattr(config.option, "tx", None))
+        getattr(config.option, "numprocesses", None) or getattr(config.option, "tx", None)
+    )
     if xdist and "OMP_WAIT_POLICY" not in os.environ:
         os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
@@ -161,7 +173,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def pytest_collection_modifyitems(session, config, items) -> None:
     problems = config.stash.get(_USAGE_ERRORS, None)
     if problems:
-        raise pytest.UsageError(f"pstbench: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+        raise pytest.UsageError(
+            f"pstbench: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
+        )
 
 
 @pytest.fixture

@@ -5,14 +5,15 @@ command line run.json records. Each is resolved here once, one way for both kind
 
 Loaded only when a pstbench option or fixture is used (it imports pytest and the standard library).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
-from pytest_pstbench.options import option_value
 from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.options import option_value
 
 
 def is_worker(config: pytest.Config) -> bool:
@@ -93,8 +94,8 @@ def baseline_paths(config: pytest.Config) -> list[Path]:
     evaluate the gate: they get the local baselines alone). A baseline URI must name a commit unless
     --pstbench-baseline-allow-branch. With --pstbench-update-baseline exactly one local folder (the folder
     written), else a UserError. The resolved baselines (their pinned records) are kept on `config` for run.json."""
-    from pytest_pstbench.core.store.backends import resolve_runs
     from pytest_pstbench.core.hub.uri import is_hub_uri
+    from pytest_pstbench.core.store.backends import resolve_runs
 
     baselines = config.getoption("pstbench_baseline", default=None)
     if baselines is None:
@@ -102,17 +103,26 @@ def baseline_paths(config: pytest.Config) -> list[Path]:
     raw = [b if is_hub_uri(b) else as_on_controller(config, b) for b in baselines]
     if config.getoption("pstbench_update_baseline", default=None):
         if len(raw) != 1:
-            raise UserError(f"--pstbench-update-baseline: needs exactly one baseline folder to write (--pstbench-baseline DIR "
-                            f"or the ini key pstbench_baseline), got {len(raw)}; fix: name the one folder to replace")
+            raise UserError(
+                f"--pstbench-update-baseline: needs exactly one baseline folder to write (--pstbench-baseline DIR "
+                f"or the ini key pstbench_baseline), got {len(raw)}; fix: name the one folder to replace"
+            )
         if is_hub_uri(raw[0]):
-            raise UserError(f"--pstbench-update-baseline: {raw[0]} is a published run, which is never replaced in place; "
-                            "fix: write a local folder, then publish it with `pstbench runs push RUN_DIR URI`")
+            raise UserError(
+                f"--pstbench-update-baseline: {raw[0]} is a published run, which is never replaced in place; "
+                "fix: write a local folder, then publish it with `pstbench runs push RUN_DIR URI`"
+            )
     if is_worker(config):
         return [Path(b) for b in raw if not is_hub_uri(b)]
     protocol = option_value(config, "protocol")  # a published baseline made under a protocol file given here
-    sources = resolve_runs(raw, option="--pstbench-baseline", pinned=True, one=True,
-                           protocol_spec=None if protocol is None else str(as_on_controller(config, protocol)),
-                           allow_branch=bool(option_value(config, "baseline-allow-branch")))
+    sources = resolve_runs(
+        raw,
+        option="--pstbench-baseline",
+        pinned=True,
+        one=True,
+        protocol_spec=None if protocol is None else str(as_on_controller(config, protocol)),
+        allow_branch=bool(option_value(config, "baseline-allow-branch")),
+    )
     config._pstbench_baselines = sources  # noqa: SLF001 - read back by TrackRun for run.json
     return [s.path for s in sources]
 
@@ -138,9 +148,11 @@ def key_values(config: pytest.Config, suffix: str, parse):
         option, message = f"--pstbench-{suffix}", str(exc)
         if not message.startswith(option):
             raise
-        overridden = any(str(o).partition("=")[0].strip() == dest for o in (getattr(config.option, "override_ini", None) or []))
+        overridden = any(
+            str(o).partition("=")[0].strip() == dest for o in (getattr(config.option, "override_ini", None) or [])
+        )
         where = f"-o {dest}" if overridden or config.inipath is None else f"{config.inipath}: {dest}"
-        raise UserError(where + message[len(option):]) from None
+        raise UserError(where + message[len(option) :]) from None
 
 
 def moved_ini_problem(config: pytest.Config) -> str | None:
@@ -163,16 +175,28 @@ def moved_ini_problem(config: pytest.Config) -> str | None:
         return None
     here = Path(config.invocation_params.dir)
     words = [*shlex.split(os.environ.get("PYTEST_ADDOPTS", "")), *(str(a) for a in config.invocation_params.args)]
-    spaced = [(opt, value) for opt, value in zip(words, words[1:]) if opt.startswith("--pstbench-")
-              and opt[len("--pstbench-"):] in BY_NAME and BY_NAME[opt[len("--pstbench-"):]].kind != "flag" and _exists(here / value)]
+    spaced = [
+        (opt, value)
+        for opt, value in zip(words, words[1:])
+        if opt.startswith("--pstbench-")
+        and opt[len("--pstbench-") :] in BY_NAME
+        and BY_NAME[opt[len("--pstbench-") :]].kind != "flag"
+        and _exists(here / value)
+    ]
     if not spaced:
         return None
     try:
-        from _pytest.config.findpaths import determine_setup  # the function pytest chose with (its arguments vary by version)
+        from _pytest.config.findpaths import (
+            determine_setup,
+        )  # the function pytest chose with (its arguments vary by version)
 
-        kw = {"inifile": config.option.inifilename, "override_ini": getattr(config.option, "override_ini", None),
-              "args": [a for a in config.option.file_or_dir if a in words], "rootdir_cmd_arg": config.option.rootdir or None,
-              "invocation_dir": here}
+        kw = {
+            "inifile": config.option.inifilename,
+            "override_ini": getattr(config.option, "override_ini", None),
+            "args": [a for a in config.option.file_or_dir if a in words],
+            "rootdir_cmd_arg": config.option.rootdir or None,
+            "invocation_dir": here,
+        }
         accepted = inspect.signature(determine_setup).parameters
         rootpath, inipath = determine_setup(**{k: v for k, v in kw.items() if k in accepted})[:2]
     except (ImportError, AttributeError, TypeError, ValueError, pytest.UsageError):
@@ -181,12 +205,16 @@ def moved_ini_problem(config: pytest.Config) -> str | None:
         return None
     opt, value = next((s for s in spaced if Path(rootpath) not in (here / s[1]).resolve().parents), spaced[0])
     if config.inipath == inipath:  # the same ini file (or none): the rootdir moved, and every item id with it
-        return (f"{opt} {value}: pytest chose its rootdir before the plugin's options were known and took {value} for a "
-                f"test path, so its rootdir is {config.rootpath} instead of {rootpath} (item ids would read "
-                f"../pstbench-<track>::<id>); fix: give it as {opt}={value}")
-    return (f"{opt} {value}: pytest chose its ini file before the plugin's options were known and took {value} for a test "
-            f"path, so it read {config.inipath or 'no ini file'} (rootdir {config.rootpath}) instead of "
-            f"{inipath or 'no ini file'} (rootdir {rootpath}); fix: give it as {opt}={value}")
+        return (
+            f"{opt} {value}: pytest chose its rootdir before the plugin's options were known and took {value} for a "
+            f"test path, so its rootdir is {config.rootpath} instead of {rootpath} (item ids would read "
+            f"../pstbench-<track>::<id>); fix: give it as {opt}={value}"
+        )
+    return (
+        f"{opt} {value}: pytest chose its ini file before the plugin's options were known and took {value} for a test "
+        f"path, so it read {config.inipath or 'no ini file'} (rootdir {config.rootpath}) instead of "
+        f"{inipath or 'no ini file'} (rootdir {rootpath}); fix: give it as {opt}={value}"
+    )
 
 
 def _exists(path: Path) -> bool:

@@ -14,6 +14,7 @@ Loaded only when a pstbench option or fixture is used (it imports pytest and the
 the kinds import numpy and friends).
 
 """
+
 from __future__ import annotations
 
 import json
@@ -22,14 +23,22 @@ from pathlib import Path
 
 import pytest
 
-from pytest_pstbench.plugin.config import baseline_records, is_worker, path_value
-from pytest_pstbench.plugin.verdict import (Collection, Verdict, count_in_last_line, fail, junit_xml, update_baseline,
-                                            worst_lines, write_markdown)
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.files.jsonfile import loads
-
+from pytest_pstbench.plugin.config import baseline_records, is_worker, path_value
+from pytest_pstbench.plugin.verdict import (
+    Collection,
+    Verdict,
+    count_in_last_line,
+    fail,
+    junit_xml,
+    update_baseline,
+    worst_lines,
+    write_markdown,
+)
 
 # ---- items ------------------------------------------------------------------------------------
+
 
 class ItemFailure(Exception):
     """An item (a pair or a task) could not be scored; shown as its one-line message."""
@@ -96,7 +105,9 @@ class TrackRun:
         self.duplicates: list[str] = []  # "<id> (by <nodeid> and <nodeid>)": items with more than one result
         self._result_from: dict[str, str] = {}  # item id -> the node id whose report carried its result
         self._seen: set[tuple[str, int]] = set()  # (node id, index among its results) already gathered
-        self._computed_in: list[tuple[dict, str | None, str]] = []  # (environment, worker id, item id) of workers' results
+        self._computed_in: list[
+            tuple[dict, str | None, str]
+        ] = []  # (environment, worker id, item id) of workers' results
 
     # -- what a kind supplies --------------------------------------------------------------------
     def ready_to_collect(self, config) -> bool:
@@ -161,8 +172,12 @@ class TrackRun:
         if is_worker(self.config):
             return
         prefix = collector_name(self.track.id) + "::"
-        if report.failed and report.nodeid.startswith(prefix) and "crashed while running" in getattr(report, "longreprtext", ""):
-            lost = report.nodeid[len(prefix):]  # xdist's report for an item whose worker died (killed, out of memory)
+        if (
+            report.failed
+            and report.nodeid.startswith(prefix)
+            and "crashed while running" in getattr(report, "longreprtext", "")
+        ):
+            lost = report.nodeid[len(prefix) :]  # xdist's report for an item whose worker died (killed, out of memory)
             if lost not in self.lost_to_crash:
                 self.lost_to_crash.append(lost)
         # An item's user_properties travel in each of its reports (setup, call, teardown), growing as results
@@ -230,7 +245,9 @@ class TrackRun:
             fail(session)
             return
         if self.update_baseline:  # the finished run replaces the baseline (when complete); the session fails either way
-            self.gate, self.updated = update_baseline(self.gate_options["baselines"][0], self.outcome, self.n_items, self.noun)
+            self.gate, self.updated = update_baseline(
+                self.gate_options["baselines"][0], self.outcome, self.n_items, self.noun
+            )
             fail(session)
             return
         if not self.gated():
@@ -254,18 +271,28 @@ class TrackRun:
 
         missing = [b for b in self.gate_options.get("baselines") or [] if not Path(b).exists()]
         if missing:
-            return GateResult(reasons=[
-                f"baseline {missing[0]} does not exist; fix: make it from a run you trust: run once with "
-                "--pstbench-update-baseline (it writes this run there and fails the session, so the update is seen), "
-                "or copy a complete run folder (results/<track>/<name>) there"])
+            return GateResult(
+                reasons=[
+                    f"baseline {missing[0]} does not exist; fix: make it from a run you trust: run once with "
+                    "--pstbench-update-baseline (it writes this run there and fails the session, so the update is seen), "
+                    "or copy a complete run folder (results/<track>/<name>) there"
+                ]
+            )
         if not self.outcome.complete:
             run = self.outcome.run
             scored, total = run.get("n_scored"), run.get(f"n_{self.noun}s")
             xdist = self.config.pluginmanager.has_plugin("dsession")
-            why = (f"; {self.collection().why_not_run()}" if self.lost_to_crash or (
-                not xdist and (self.n_deselected or self.n_collected < self.n_items)) else "")
-            return GateResult(reasons=[f"the run is incomplete ({scored} of {total} {self.noun}s scored{why}), "
-                                       "so the gate could not be evaluated"])
+            why = (
+                f"; {self.collection().why_not_run()}"
+                if self.lost_to_crash or (not xdist and (self.n_deselected or self.n_collected < self.n_items))
+                else ""
+            )
+            return GateResult(
+                reasons=[
+                    f"the run is incomplete ({scored} of {total} {self.noun}s scored{why}), "
+                    "so the gate could not be evaluated"
+                ]
+            )
         try:
             result = self.evaluate_gate()
         except UserError as exc:
@@ -277,8 +304,12 @@ class TrackRun:
         from pytest_pstbench.core.drift import gate_drift
         from pytest_pstbench.options import option_value
 
-        gate_drift(result, self.outcome.run, self.gate_options.get("baselines") or [],
-                   strict=bool(option_value(self.config, "strict-environment")))  # a note; with the option, a reason
+        gate_drift(
+            result,
+            self.outcome.run,
+            self.gate_options.get("baselines") or [],
+            strict=bool(option_value(self.config, "strict-environment")),
+        )  # a note; with the option, a reason
         return result
 
     # -- what the session reports beyond its tables: plugin.verdict ---------------------------------
@@ -286,10 +317,17 @@ class TrackRun:
         """How much of the track this session ran."""
         config = self.config
         return Collection(
-            track_id=self.track.id, noun=self.noun, total=self.n_items, collect_only=bool(config.option.collectonly),
+            track_id=self.track.id,
+            noun=self.noun,
+            total=self.n_items,
+            collect_only=bool(config.option.collectonly),
             ready=bool(config.option.collectonly) or self.ready_to_collect(config),  # not asked under --collect-only
-            not_ready_reason=self.not_ready_reason(), under_xdist=config.pluginmanager.has_plugin("dsession"),
-            n_collected=self.n_collected, n_deselected=self.n_deselected, lost_to_crash=tuple(self.lost_to_crash))
+            not_ready_reason=self.not_ready_reason(),
+            under_xdist=config.pluginmanager.has_plugin("dsession"),
+            n_collected=self.n_collected,
+            n_deselected=self.n_deselected,
+            lost_to_crash=tuple(self.lost_to_crash),
+        )
 
     def verdict(self, *, markdown: bool = False, junit: bool = False) -> Verdict:
         """The session's verdict; with `markdown` the kind's Markdown tables it shows, with `junit` the
@@ -298,14 +336,24 @@ class TrackRun:
         comparison = self.gate.comparison if self.gate is not None else None
         opts = self.gate_options
         return Verdict(
-            track_id=self.track.id, noun=self.noun, error=self.error,
+            track_id=self.track.id,
+            noun=self.noun,
+            error=self.error,
             run_dir=self.outcome.run_dir if self.outcome is not None else None,
-            n_scored=record.get("n_scored"), n_total=record.get(f"n_{self.noun}s"),
-            complete=self.outcome is not None and self.outcome.complete, gate=self.gate,
-            n_bounds=len(opts.get("mins") or {}) + len(opts.get("maxs") or {}), updated=self.updated,
-            results_markdown=self.results_markdown() if markdown and not self.error and self.outcome is not None else "",
+            n_scored=record.get("n_scored"),
+            n_total=record.get(f"n_{self.noun}s"),
+            complete=self.outcome is not None and self.outcome.complete,
+            gate=self.gate,
+            n_bounds=len(opts.get("mins") or {}) + len(opts.get("maxs") or {}),
+            updated=self.updated,
+            results_markdown=self.results_markdown()
+            if markdown and not self.error and self.outcome is not None
+            else "",
             comparison_markdown=self.comparison_markdown() if markdown and comparison is not None else "",
-            junit_rows=tuple((r.baseline, *self.junit_verdict(r)) for r in comparison.rows) if junit and comparison is not None else ())
+            junit_rows=tuple((r.baseline, *self.junit_verdict(r)) for r in comparison.rows)
+            if junit and comparison is not None
+            else (),
+        )
 
     def results_markdown(self) -> str:
         """The run's results table(s) as Markdown."""
@@ -370,7 +418,8 @@ class TrackRun:
                     f"pstbench: the workers computed in different environments ({', '.join(d['fields'])}), so a value's last "
                     f"digits may depend on the worker; run.json records each worker's and its {self.noun}s (deviation "
                     "environment_differs); fix: give every worker the same versions and thread count (//env:OMP_NUM_THREADS=N)",
-                    yellow=True)
+                    yellow=True,
+                )
         if self.updated:
             tr.write_line(f"pstbench: {self.updated}", yellow=True)
         if self.gate is not None:

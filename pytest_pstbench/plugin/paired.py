@@ -9,6 +9,7 @@ decodes the files of the next item pytest will run in this process (`nextitem` o
 pipeline does (`paired/planner.py`). One pair ahead: memory stays flat. The values are those of
 `RunSession.score_pair`: the same load and compute steps on the same files.
 """
+
 from __future__ import annotations
 
 import threading
@@ -17,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_pstbench.options import option_value
 from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.options import option_value
 from pytest_pstbench.plugin.config import (
     as_on_controller,
     baseline_paths,
@@ -118,35 +119,39 @@ class PairedRun(TrackRun):
         self._ahead = _LoadAhead(session)
 
     @classmethod
-    def from_config(cls, config: pytest.Config) -> "PairedRun":
+    def from_config(cls, config: pytest.Config) -> PairedRun:
         from pytest_pstbench.core.store.names import refuse_baseline_is_run_dir
         from pytest_pstbench.paired.identity import is_identity_spec
-        from pytest_pstbench.plugin.verdict import refuse_summary_over_inputs
         from pytest_pstbench.paired.request import ScoreRequest, open_scoring
+        from pytest_pstbench.plugin.verdict import refuse_summary_over_inputs
 
         try:
             raw_outputs = option_value(config, "outputs")
             if raw_outputs is not None and not is_identity_spec(str(raw_outputs)):
                 raw_outputs = str(path_value(config, "outputs"))
-            scoring = open_scoring(ScoreRequest(
-                track=track_value(config),
-                outputs=raw_outputs,
-                name=option_value(config, "name"),
-                results=path_value(config, "results") or Path("results"),
-                protocol=as_on_controller(config, option_value(config, "protocol")),
-                allow_resize=bool(option_value(config, "allow-resize")),
-                device=str(option_value(config, "device") or "cpu"),
-                method_info=tuple(config.getoption("pstbench_method_info") or ()),
-                use_cache=not bool(option_value(config, "no-cache")),
-                verify_cache=option_value(config, "verify-cache"),
-                allow_outside_links=bool(option_value(config, "allow-outside-links")),
-                command=recorded_command(config),
-                option_prefix="--pstbench-",
-                verify_seed=getattr(config, "workerinput", {}).get("testrunuid"),  # xdist workers: the same draw
-            ))
+            scoring = open_scoring(
+                ScoreRequest(
+                    track=track_value(config),
+                    outputs=raw_outputs,
+                    name=option_value(config, "name"),
+                    results=path_value(config, "results") or Path("results"),
+                    protocol=as_on_controller(config, option_value(config, "protocol")),
+                    allow_resize=bool(option_value(config, "allow-resize")),
+                    device=str(option_value(config, "device") or "cpu"),
+                    method_info=tuple(config.getoption("pstbench_method_info") or ()),
+                    use_cache=not bool(option_value(config, "no-cache")),
+                    verify_cache=option_value(config, "verify-cache"),
+                    allow_outside_links=bool(option_value(config, "allow-outside-links")),
+                    command=recorded_command(config),
+                    option_prefix="--pstbench-",
+                    verify_seed=getattr(config, "workerinput", {}).get("testrunuid"),  # xdist workers: the same draw
+                )
+            )
             opts = gate_options(config, scoring.protocol)
             refuse_baseline_is_run_dir(opts["baselines"], scoring.session.run_dir)
-            refuse_summary_over_inputs(config, opts["baselines"], scoring.session.run_dir, scoring.track, scoring.protocol)
+            refuse_summary_over_inputs(
+                config, opts["baselines"], scoring.session.run_dir, scoring.track, scoring.protocol
+            )
         except UserError as exc:
             raise pytest.UsageError(f"pstbench: {exc}") from None
         return cls(config, scoring.track, scoring.protocol, scoring.session, scoring.outputs, opts)
@@ -199,8 +204,8 @@ class PairedRun(TrackRun):
 
     # -- gate --------------------------------------------------------------------------------------
     def evaluate_gate(self):
-        from pytest_pstbench.paired.gate import evaluate_gate
         from pytest_pstbench.core.kinds import runs_kind
+        from pytest_pstbench.paired.gate import evaluate_gate
 
         opts = self.gate_options
         runs_kind([*opts.get("baselines", []), self.outcome.run_dir])  # refuses a selection baseline
@@ -229,19 +234,20 @@ class PairedRun(TrackRun):
             tr.write_line(line)
 
     def results_markdown(self) -> str:
+        from pytest_pstbench.core.text import md_code
         from pytest_pstbench.paired.tables import header_line, run_table
 
-        from pytest_pstbench.core.text import md_code
-
         n_items = len(self.track.pairs)  # names are escaped by the table (tablefmt github)
-        return (f"{md_code(header_line(self.outcome.summary, self.track.dataset_id, n_items))}\n\n"
-                + run_table(self.protocol, self._table_rows(), tablefmt="github", n_items=n_items))
+        return f"{md_code(header_line(self.outcome.summary, self.track.dataset_id, n_items))}\n\n" + run_table(
+            self.protocol, self._table_rows(), tablefmt="github", n_items=n_items
+        )
 
     def comparison_markdown(self) -> str:
         from pytest_pstbench.paired.tables import comparison_table
 
-        return (f"Baseline gate (paired Wilcoxon, Holm, alpha {self.gate.comparison.alpha}):\n\n"
-                + comparison_table(self.gate.comparison, self.protocol, tablefmt="github"))
+        return f"Baseline gate (paired Wilcoxon, Holm, alpha {self.gate.comparison.alpha}):\n\n" + comparison_table(
+            self.gate.comparison, self.protocol, tablefmt="github"
+        )
 
     def write_after_run_files(self, tr) -> None:
         if self.session.verify_cache:
@@ -253,7 +259,9 @@ class PairedRun(TrackRun):
         from pytest_pstbench.paired.tables import comparison_table
 
         margins = self.gate_options.get("margins") or {}
-        with_margins = f"; one-sided beyond the margins {', '.join(f'{m}={d:g}' for m, d in margins.items())}" if margins else ""
+        with_margins = (
+            f"; one-sided beyond the margins {', '.join(f'{m}={d:g}' for m, d in margins.items())}" if margins else ""
+        )
         tr.write_line(f"baseline gate (paired Wilcoxon, Holm, alpha {self.gate.comparison.alpha}{with_margins}):")
         for line in comparison_table(self.gate.comparison, self.protocol).splitlines():
             tr.write_line(line)

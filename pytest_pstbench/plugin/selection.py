@@ -22,6 +22,7 @@ summary.json's overall cell) it also fails when an overall mean is below / above
 Per-task results travel in the reports' `user_properties` (key `pstbench_selection_result`), so
 under pytest-xdist the controller alone aggregates and writes the run files.
 """
+
 from __future__ import annotations
 
 import os
@@ -29,8 +30,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_pstbench.options import option_value
 from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.options import option_value
 from pytest_pstbench.plugin.config import (
     as_on_controller,
     baseline_paths,
@@ -123,13 +124,21 @@ def _run_model(config, track, protocol, params, model: str, answers_path):
 
     api_base = option_value(config, "api-base")
     if not api_base:
-        raise UserError("--pstbench-model needs --pstbench-api-base URL (an OpenAI-compatible endpoint); fix: give both")
-    args = SimpleNamespace(model=model, api_base=str(api_base), temperature=None, max_tokens=None,
-                           concurrency=option_value(config, "concurrency") or 10,
-                           max_concurrency=option_value(config, "max-concurrency"),
-                           timeout=600.0, api_key_env=str(option_value(config, "api-key-env") or "API_KEY"),
-                           header=list(option_value(config, "header") or ()),
-                           extra_body=list(option_value(config, "extra-body") or ()))
+        raise UserError(
+            "--pstbench-model needs --pstbench-api-base URL (an OpenAI-compatible endpoint); fix: give both"
+        )
+    args = SimpleNamespace(
+        model=model,
+        api_base=str(api_base),
+        temperature=None,
+        max_tokens=None,
+        concurrency=option_value(config, "concurrency") or 10,
+        max_concurrency=option_value(config, "max-concurrency"),
+        timeout=600.0,
+        api_key_env=str(option_value(config, "api-key-env") or "API_KEY"),
+        header=list(option_value(config, "header") or ()),
+        extra_body=list(option_value(config, "extra-body") or ()),
+    )
     settings = settings_from_args(args, params, option_prefix="pstbench-")  # the parsing of `pstbench vab run`
     if answers_path is None:
         name = str(option_value(config, "name") or model_run_name(model))
@@ -140,7 +149,6 @@ def _run_model(config, track, protocol, params, model: str, answers_path):
         if asked.pacing is not None:  # --pstbench-concurrency auto: the limit over time, as `vab run` records it
             model_api["pacing"] = asked.pacing
     return model_api, answers_path
-
 
 
 _UNSET = object()  # no fixture value seen yet
@@ -156,8 +164,19 @@ class SelectionRun(TrackRun):
     result_key = RESULT_KEY
     noun = "task"
 
-    def __init__(self, config, track, protocol, params, session, *, answer_set=None, judge=None, judge_label=None,
-                 gate_options=None):
+    def __init__(
+        self,
+        config,
+        track,
+        protocol,
+        params,
+        session,
+        *,
+        answer_set=None,
+        judge=None,
+        judge_label=None,
+        gate_options=None,
+    ):
         super().__init__(config, track, protocol, session, gate_options)
         self.params = params
         self.answer_set = answer_set
@@ -168,7 +187,7 @@ class SelectionRun(TrackRun):
         self._fixture_value = _UNSET
 
     @classmethod
-    def from_config(cls, config: pytest.Config) -> "SelectionRun":
+    def from_config(cls, config: pytest.Config) -> SelectionRun:
         from pytest_pstbench.core.protocol import load_protocol
         from pytest_pstbench.core.store.names import refuse_baseline_is_run_dir
         from pytest_pstbench.plugin.verdict import refuse_summary_over_inputs
@@ -180,8 +199,12 @@ class SelectionRun(TrackRun):
         try:
             for opt, why in _UNSUPPORTED.items():
                 if given(config, f"pstbench_{opt}"):
-                    raise UserError(f"--pstbench-{opt.replace('_', '-')}: not supported for selection tracks ({why}); fix: drop the option")
-            protocol = load_protocol(as_on_controller(config, option_value(config, "protocol")) or DEFAULT_SELECTION_PROTOCOL)
+                    raise UserError(
+                        f"--pstbench-{opt.replace('_', '-')}: not supported for selection tracks ({why}); fix: drop the option"
+                    )
+            protocol = load_protocol(
+                as_on_controller(config, option_value(config, "protocol")) or DEFAULT_SELECTION_PROTOCOL
+            )
             params = SelectionParams.of(protocol)
             track = resolve_selection_track(track_value(config))
             answers_path = path_value(config, "answers")
@@ -192,20 +215,30 @@ class SelectionRun(TrackRun):
             model_api = None
             asked = [f"--pstbench-{o}" for o in ("header", "extra-body") if option_value(config, o)]
             if asked and not model:
-                raise UserError(f"{' and '.join(asked)}: sent with the requests of --pstbench-model only; fix: give "
-                                "--pstbench-model NAME --pstbench-api-base URL, or drop the option")
+                raise UserError(
+                    f"{' and '.join(asked)}: sent with the requests of --pstbench-model only; fix: give "
+                    "--pstbench-model NAME --pstbench-api-base URL, or drop the option"
+                )
             votes, human = votes_and_human(track, params, path_value(config, "votes"))  # before a model is asked
             if model:
                 if judge_spec:
                     raise UserError("--pstbench-model and --pstbench-judge: give one judge, not both")
                 model_api, answers_path = _run_model(config, track, protocol, params, str(model), answers_path)
             if answers_path is not None:  # with --pstbench-model: the model's answers, named after the model
-                chosen = answers_judge(answers_path, track, params, model=str(model) if model else None, model_api=model_api)
+                chosen = answers_judge(
+                    answers_path, track, params, model=str(model) if model else None, model_api=model_api
+                )
             elif judge_spec:
-                base = (controller_dir(config) or config.invocation_params.dir) if from_cli(config, "judge") else ini_base(config)
+                base = (
+                    (controller_dir(config) or config.invocation_params.dir)
+                    if from_cli(config, "judge")
+                    else ini_base(config)
+                )
                 chosen = function_judge(str(judge_spec), Path(base), params, device=_device(config))
             else:  # the pstbench_judge fixture, if the rootdir's conftest.py defines one
-                chosen = RunJudge(None, None, {"kind": "fixture", "fixture": FIXTURE_NAME}, "pytest", f"fixture {FIXTURE_NAME}")
+                chosen = RunJudge(
+                    None, None, {"kind": "fixture", "fixture": FIXTURE_NAME}, "pytest", f"fixture {FIXTURE_NAME}"
+                )
             session = SelectionSession(
                 track,
                 protocol,
@@ -219,12 +252,27 @@ class SelectionRun(TrackRun):
             gate_options = _gate_options(config, protocol)
             refuse_baseline_is_run_dir(gate_options["baselines"], session.run_dir)
             answers = getattr(chosen.answer_set, "path", None)
-            refuse_summary_over_inputs(config, gate_options["baselines"], session.run_dir, track, protocol,
-                                       files=[("the answers file", answers)])
+            refuse_summary_over_inputs(
+                config,
+                gate_options["baselines"],
+                session.run_dir,
+                track,
+                protocol,
+                files=[("the answers file", answers)],
+            )
         except UserError as exc:
             raise pytest.UsageError(f"pstbench: {exc}") from None
-        return cls(config, track, protocol, params, session, answer_set=chosen.answer_set, judge=chosen.judge,
-                   judge_label=chosen.label, gate_options=gate_options)
+        return cls(
+            config,
+            track,
+            protocol,
+            params,
+            session,
+            answer_set=chosen.answer_set,
+            judge=chosen.judge,
+            judge_label=chosen.label,
+            gate_options=gate_options,
+        )
 
     # -- items -------------------------------------------------------------------------------------
     def pair_fixture_problem(self, nodeid: str) -> str | None:
@@ -250,7 +298,9 @@ class SelectionRun(TrackRun):
             return self.session.score_task_from_answers(task, self.answer_set)
         judge = self.judge
         if self.mode == "fixture":
-            same = self._fixture_value is fixture_value or (isinstance(fixture_value, str) and fixture_value == self._fixture_value)
+            same = self._fixture_value is fixture_value or (
+                isinstance(fixture_value, str) and fixture_value == self._fixture_value
+            )
             if not same:  # the judge is made once per fixture value (a pyiqa metric is created once)
                 self._fixture_judge = self._judge_of_fixture(fixture_value)
                 self._fixture_value = fixture_value
@@ -265,7 +315,9 @@ class SelectionRun(TrackRun):
 
         if isinstance(value, str):
             try:
-                judge = function_judge(value, Path(str(self.config.rootpath)), self.params, device=_device(self.config)).judge
+                judge = function_judge(
+                    value, Path(str(self.config.rootpath)), self.params, device=_device(self.config)
+                ).judge
             except UserError as exc:
                 raise ItemFailure(f"fixture {FIXTURE_NAME} returned {value!r}: {exc}") from None
             judge.provenance = {**judge.provenance, "fixture": FIXTURE_NAME}
@@ -290,8 +342,9 @@ class SelectionRun(TrackRun):
     def evaluate_gate(self):
         from pytest_pstbench.selection.gate import evaluate_selection_gate
 
-        return evaluate_selection_gate(self.outcome.run_dir, self.protocol, summary=self.outcome.summary, track=self.track,
-                                       **self.gate_options)
+        return evaluate_selection_gate(
+            self.outcome.run_dir, self.protocol, summary=self.outcome.summary, track=self.track, **self.gate_options
+        )
 
     def junit_verdict(self, r) -> tuple[str, str]:
         from pytest_pstbench.selection.power import mde_text
@@ -305,9 +358,11 @@ class SelectionRun(TrackRun):
 
     def summary_problem(self) -> str | None:
         if self.mode is None:
-            return (f"pstbench: track {self.track.id} is a selection track and no judge was given; fix: pass "
-                    f"--pstbench-answers FILE or --pstbench-judge MODULE:FUNCTION, or define a {FIXTURE_NAME} fixture "
-                    "in the rootdir conftest.py")
+            return (
+                f"pstbench: track {self.track.id} is a selection track and no judge was given; fix: pass "
+                f"--pstbench-answers FILE or --pstbench-judge MODULE:FUNCTION, or define a {FIXTURE_NAME} fixture "
+                "in the rootdir conftest.py"
+            )
         return None
 
     def write_results(self, tr) -> None:
@@ -326,20 +381,25 @@ class SelectionRun(TrackRun):
             tr.write_line(note)
 
     def results_markdown(self) -> str:
+        from pytest_pstbench.core.text import md_code
         from pytest_pstbench.selection.tables import header_line, human_tables, tables
 
-        from pytest_pstbench.core.text import md_code
-
         human = human_tables(self.outcome.summary, self.params, tablefmt="github")
-        return (f"{md_code(header_line(self.outcome.summary, self.track.dataset_id, self.judge_label))}\n\n"
-                + tables(self.outcome.summary, self.params, tablefmt="github") + (f"\n\n{human}" if human else ""))
+        return (
+            f"{md_code(header_line(self.outcome.summary, self.track.dataset_id, self.judge_label))}\n\n"
+            + tables(self.outcome.summary, self.params, tablefmt="github")
+            + (f"\n\n{human}" if human else "")
+        )
 
     def comparison_markdown(self) -> str:
         from pytest_pstbench.selection.tables import comparison_footer, comparison_table
 
-        return (f"Baseline gate (exact McNemar, Holm, alpha {self.gate.comparison.alpha}):\n\n"
-                + comparison_table(self.gate.comparison, self.params, tablefmt="github") + "\n\n"
-                + comparison_footer(self.gate.comparison))
+        return (
+            f"Baseline gate (exact McNemar, Holm, alpha {self.gate.comparison.alpha}):\n\n"
+            + comparison_table(self.gate.comparison, self.params, tablefmt="github")
+            + "\n\n"
+            + comparison_footer(self.gate.comparison)
+        )
 
     def write_gate_comparison(self, tr) -> None:
         from pytest_pstbench.selection.tables import comparison_footer, comparison_table

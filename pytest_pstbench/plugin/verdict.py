@@ -7,6 +7,7 @@ much of the track this session ran) and `Verdict` (the finished session's outcom
 Markdown tables); their methods read nothing else. Imports pytest, the standard library and
 core's errors (core.gate, core.kinds and core.store where they are used).
 """
+
 from __future__ import annotations
 
 import os
@@ -45,27 +46,35 @@ class Collection:
         total, noun = self.total, self.noun
         if self.lost_to_crash:
             n, ids = len(self.lost_to_crash), ", ".join(self.lost_to_crash[:5])
-            return (f"{n} of the track's {total} {noun}s {'was' if n == 1 else 'were'} lost to a crashed xdist worker "
-                    f"({ids}{', ...' if n > 5 else ''}: killed, or out of memory)")
+            return (
+                f"{n} of the track's {total} {noun}s {'was' if n == 1 else 'were'} lost to a crashed xdist worker "
+                f"({ids}{', ...' if n > 5 else ''}: killed, or out of memory)"
+            )
         if self.collect_only:
             return f"--collect-only ran none of the track's {total} {noun}s"
         if not self.ready:
             return self.not_ready_reason
         if self.under_xdist:
-            return (f"the xdist workers ran none of the track's {total} {noun}s (deselected with -k, -m, --deselect, "
-                    "--lf or a plugin, or stopped early)")
+            return (
+                f"the xdist workers ran none of the track's {total} {noun}s (deselected with -k, -m, --deselect, "
+                "--lf or a plugin, or stopped early)"
+            )
         if self.n_deselected:
-            return (f"{self.n_deselected} of the track's {total} {noun}s were deselected "
-                    "(-k, -m, --deselect, --lf, --sw or a plugin)")
+            return (
+                f"{self.n_deselected} of the track's {total} {noun}s were deselected "
+                "(-k, -m, --deselect, --lf, --sw or a plugin)"
+            )
         if self.n_collected < total:
             return f"{self.n_collected} of the track's {total} {noun}s were collected"
         return f"none of the track's {total} {noun}s ran (stopped early, e.g. -x or --maxfail)"
 
     def nothing_scored_reason(self) -> str:
         """The gate's reason when a gated session scored nothing."""
-        return (f"no {self.noun} of track {self.track_id} was scored in this session ({self.why_not_run()}), so the "
-                f"gate was not evaluated; fix: run every {self.noun} of the track, or run without "
-                "--pstbench-baseline/--pstbench-min/--pstbench-max (and their ini keys)")
+        return (
+            f"no {self.noun} of track {self.track_id} was scored in this session ({self.why_not_run()}), so the "
+            f"gate was not evaluated; fix: run every {self.noun} of the track, or run without "
+            "--pstbench-baseline/--pstbench-min/--pstbench-max (and their ini keys)"
+        )
 
 
 @dataclass(frozen=True)
@@ -93,8 +102,10 @@ class Verdict:
         comparison = self.gate.comparison
         if comparison is not None:
             names = list(dict.fromkeys(r.baseline for r in comparison.rows))
-            parts.append(f"{len(comparison.rows)} tests against baseline run{'s' if len(names) > 1 else ''} "
-                         f"{', '.join(names)}, none significantly worse")
+            parts.append(
+                f"{len(comparison.rows)} tests against baseline run{'s' if len(names) > 1 else ''} "
+                f"{', '.join(names)}, none significantly worse"
+            )
         if self.n_bounds:
             parts.append(f"{self.n_bounds} bound{'s' if self.n_bounds > 1 else ''} met")
         parts.extend(self.gate.basis)
@@ -111,8 +122,13 @@ class Verdict:
         elif self.run_dir is None:
             lines += [f"No {self.noun} was scored; no run files were written.", ""]
         else:
-            lines += [self.results_markdown, "", f"Run files: {md_code(self.run_dir)} ({self.n_scored} of "
-                      f"{self.n_total} {self.noun}s scored{'' if self.complete else '; incomplete'})", ""]
+            lines += [
+                self.results_markdown,
+                "",
+                f"Run files: {md_code(self.run_dir)} ({self.n_scored} of "
+                f"{self.n_total} {self.noun}s scored{'' if self.complete else '; incomplete'})",
+                "",
+            ]
         if self.updated:
             lines += [f"**Baseline updated:** {md_escape(self.updated)}", ""]
         if self.gate is not None:
@@ -135,7 +151,10 @@ class Verdict:
         # through core.text (pytest escapes & < > " itself)
         out = [("pstbench_gate", "failed" if self.gate.failed else "passed")]
         out += [(f"pstbench_gate_reason_{i + 1}", one_line(reason)) for i, reason in enumerate(self.gate.reasons)]
-        out += [(f"pstbench_verdict[{one_line(baseline)}][{key}]", one_line(value)) for baseline, key, value in self.junit_rows]
+        out += [
+            (f"pstbench_verdict[{one_line(baseline)}][{key}]", one_line(value))
+            for baseline, key, value in self.junit_rows
+        ]
         return out
 
 
@@ -149,7 +168,9 @@ def worst_lines(gate) -> list[str]:
     for w in gate.worst if gate is not None and gate.failed else ():
         lines.append(f"pstbench worst: {w.title}" + (f": {w.note}" if w.note else ":"))
         if w.rows:
-            table = tabulate([list(r) for r in w.rows], headers=list(w.headers), tablefmt="simple", disable_numparse=True)
+            table = tabulate(
+                [list(r) for r in w.rows], headers=list(w.headers), tablefmt="simple", disable_numparse=True
+            )
             lines += [f"  {line}" for line in table.splitlines()]
     return lines
 
@@ -190,9 +211,11 @@ def refuse_summary_over_inputs(config, baselines, run_dir: Path, track, protocol
     if target is None:
         return
     refuse_overwriting_inputs(
-        "--pstbench-summary", [target],
+        "--pstbench-summary",
+        [target],
         files=[("the track manifest", getattr(track, "manifest", None)), ("protocol file", protocol.path), *files],
-        folders=[*(("baseline run", b) for b in baselines or []), ("the run folder this session writes", run_dir)])
+        folders=[*(("baseline run", b) for b in baselines or []), ("the run folder this session writes", run_dir)],
+    )
 
 
 def write_markdown(text: str, target: Path | None) -> tuple[str | None, bool]:
@@ -229,17 +252,22 @@ def update_baseline(target: Path, outcome, n_items: int, noun: str):
 
     run_dir = outcome.run_dir
     if not outcome.complete:
-        return GateResult(reasons=[
-            f"baseline {target} not updated: the run is incomplete ({outcome.run.get('n_scored')} of "
-            f"{n_items} {noun}s scored); fix: score every {noun}, then update"]), None
+        return GateResult(
+            reasons=[
+                f"baseline {target} not updated: the run is incomplete ({outcome.run.get('n_scored')} of "
+                f"{n_items} {noun}s scored); fix: score every {noun}, then update"
+            ]
+        ), None
     files = {name: (run_dir / name).read_text(encoding="utf-8") for name in get(run_kind(run_dir)).run_files}
     try:
         write_run_files(target, files, outcome.run)
     except UserError as exc:
         return GateResult(reasons=[f"baseline {target} not updated: {exc}"]), None
-    return None, (f"baseline {target} updated from this run ({run_dir}, {outcome.run.get('n_scored')} "
-                  f"{noun}s); the session fails so that a baseline is never updated silently: review and "
-                  "commit it, then run without --pstbench-update-baseline")
+    return None, (
+        f"baseline {target} updated from this run ({run_dir}, {outcome.run.get('n_scored')} "
+        f"{noun}s); the session fails so that a baseline is never updated silently: review and "
+        "commit it, then run without --pstbench-update-baseline"
+    )
 
 
 class SessionMark:

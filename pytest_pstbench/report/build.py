@@ -17,14 +17,14 @@ by position), and the folder is replaced as a whole (built beside it, then renam
 Only the standard library is imported at module level; matplotlib (extra `[report]`) and Pillow
 load when the command runs.
 """
+
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.core.files.write import write_new
-from pytest_pstbench.core.files.write import refuse_overwriting_inputs, staging_dir, swap_dir_into_place
+from pytest_pstbench.core.files.write import refuse_overwriting_inputs, staging_dir, swap_dir_into_place, write_new
 from pytest_pstbench.core.install import extra_install
 from pytest_pstbench.core.store.reader import check_same_setting
 from pytest_pstbench.report.figures import assign_colors, metric_figures, sensitivity_figures
@@ -60,12 +60,16 @@ def build_report(
     """Write the report folder `out` and return its path: the frame's checks, then the page of the runs'
     kind (its KindSpec's `html_report` hook, given a `core.kinds.ReportRequest`)."""
     if not 16 <= thumb_size <= 2048:
-        raise UserError(f"--thumb-size {thumb_size}: must be between 16 and 2048 pixels; fix: pass e.g. --thumb-size {DEFAULT_THUMB_SIZE}")
+        raise UserError(
+            f"--thumb-size {thumb_size}: must be between 16 and 2048 pixels; fix: pass e.g. --thumb-size {DEFAULT_THUMB_SIZE}"
+        )
     for option, value in (("--max-pairs", max_pairs), ("--max-tasks", max_tasks)):
         if value is not None and value < 0:
             raise UserError(f"{option} {value}: must be 0 (all) or a positive number; fix: pass e.g. {option} 50")
     if worst is not None and worst < 0:
-        raise UserError(f"--worst {worst}: must be 0 (no Worst pairs section) or a positive number; fix: pass e.g. --worst {DEFAULT_WORST}")
+        raise UserError(
+            f"--worst {worst}: must be 0 (no Worst pairs section) or a positive number; fix: pass e.g. --worst {DEFAULT_WORST}"
+        )
     _require_matplotlib()
     from pytest_pstbench.core.kinds import ReportRequest, spec
     from pytest_pstbench.core.store.backends import RunSource
@@ -77,11 +81,16 @@ def build_report(
     from pytest_pstbench.core.protocol import protocol_path
 
     refuse_overwriting_inputs(  # before any work: the folder replaced whole never holds or lies in what is read
-        "--out", [out], files=[("the sensitivity analysis", sensitivity),
-                               ("the track manifest", track_spec if track_spec and os.path.exists(track_spec) else None),
-                               ("protocol file", protocol_path(protocol_spec) if protocol_spec else None)],
-        folders=[("run folder", s.path) for s in sources] + [("history source", Path(h)) for h in history or ()
-                                                              if not is_hub_uri(str(h))])
+        "--out",
+        [out],
+        files=[
+            ("the sensitivity analysis", sensitivity),
+            ("the track manifest", track_spec if track_spec and os.path.exists(track_spec) else None),
+            ("protocol file", protocol_path(protocol_spec) if protocol_spec else None),
+        ],
+        folders=[("run folder", s.path) for s in sources]
+        + [("history source", Path(h)) for h in history or () if not is_hub_uri(str(h))],
+    )
     seen: dict[Path, str] = {}
     for s in sources:
         key = Path(os.path.realpath(s.path))  # not Path.resolve(): a link to itself raises RuntimeError there
@@ -96,14 +105,25 @@ def build_report(
         from pytest_pstbench.report.history import history_section
 
         sections = (history_section(read_history(history, say=progress), [str(h) for h in history]),)
-    given = frozenset(o for o, v in (("--max-pairs", max_pairs), ("--max-tasks", max_tasks), ("--worst", worst))
-                      if v is not None)
-    request = ReportRequest(sources, out, GENERATOR, page_css(), thumb_size,
-                            max_pairs=DEFAULT_MAX_PAIRS if max_pairs is None else max_pairs,
-                            max_tasks=DEFAULT_MAX_TASKS if max_tasks is None else max_tasks, given=given,
-                            worst=DEFAULT_WORST if worst is None else worst,
-                            sensitivity=sensitivity, track_spec=track_spec, protocol_spec=protocol_spec, progress=progress,
-                            sections=sections)
+    given = frozenset(
+        o for o, v in (("--max-pairs", max_pairs), ("--max-tasks", max_tasks), ("--worst", worst)) if v is not None
+    )
+    request = ReportRequest(
+        sources,
+        out,
+        GENERATOR,
+        page_css(),
+        thumb_size,
+        max_pairs=DEFAULT_MAX_PAIRS if max_pairs is None else max_pairs,
+        max_tasks=DEFAULT_MAX_TASKS if max_tasks is None else max_tasks,
+        given=given,
+        worst=DEFAULT_WORST if worst is None else worst,
+        sensitivity=sensitivity,
+        track_spec=track_spec,
+        protocol_spec=protocol_spec,
+        progress=progress,
+        sections=sections,
+    )
     return spec(kind).load("html_report")(request)
 
 
@@ -113,8 +133,10 @@ def paired_report(request) -> Path:
     from pytest_pstbench.paired.compare import PAIRED_RUNS
 
     if "--max-tasks" in request.given:
-        raise UserError(f"--max-tasks {request.max_tasks}: bounds the tasks of a page of selection runs, and these are "
-                        "paired runs; fix: use --max-pairs N")
+        raise UserError(
+            f"--max-tasks {request.max_tasks}: bounds the tasks of a page of selection runs, and these are "
+            "paired runs; fix: use --max-pairs N"
+        )
     sources, out, sensitivity, protocol_spec = request.sources, request.out, request.sensitivity, request.protocol_spec
     progress, thumb_size = request.progress, request.thumb_size
     max_pairs, worst = request.max_pairs, request.worst
@@ -125,8 +147,9 @@ def paired_report(request) -> Path:
         check_same_setting(runs)
 
     # the one validating reader of run folders (core.store.reader), its checks after the report's own
-    _kind, runs, protocol = read_runs([s.path for s in sources], protocol_spec=protocol_spec, kind=PAIRED_RUNS,
-                                      check=one_setting)
+    _kind, runs, protocol = read_runs(
+        [s.path for s in sources], protocol_spec=protocol_spec, kind=PAIRED_RUNS, check=one_setting
+    )
     page = build_page(runs, max_pairs, protocol)
     page.published = [s.uri is not None for s in sources]  # their paths are read inside the run folder only
     page.thumb_size = thumb_size
@@ -163,8 +186,10 @@ def one_kind(sources) -> str:
             first.setdefault(k, s)
     if len(first) > 1:
         (ka, a), (kb, b) = list(first.items())[:2]
-        raise UserError(f"{b}: is a {kb} run but {a} is a {ka} run; one report shows runs of one kind, track and "
-                        f"protocol; fix: report the {ka} runs and the {kb} runs in two calls, each with its own --out")
+        raise UserError(
+            f"{b}: is a {kb} run but {a} is a {ka} run; one report shows runs of one kind, track and "
+            f"protocol; fix: report the {ka} runs and the {kb} runs in two calls, each with its own --out"
+        )
     return runs_kind([s.path for s in sources])
 
 
@@ -194,4 +219,3 @@ def _check_out_dir(out: Path) -> None:
             f"--out {out}: folder is not empty and holds no earlier pstbench report (it is replaced as a whole); "
             "fix: give a new or empty folder"
         )
-

@@ -1,5 +1,6 @@
 """Figures of `pstbench report` (matplotlib, extra `[report]`, imported when drawn): one per metric,
 and the Kendall tau heatmap and rank bump charts of the sensitivity section."""
+
 from __future__ import annotations
 
 import functools
@@ -51,7 +52,6 @@ def _jitter(i: int) -> float:
     return ((i * 0.6180339887498949) % 1.0) - 0.5
 
 
-
 # ---- figures -----------------------------------------------------------------------------------
 @_literal_text
 def metric_figures(page: Page, stage: Path) -> None:
@@ -67,13 +67,42 @@ def metric_figures(page: Page, stage: Path) -> None:
             values = [v.get(metric.name) for v in run.scores.values()]
             values = [v for v in values if v is not None and math.isfinite(v)]
             if values:
-                ax.scatter(values, [y + 0.32 * _jitter(k) for k in range(len(values))], s=9, color="#8a8f98", alpha=0.55, linewidths=0, zorder=1)
+                ax.scatter(
+                    values,
+                    [y + 0.32 * _jitter(k) for k in range(len(values))],
+                    s=9,
+                    color="#8a8f98",
+                    alpha=0.55,
+                    linewidths=0,
+                    zorder=1,
+                )
             entry = run.summary["metrics"].get(metric.name, {})
             mean, lo, hi = entry_value(entry), entry.get("ci_low"), entry.get("ci_high")
             if mean is not None:
                 xerr = [[mean - lo], [hi - mean]] if lo is not None and hi is not None else None
-                ax.errorbar([mean], [y], xerr=xerr, fmt="D", color=page.colors[label], ecolor=page.colors[label], elinewidth=2.2, capsize=5, markersize=7, zorder=3)
-                ax.annotate(metric.fmt(mean), (mean, y), xytext=(0, 7), textcoords="offset points", ha="center", va="bottom", fontsize=8, color=page.colors[label], fontweight="bold")
+                ax.errorbar(
+                    [mean],
+                    [y],
+                    xerr=xerr,
+                    fmt="D",
+                    color=page.colors[label],
+                    ecolor=page.colors[label],
+                    elinewidth=2.2,
+                    capsize=5,
+                    markersize=7,
+                    zorder=3,
+                )
+                ax.annotate(
+                    metric.fmt(mean),
+                    (mean, y),
+                    xytext=(0, 7),
+                    textcoords="offset points",
+                    ha="center",
+                    va="bottom",
+                    fontsize=8,
+                    color=page.colors[label],
+                    fontweight="bold",
+                )
         ax.set_yticks(range(n))
         ax.set_yticklabels([short(label) for label in reversed(page.labels)])
         ax.set_ylim(-0.6, n - 0.4)
@@ -87,8 +116,6 @@ def metric_figures(page: Page, stage: Path) -> None:
         rel = f"figures/metric_{i + 1:02d}_{_safe(metric.name)}.png"
         _save(fig, stage / rel)
         page.figures.append((metric, rel))
-
-
 
 
 @_literal_text
@@ -147,7 +174,9 @@ def sensitivity_figures(page: Page, stage: Path) -> None:
         fig = Figure(figsize=(min(6.6, 2.6 + 0.4 * len(variants)), 2.2 + 0.42 * len(methods)), dpi=100)
         ax = fig.add_subplot()
         base_order = [str(x) for x in a["rankings"].get(variants[0], {}).get(m, [])]
-        for method in sorted(methods, key=lambda x: (base_order.index(x) if x in base_order else len(methods), methods.index(x))):
+        for method in sorted(
+            methods, key=lambda x: (base_order.index(x) if x in base_order else len(methods), methods.index(x))
+        ):
             pts = []
             for k in xs:
                 pts.append((k, ranks_of(a, variants[k], m).get(method)))
@@ -159,7 +188,9 @@ def sensitivity_figures(page: Page, stage: Path) -> None:
         ax.set_yticks(range(1, len(methods) + 1))
         ax.set_ylabel("rank (1 = best)", fontsize=8.5)
         ax.set_xticks(range(len(variants)))
-        ax.set_xticklabels([short(v, 24) for v in variants], rotation=55, ha="right", rotation_mode="anchor", fontsize=7.5)
+        ax.set_xticklabels(
+            [short(v, 24) for v in variants], rotation=55, ha="right", rotation_mode="anchor", fontsize=7.5
+        )
         ax.set_xlim(-0.5, len(variants) - 0.5)
         ax.grid(axis="y", color="#e3e5e8")
         ax.set_title(f"{labels[i]}  rank per variant", fontsize=10.5, loc="left")
@@ -170,4 +201,3 @@ def sensitivity_figures(page: Page, stage: Path) -> None:
         rel = f"figures/sensitivity_rank_{i + 1:02d}_{_safe(m)}.png"
         _save(fig, stage / rel)
         page.sensitivity_figures[m] = rel
-

@@ -5,6 +5,7 @@ green: better), a dashed line where a new segment starts (another protocol, trac
 `history_section` makes the same plots and the step list a section of `pstbench report`'s page (`--history
 SOURCE...`): a `core.kinds.PageSection` the frame hands to the runs' kind; every text of the history (commit
 messages, sources, reasons: a stranger's) is escaped."""
+
 from __future__ import annotations
 
 import re
@@ -35,10 +36,21 @@ def draw_history(h, metric: str) -> bytes:
                 continue
             low = e["mean"] - e["low"] if e["low"] is not None else 0.0
             high = e["high"] - e["mean"] if e["high"] is not None else 0.0
-            ax.errorbar([i], [e["mean"]], yerr=[[max(low, 0.0)], [max(high, 0.0)]], fmt="o", color="#1f77b4",
-                        ecolor="#7f7f7f", capsize=3)
+            ax.errorbar(
+                [i],
+                [e["mean"]],
+                yerr=[[max(low, 0.0)], [max(high, 0.0)]],
+                fmt="o",
+                color="#1f77b4",
+                ecolor="#7f7f7f",
+                capsize=3,
+            )
         for seg in sorted({p.segment for p in h.points}):
-            idx = [i for i, p in enumerate(h.points) if p.segment == seg and p.metrics.get(metric, {}).get("mean") is not None]
+            idx = [
+                i
+                for i, p in enumerate(h.points)
+                if p.segment == seg and p.metrics.get(metric, {}).get("mean") is not None
+            ]
             if len(idx) > 1:
                 ax.plot(idx, [h.points[i].metrics[metric]["mean"] for i in idx], "-", color="#1f77b4", alpha=0.5)
             if seg and idx:
@@ -52,8 +64,14 @@ def draw_history(h, metric: str) -> bytes:
                 continue
             color = "#d62728" if s["direction"] == "worse" else "#2ca02c"
             ax.axvspan(i - 0.5, i + 0.5, color=color, alpha=0.15)
-            ax.annotate(f"{s['direction']} (p_holm {s['p_holm']:.2g})", (i, h.points[i].metrics[metric]["mean"]),
-                        textcoords="offset points", xytext=(4, 8), fontsize=7, color=color)
+            ax.annotate(
+                f"{s['direction']} (p_holm {s['p_holm']:.2g})",
+                (i, h.points[i].metrics[metric]["mean"]),
+                textcoords="offset points",
+                xytext=(4, 8),
+                fontsize=7,
+                color=color,
+            )
         ax.set_xticks(range(len(labels)))
         ax.set_xticklabels(labels, rotation=60, fontsize=7, ha="right")
         ax.set_title(f"{metric}: value and interval per point", fontsize=10)
@@ -71,9 +89,13 @@ def write_history_plots(h, folder) -> list[Path]:
     from pytest_pstbench.core.files.write import staging_dir, swap_dir_into_place
 
     folder = Path(folder)
-    if folder.exists() and (not folder.is_dir() or any(not (f.is_file() and f.suffix == ".png") for f in folder.iterdir())):
-        raise UserError(f"--plot {folder}: exists and holds other things than PNG files, which the plots would replace; "
-                        "fix: give a new folder (or one written by --plot before)")
+    if folder.exists() and (
+        not folder.is_dir() or any(not (f.is_file() and f.suffix == ".png") for f in folder.iterdir())
+    ):
+        raise UserError(
+            f"--plot {folder}: exists and holds other things than PNG files, which the plots would replace; "
+            "fix: give a new folder (or one written by --plot before)"
+        )
     metrics = list(dict.fromkeys(m for p in h.points for m in p.metrics))
     fix = "give --plot a writable folder"
     with staging_dir(folder, what="write the history plots", fix=fix, tag="plot") as stage:
@@ -84,7 +106,9 @@ def write_history_plots(h, folder) -> list[Path]:
         try:
             swap_dir_into_place(stage, folder)
         except OSError as exc:
-            raise UserError(f"--plot {folder}: cannot put the plots in place ({exc.strerror or exc}); fix: {fix}") from None
+            raise UserError(
+                f"--plot {folder}: cannot put the plots in place ({exc.strerror or exc}); fix: {fix}"
+            ) from None
     return names
 
 
@@ -102,33 +126,50 @@ def history_section(h, sources):
 
     def where(d) -> str:
         commit = d.get("commit")
-        return f'<code title="{esc(commit)}">{esc(commit[:7])}</code>' if commit else f"<code>{esc(d.get('source'))}</code>"
+        return (
+            f'<code title="{esc(commit)}">{esc(commit[:7])}</code>'
+            if commit
+            else f"<code>{esc(d.get('source'))}</code>"
+        )
 
     def num(x, fmt=".4g") -> str:
         return "–" if x is None else esc(format(x, fmt))
 
     segments = len(h.breaks) + 1
     w('<section id="history"><h2>History</h2>')
-    w(f'<p class="hint">{"The runs given in order" if len(sources) > 1 else "The versions of"} '
-      + ", ".join(f"<code>{esc(s)}</code>" for s in sources)
-      + f": {len(h.points)} point(s), {segments} segment(s), {len(h.tests)} test(s) between consecutive points "
-      f"(the protocol's paired test, Holm over all of them; alpha {esc(h.alpha)}). What "
-      "<code>pstbench history</code> gives on the same source.</p>")
-    w('<h3>Significant steps</h3>')
+    w(
+        f'<p class="hint">{"The runs given in order" if len(sources) > 1 else "The versions of"} '
+        + ", ".join(f"<code>{esc(s)}</code>" for s in sources)
+        + f": {len(h.points)} point(s), {segments} segment(s), {len(h.tests)} test(s) between consecutive points "
+        f"(the protocol's paired test, Holm over all of them; alpha {esc(h.alpha)}). What "
+        "<code>pstbench history</code> gives on the same source.</p>"
+    )
+    w("<h3>Significant steps</h3>")
     if h.steps:
-        w('<table id="history-steps"><thead><tr><th>metric</th><th>direction</th><th class="num">mean diff (later - earlier)</th>'
-          '<th>at</th><th>date</th><th>message</th><th class="num">p</th><th class="num">p_holm</th></tr></thead><tbody>')
+        w(
+            '<table id="history-steps"><thead><tr><th>metric</th><th>direction</th><th class="num">mean diff (later - earlier)</th>'
+            '<th>at</th><th>date</th><th>message</th><th class="num">p</th><th class="num">p_holm</th></tr></thead><tbody>'
+        )
         for s in h.steps:
-            attrs = "".join(f' data-{k}="{esc(s[k] if s[k] is not None else "")}"' for k in ("commit", "source", "metric", "direction"))
-            attrs += "".join(f' data-{k.replace("_", "-")}="{esc(repr(float(s[k])))}"' for k in ("mean_diff", "p", "p_holm"))
-            w(f'<tr class="step {esc(s["direction"])}"{attrs}><td>{esc(s["metric"])}</td><td>{esc(s["direction"])}</td>'
-              f'<td class="num">{num(s["mean_diff"])}</td><td>{where(s)}</td><td>{esc((s["date"] or "")[:10])}</td>'
-              f'<td>{esc(s["message"] or "")}</td><td class="num">{num(s["p"], ".3g")}</td><td class="num">{num(s["p_holm"], ".3g")}</td></tr>')
+            attrs = "".join(
+                f' data-{k}="{esc(s[k] if s[k] is not None else "")}"'
+                for k in ("commit", "source", "metric", "direction")
+            )
+            attrs += "".join(
+                f' data-{k.replace("_", "-")}="{esc(repr(float(s[k])))}"' for k in ("mean_diff", "p", "p_holm")
+            )
+            w(
+                f'<tr class="step {esc(s["direction"])}"{attrs}><td>{esc(s["metric"])}</td><td>{esc(s["direction"])}</td>'
+                f'<td class="num">{num(s["mean_diff"])}</td><td>{where(s)}</td><td>{esc((s["date"] or "")[:10])}</td>'
+                f'<td>{esc(s["message"] or "")}</td><td class="num">{num(s["p"], ".3g")}</td><td class="num">{num(s["p_holm"], ".3g")}</td></tr>'
+            )
         w("</tbody></table>")
     else:
         w('<p id="history-steps">no significant step</p>')
-    w('<h3>Figures</h3><p class="hint">Per metric each point\'s value and interval; a step marked red (worse) or green '
-      '(better); a dashed line where a new segment starts.</p><div class="figs">')
+    w(
+        '<h3>Figures</h3><p class="hint">Per metric each point\'s value and interval; a step marked red (worse) or green '
+        '(better); a dashed line where a new segment starts.</p><div class="figs">'
+    )
     for (rel, _data), m in zip(files, metrics):
         w(f'<a href="{esc(rel)}"><img src="{esc(rel)}" alt="{esc(m)}: value and interval per point"></a>')
     w("</div>")
@@ -140,13 +181,22 @@ def history_section(h, sources):
             w("</ul>")
     if h.notes or h.said:
         w('<ul class="notes" id="history-notes">' + "".join(f"<li>{esc(n)}</li>" for n in h.notes + h.said) + "</ul>")
-    w(f"<details><summary>Points ({len(h.points)})</summary><table id=\"history-points\"><thead><tr><th>at</th><th>date</th>"
-      "<th>message</th><th class=\"num\">segment</th>" + "".join(f'<th class="num">{esc(m)}</th>' for m in metrics)
-      + "</tr></thead><tbody>")
+    w(
+        f'<details><summary>Points ({len(h.points)})</summary><table id="history-points"><thead><tr><th>at</th><th>date</th>'
+        '<th>message</th><th class="num">segment</th>'
+        + "".join(f'<th class="num">{esc(m)}</th>' for m in metrics)
+        + "</tr></thead><tbody>"
+    )
     for p in h.points:
-        cells = "".join(f'<td class="num">{num(p.metrics[m]["mean"])} [{num(p.metrics[m]["low"])}, {num(p.metrics[m]["high"])}]</td>'
-                        if m in p.metrics else '<td class="num">–</td>' for m in metrics)
-        w(f"<tr><td>{where({'commit': p.commit if p.date is not None else None, 'source': p.source})}</td>"
-          f"<td>{esc((p.date or '')[:10])}</td><td>{esc(p.message or '')}</td><td class=\"num\">{p.segment}</td>{cells}</tr>")
+        cells = "".join(
+            f'<td class="num">{num(p.metrics[m]["mean"])} [{num(p.metrics[m]["low"])}, {num(p.metrics[m]["high"])}]</td>'
+            if m in p.metrics
+            else '<td class="num">–</td>'
+            for m in metrics
+        )
+        w(
+            f"<tr><td>{where({'commit': p.commit if p.date is not None else None, 'source': p.source})}</td>"
+            f'<td>{esc((p.date or "")[:10])}</td><td>{esc(p.message or "")}</td><td class="num">{p.segment}</td>{cells}</tr>'
+        )
     w("</tbody></table></details></section>")
     return PageSection("history", "History", "\n".join(out), files)

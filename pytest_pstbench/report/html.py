@@ -1,5 +1,6 @@
 """The HTML renderer of `pstbench report`: the page model to one self-contained index.html (CSS inline,
 read from page.css in this package, every link relative)."""
+
 from __future__ import annotations
 
 import json
@@ -54,9 +55,11 @@ def render(page: Page) -> str:
     w(f'<meta name="generator" content="{GENERATOR}">')
     w('<meta name="viewport" content="width=device-width, initial-scale=1">')
     w(f"<title>{esc(title)}</title><style>\n{page_css()}</style></head><body>")
-    w(f"<header><h1>{esc(title)}</h1><div class=\"meta\">protocol <code>{esc(page.protocol_id)}</code> "
-      f"(sha256 <code>{esc(page.protocol_sha256[:12])}</code>) · dataset <code>{esc(page.dataset_id)}@{esc(page.revision)}</code> · "
-      f"{len(page.runs)} run(s) · {len(page.pair_ids)} pair(s)</div></header>")
+    w(
+        f'<header><h1>{esc(title)}</h1><div class="meta">protocol <code>{esc(page.protocol_id)}</code> '
+        f"(sha256 <code>{esc(page.protocol_sha256[:12])}</code>) · dataset <code>{esc(page.dataset_id)}@{esc(page.revision)}</code> · "
+        f"{len(page.runs)} run(s) · {len(page.pair_ids)} pair(s)</div></header>"
+    )
     nav = [("summary", "Summary"), ("figures", "Figures")]
     if page.sensitivity is not None:
         nav.append(("sensitivity", "Sensitivity"))
@@ -68,8 +71,10 @@ def render(page: Page) -> str:
         nav.append(("notes", f"Notes ({len(page.notes)})"))
     w("<nav>" + "".join(f'<a href="#{a}">{esc(t)}</a>' for a, t in nav) + "</nav><main>")
     if page.notes:
-        w(f'<p class="notes" style="margin-top:18px">{len(page.notes)} note(s) on this report (e.g. images that could not be '
-          'shown): see <a href="#notes">Notes</a>.</p>')
+        w(
+            f'<p class="notes" style="margin-top:18px">{len(page.notes)} note(s) on this report (e.g. images that could not be '
+            'shown): see <a href="#notes">Notes</a>.</p>'
+        )
     _render_summary(page, w)
     _render_figures(page, w)
     if page.sensitivity is not None:
@@ -94,8 +99,10 @@ def _render_summary(page: Page, w) -> None:
     if page.interval:
         ci = f"{page.confidence:.0%} {page.interval}" if page.confidence else page.interval
     w('<section id="summary"><h2>Summary</h2>')
-    w(f'<p class="hint">Mean over pairs ± pm (half the width of the {esc(ci)}). Best mean per ranked metric highlighted; '
-      "↑ higher is better, ↓ lower is better.</p>")
+    w(
+        f'<p class="hint">Mean over pairs ± pm (half the width of the {esc(ci)}). Best mean per ranked metric highlighted; '
+        "↑ higher is better, ↓ lower is better.</p>"
+    )
     w('<table id="summary-table"><thead><tr><th>method</th>')
     for m in page.metrics:
         note = "" if m.ranked else ' <span class="dim">(not ranked)</span>'
@@ -121,7 +128,9 @@ def _complete_badge(run) -> str:
 
 def _render_figures(page: Page, w) -> None:
     w('<section id="figures"><h2>Figures</h2>')
-    w('<p class="hint">Per metric: each grey dot is one pair; the diamond is the mean and the bar its bootstrap CI.</p><div class="figs">')
+    w(
+        '<p class="hint">Per metric: each grey dot is one pair; the diamond is the mean and the bar its bootstrap CI.</p><div class="figs">'
+    )
     for metric, rel in page.figures:
         alt = f"{metric.label} {metric.arrow} per method: mean and CI"
         w(f'<a href="{esc(rel)}"><img src="{esc(rel)}" alt="{esc(alt)}"></a>')
@@ -136,17 +145,27 @@ def _img_cell(page: Page, img: Image, role: str, height: int, caption_html: str 
     else:
         inner = f'<div class="placeholder">{esc(img.missing or "not available")}</div>'
     warn = f'<br><span class="badge warnbadge">{esc(img.warning)}</span>' if img.warning else ""
-    return (f'<figure class="cell" style="width:{size}px"><div class="frame" style="width:{size}px;height:{height}px">{inner}</div>'
-            f"<figcaption>{caption_html}{warn}</figcaption></figure>")
+    return (
+        f'<figure class="cell" style="width:{size}px"><div class="frame" style="width:{size}px;height:{height}px">{inner}</div>'
+        f"<figcaption>{caption_html}{warn}</figcaption></figure>"
+    )
 
 
 def _render_pairs(page: Page, w) -> None:
     w('<section id="pairs"><h2>Pairs</h2>')
     shown = len(page.shown)
-    extra = "" if shown == len(page.pair_ids) else f" Showing the first {shown} of {len(page.pair_ids)} pairs (--max-pairs)."
-    w(f'<p class="hint">Content, style and reference, then each method\'s output with its scores for this pair '
-      f"(best per ranked metric highlighted).{esc(extra)}</p>")
-    failures = [{f.get("pair"): f.get("message") for f in r.run.get("failures") or [] if isinstance(f, dict)} for r in page.runs]
+    extra = (
+        ""
+        if shown == len(page.pair_ids)
+        else f" Showing the first {shown} of {len(page.pair_ids)} pairs (--max-pairs)."
+    )
+    w(
+        f'<p class="hint">Content, style and reference, then each method\'s output with its scores for this pair '
+        f"(best per ranked metric highlighted).{esc(extra)}</p>"
+    )
+    failures = [
+        {f.get("pair"): f.get("message") for f in r.run.get("failures") or [] if isinstance(f, dict)} for r in page.runs
+    ]
     for k, pid in enumerate(page.shown):
         w(f'<div class="pair"><h3 id="{pair_anchor(k)}">{esc(pid)}</h3><div class="row">')
         keys = [(pid, role) for role in ("content", "style", "reference")] + [(pid, i) for i in range(len(page.runs))]
@@ -162,7 +181,9 @@ def _render_pairs(page: Page, w) -> None:
             if pid in run.scores:
                 if all(v is None for v in run.scores[pid].values()):
                     msg = failures[i].get(pid) or "this pair failed"
-                    cap += f'<br><span class="badge no">failed</span> <span class="dim">{esc(short(str(msg), 160))}</span>'
+                    cap += (
+                        f'<br><span class="badge no">failed</span> <span class="dim">{esc(short(str(msg), 160))}</span>'
+                    )
                 else:
                     rows = []
                     for m in page.metrics:
@@ -191,8 +212,10 @@ def _fmt_p(p) -> str:
 
 
 def _pair_rows_table(a: dict, rows: list, table_id: str, w) -> None:
-    w(f'<table id="{esc(table_id)}"><thead><tr><th>variant</th><th>metric</th><th>methods</th><th>protocol order</th>'
-      '<th>variant order</th><th class="num">p (protocol, Holm)</th><th class="num">p (variant, Holm)</th></tr></thead><tbody>')
+    w(
+        f'<table id="{esc(table_id)}"><thead><tr><th>variant</th><th>metric</th><th>methods</th><th>protocol order</th>'
+        '<th>variant order</th><th class="num">p (protocol, Holm)</th><th class="num">p (variant, Holm)</th></tr></thead><tbody>'
+    )
 
     def p_cell(p, flag):
         badge = ' <span class="badge no">significant</span>' if flag else ""
@@ -202,10 +225,12 @@ def _pair_rows_table(a: dict, rows: list, table_id: str, w) -> None:
         metric = a["metrics"].get(s.get("metric"), {})
         sig = bool(s.get("base_significant")) or bool(s.get("variant_significant"))
         row_cls = ' class="sig"' if sig else ""
-        w(f'<tr{row_cls}><td>{esc(s.get("variant"))}</td><td>{esc(metric.get("label", s.get("metric")))}</td>'
-          f'<td>{esc(s.get("a"))} vs {esc(s.get("b"))}</td><td>{esc(_order_text(s.get("base_order", "")))}</td>'
-          f'<td>{esc(_order_text(s.get("variant_order", "")))}</td>'
-          f'{p_cell(s.get("base_p_holm"), s.get("base_significant"))}{p_cell(s.get("variant_p_holm"), s.get("variant_significant"))}</tr>')
+        w(
+            f"<tr{row_cls}><td>{esc(s.get('variant'))}</td><td>{esc(metric.get('label', s.get('metric')))}</td>"
+            f"<td>{esc(s.get('a'))} vs {esc(s.get('b'))}</td><td>{esc(_order_text(s.get('base_order', '')))}</td>"
+            f"<td>{esc(_order_text(s.get('variant_order', '')))}</td>"
+            f"{p_cell(s.get('base_p_holm'), s.get('base_significant'))}{p_cell(s.get('variant_p_holm'), s.get('variant_significant'))}</tr>"
+        )
     w("</tbody></table>")
 
 
@@ -215,28 +240,36 @@ def _render_sensitivity(page: Page, w) -> None:
     base = variants[0]["id"]
     methods = [str(m) for m in a["methods"]]
     w('<section id="sensitivity"><h2>Protocol sensitivity</h2>')
-    w(f'<p class="hint">From <code>{esc(Path(page.sensitivity_path) / ANALYSIS_FILE)}</code>: every method scored under each '
-      f"evaluation variant; ranks compared with the protocol's (<code>{esc(base)}</code>) by Kendall τ. "
-      "In the heatmap, * marks a variant and metric with a swapped pair of methods whose difference is significant "
-      "(Holm-adjusted) under the protocol or the variant; n/a: the variant is unavailable for that metric. "
-      "Below, changed ranks are highlighted (▲ better, ▼ worse than under the protocol; the variant's description and "
-      "each aggregate on hover; the variants are described at the end of this section).</p>")
+    w(
+        f'<p class="hint">From <code>{esc(Path(page.sensitivity_path) / ANALYSIS_FILE)}</code>: every method scored under each '
+        f"evaluation variant; ranks compared with the protocol's (<code>{esc(base)}</code>) by Kendall τ. "
+        "In the heatmap, * marks a variant and metric with a swapped pair of methods whose difference is significant "
+        "(Holm-adjusted) under the protocol or the variant; n/a: the variant is unavailable for that metric. "
+        "Below, changed ranks are highlighted (▲ better, ▼ worse than under the protocol; the variant's description and "
+        "each aggregate on hover; the variants are described at the end of this section).</p>"
+    )
     if "tau" in page.sensitivity_figures:
         rel = page.sensitivity_figures["tau"]
-        w(f'<div class="figs wide"><a href="{esc(rel)}"><img src="{esc(rel)}" alt="Kendall tau per variant and metric"></a></div>')
+        w(
+            f'<div class="figs wide"><a href="{esc(rel)}"><img src="{esc(rel)}" alt="Kendall tau per variant and metric"></a></div>'
+        )
     swaps = a["swaps"]
     w("<h3>Swapped pairs</h3>")
     if not swaps:
         w('<p class="hint">No pair of methods changes order under any variant.</p>')
     else:
-        w('<p class="hint">Pairs of methods whose order differs from the protocol\'s; rows with a significant paired difference '
-          "(Holm-adjusted) under the protocol or the variant are highlighted.</p>")
+        w(
+            '<p class="hint">Pairs of methods whose order differs from the protocol\'s; rows with a significant paired difference '
+            "(Holm-adjusted) under the protocol or the variant are highlighted.</p>"
+        )
         _pair_rows_table(a, swaps, "swaps", w)
     changes = a.get("significance_changes")
     if isinstance(changes, list) and changes and all(isinstance(s, dict) for s in changes):
         w("<h3>Same order, significance changed</h3>")
-        w('<p class="hint">Pairs of methods in the same order under the protocol and the variant, but significantly different '
-          "under only one of them.</p>")
+        w(
+            '<p class="hint">Pairs of methods in the same order under the protocol and the variant, but significantly different '
+            "under only one of them.</p>"
+        )
         _pair_rows_table(a, changes, "significance-changes", w)
     w("<h3>Ranks per variant</h3>")
     unavailable = {(u["variant"], u["metric"]): u["reason"] for u in a["unavailable"]}
@@ -247,11 +280,11 @@ def _render_sensitivity(page: Page, w) -> None:
         base_ranks = ranks_of(a, base, m) or {}
         changed_any = any(ranks_of(a, v["id"], m) not in (None, base_ranks) for v in variants[1:])
         status = "rank changes" if changed_any else "no rank change"
-        w(f'<details{" open" if changed_any else ""}><summary>{esc(heading)} · {esc(status)}</summary>')
+        w(f"<details{' open' if changed_any else ''}><summary>{esc(heading)} · {esc(status)}</summary>")
         cols = base_order + [x for x in methods if x not in base_order]
         w('<div class="rankrow"><table class="ranks"><thead><tr><th>variant</th>')
         for x in cols:
-            w(f"<th class=\"num\">{_swatch(page, x)}{esc(x)}</th>")
+            w(f'<th class="num">{_swatch(page, x)}{esc(x)}</th>')
         w('<th class="num">Kendall τ</th><th class="num">p</th></tr></thead><tbody>')
         for v in variants:
             vid = v["id"]
@@ -279,29 +312,42 @@ def _render_sensitivity(page: Page, w) -> None:
             t = a["kendall_tau"].get(vid, {}).get(m, {})
             tau = t.get("tau") if isinstance(t, dict) else None
             tau_txt = f"{tau:.3f}" if isinstance(tau, (int, float)) and math.isfinite(tau) else "–"
-            w(f'<td class="num">{esc(tau_txt)}</td><td class="num">{esc(_fmt_p(t.get("pvalue") if isinstance(t, dict) else None))}</td></tr>')
+            w(
+                f'<td class="num">{esc(tau_txt)}</td><td class="num">{esc(_fmt_p(t.get("pvalue") if isinstance(t, dict) else None))}</td></tr>'
+            )
         w("</tbody></table>")
         if m in page.sensitivity_figures:
             rel = page.sensitivity_figures[m]
-            w(f'<div class="figs wide"><a href="{esc(rel)}"><img src="{esc(rel)}" alt="{esc(heading)} rank per variant"></a></div>')
+            w(
+                f'<div class="figs wide"><a href="{esc(rel)}"><img src="{esc(rel)}" alt="{esc(heading)} rank per variant"></a></div>'
+            )
         w("</div></details>")
     if a["unavailable"]:
-        w("<h3>Unavailable variants</h3><table><thead><tr><th>variant</th><th>metric</th><th>reason</th></tr></thead><tbody>")
+        w(
+            "<h3>Unavailable variants</h3><table><thead><tr><th>variant</th><th>metric</th><th>reason</th></tr></thead><tbody>"
+        )
         for u in a["unavailable"]:
             label = a["metrics"].get(u["metric"], {}).get("label", u["metric"])
             w(f"<tr><td><code>{esc(u['variant'])}</code></td><td>{esc(label)}</td><td>{esc(u['reason'])}</td></tr>")
         w("</tbody></table>")
-    w("<h3>Variants</h3><table id=\"variants\"><thead><tr><th>variant</th><th>description</th><th>changes</th><th>file</th></tr></thead><tbody>")
+    w(
+        '<h3>Variants</h3><table id="variants"><thead><tr><th>variant</th><th>description</th><th>changes</th><th>file</th></tr></thead><tbody>'
+    )
     for v in variants:
         changes = v.get("changes")
         ch = json.dumps(changes, ensure_ascii=False, sort_keys=True) if changes not in (None, {}, []) else "–"
-        w(f"<tr><td><code>{esc(v['id'])}</code></td><td>{esc(v.get('description') or '')}</td>"
-          f"<td><code>{esc(ch)}</code></td><td><code>{esc(v.get('file') or '')}</code></td></tr>")
+        w(
+            f"<tr><td><code>{esc(v['id'])}</code></td><td>{esc(v.get('description') or '')}</td>"
+            f"<td><code>{esc(ch)}</code></td><td><code>{esc(v.get('file') or '')}</code></td></tr>"
+        )
     w("</tbody></table>")
     timings = a.get("timings")
     if timings:
-        w("<details><summary>Timings</summary><pre><code>"
-          + esc(json.dumps(timings, indent=2, ensure_ascii=False, sort_keys=True)) + "</code></pre></details>")
+        w(
+            "<details><summary>Timings</summary><pre><code>"
+            + esc(json.dumps(timings, indent=2, ensure_ascii=False, sort_keys=True))
+            + "</code></pre></details>"
+        )
     w("</section>")
 
 
@@ -318,13 +364,17 @@ def _render_provenance(page: Page, w) -> None:
     w(f"<tr><th>protocol</th><td><code>{esc(page.protocol_id)}</code></td></tr>")
     w(f"<tr><th>protocol sha256</th><td><code>{esc(page.protocol_sha256)}</code></td></tr>")
     w(f"<tr><th>track</th><td><code>{esc(page.track_id)}</code></td></tr>")
-    w(f"<tr><th>dataset</th><td><code>{esc(page.dataset_id)}</code> revision <code>{esc(page.revision)}</code>"
-      f" (source: {esc(run_field(first, 'dataset', 'source') or '–')})</td></tr>")
+    w(
+        f"<tr><th>dataset</th><td><code>{esc(page.dataset_id)}</code> revision <code>{esc(page.revision)}</code>"
+        f" (source: {esc(run_field(first, 'dataset', 'source') or '–')})</td></tr>"
+    )
     w("</table>")
-    for i, (run, label) in enumerate(zip(page.runs, page.labels)):
-        w(f"<h3>{_swatch(page, label)}{esc(label)}</h3><table class=\"kv\">")
+    for _i, (run, label) in enumerate(zip(page.runs, page.labels)):
+        w(f'<h3>{_swatch(page, label)}{esc(label)}</h3><table class="kv">')
         w(f"<tr><th>run folder</th><td><code>{esc(run.path)}</code></td></tr>")
-        w(f"<tr><th>complete</th><td>{_complete_badge(run)} {esc(run.run.get('n_scored'))} of {esc(run.run.get('n_pairs'))} pairs scored</td></tr>")
+        w(
+            f"<tr><th>complete</th><td>{_complete_badge(run)} {esc(run.run.get('n_scored'))} of {esc(run.run.get('n_pairs'))} pairs scored</td></tr>"
+        )
         method = run.run.get("method") or {}
         if isinstance(method, dict) and method:
             items = "".join(f"<div><b>{esc(k)}</b>: {_kv_value(v)}</div>" for k, v in sorted(method.items()))
@@ -334,7 +384,7 @@ def _render_provenance(page: Page, w) -> None:
         devs = run.run.get("deviations") or []
         if devs:
             dv = "".join(
-                f"<div><span class=\"badge warnbadge\">{esc(d.get('kind', '?') if isinstance(d, dict) else d)}</span> "
+                f'<div><span class="badge warnbadge">{esc(d.get("kind", "?") if isinstance(d, dict) else d)}</span> '
                 f"{_kv_value({k: v for k, v in d.items() if k != 'kind'} if isinstance(d, dict) else '')}</div>"
                 for d in devs
             )
@@ -343,7 +393,9 @@ def _render_provenance(page: Page, w) -> None:
         w(f"<tr><th>deviations</th><td>{dv}</td></tr>")
         fails = run.run.get("failures") or []
         if fails:
-            fl = "".join(f"<div><b>{esc(f.get('pair'))}</b>: {esc(f.get('message'))}</div>" for f in fails if isinstance(f, dict))
+            fl = "".join(
+                f"<div><b>{esc(f.get('pair'))}</b>: {esc(f.get('message'))}</div>" for f in fails if isinstance(f, dict)
+            )
             w(f"<tr><th>failures</th><td>{fl}</td></tr>")
         for key in ("command", "created"):
             if run.run.get(key):
@@ -351,6 +403,6 @@ def _render_provenance(page: Page, w) -> None:
         env = run.run.get("environment") or {}
         if isinstance(env, dict) and env:
             parts = [f"{k} {v}" for k, v in env.items() if isinstance(v, (str, int, float)) and k != "platform"]
-            w(f"<tr><th>environment</th><td class=\"dim\">{esc(' · '.join(parts))}</td></tr>")
+            w(f'<tr><th>environment</th><td class="dim">{esc(" · ".join(parts))}</td></tr>')
         w("</table>")
     w("</section>")

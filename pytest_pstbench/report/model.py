@@ -3,6 +3,7 @@ labels, and the sensitivity analysis (`pstbench sensitivity`'s analysis.json) va
 
 Only the standard library is imported (numpy, through aggregation, when a value is read).
 """
+
 from __future__ import annotations
 
 import json
@@ -72,7 +73,9 @@ class Page:
     pair_ids: list[str]
     shown: list[str]
     figures: list[tuple[MetricInfo, str]] = field(default_factory=list)
-    interval: str = ""  # "cluster bootstrap CI over N clusters" where the protocol resamples clusters (its summary says so)
+    interval: str = (
+        ""  # "cluster bootstrap CI over N clusters" where the protocol resamples clusters (its summary says so)
+    )
     pair_images: dict = field(default_factory=dict)  # (pair, role or run index) -> Image
     colors: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -81,8 +84,12 @@ class Page:
     sensitivity_path: str | None = None
     sensitivity_figures: dict = field(default_factory=dict)  # "tau" or metric -> relative path
     thumb_size: int = DEFAULT_THUMB_SIZE
-    published: list[bool] = field(default_factory=list)  # per run: pulled from the Hub (paths read inside its folder only)
-    worst: list = field(default_factory=list)  # report.worst.WorstSection per ranked metric (two or more runs, --worst N > 0)
+    published: list[bool] = field(
+        default_factory=list
+    )  # per run: pulled from the Hub (paths read inside its folder only)
+    worst: list = field(
+        default_factory=list
+    )  # report.worst.WorstSection per ranked metric (two or more runs, --worst N > 0)
     worst_n: int = 0  # --worst N
 
 
@@ -104,10 +111,14 @@ def check_paired(run) -> None:
     """Refuse a summary without per-metric entries (a run of a kind the report covers: `check_reportable`)."""
     metrics = run.summary.get("metrics")
     if not isinstance(metrics, dict) or not metrics:
-        raise UserError(f"{run.path / 'summary.json'}: has no `metrics` mapping, so it is not a paired run; fix: score the run again")
+        raise UserError(
+            f"{run.path / 'summary.json'}: has no `metrics` mapping, so it is not a paired run; fix: score the run again"
+        )
     for m, entry in metrics.items():
         if not isinstance(entry, dict) or "mean" not in entry or "higher_is_better" not in entry:
-            raise UserError(f"{run.path / 'summary.json'}: metrics.{m} lacks mean/higher_is_better; fix: score the run again")
+            raise UserError(
+                f"{run.path / 'summary.json'}: metrics.{m} lacks mean/higher_is_better; fix: score the run again"
+            )
 
 
 def build_page(runs, max_pairs: int, protocol) -> Page:
@@ -118,11 +129,19 @@ def build_page(runs, max_pairs: int, protocol) -> Page:
     notes: list[str] = []
     metrics: list[MetricInfo] = []
     for m, p in protocol.metrics.items():
-        metrics.append(MetricInfo(m, str(p["label"]), bool(p["higher_is_better"]), bool(p["ranked"]), int(p.get("decimals", 4))))
+        metrics.append(
+            MetricInfo(m, str(p["label"]), bool(p["higher_is_better"]), bool(p["ranked"]), int(p.get("decimals", 4)))
+        )
     confidence = protocol.aggregation.bootstrap.confidence
     pair_ids: list[str] = []
-    clustered = sorted({int(e.get("clusters") or 0) for r in runs for e in (r.summary.get("metrics") or {}).values()
-                        if isinstance(e, dict) and e.get("interval") == "cluster bootstrap"})
+    clustered = sorted(
+        {
+            int(e.get("clusters") or 0)
+            for r in runs
+            for e in (r.summary.get("metrics") or {}).values()
+            if isinstance(e, dict) and e.get("interval") == "cluster bootstrap"
+        }
+    )
     for r in runs:
         pair_ids += [p for p in r.scores if p not in pair_ids]
     shown = pair_ids if max_pairs == 0 else pair_ids[:max_pairs]
@@ -131,8 +150,11 @@ def build_page(runs, max_pairs: int, protocol) -> Page:
         labels=labels,
         metrics=metrics,
         confidence=confidence,
-        interval=(f"cluster bootstrap CI over {'/'.join(map(str, clustered))} clusters of pairs that share an input image"
-                  if clustered else ""),
+        interval=(
+            f"cluster bootstrap CI over {'/'.join(map(str, clustered))} clusters of pairs that share an input image"
+            if clustered
+            else ""
+        ),
         protocol_id=str(run_field(first, "protocol", "id")),
         protocol_sha256=str(run_field(first, "protocol", "sha256")),
         track_id=str(run_field(first, "track")),
@@ -227,7 +249,8 @@ def load_analysis(sens_dir: Path, first_run=None) -> dict:
     for variant, per_metric in (data.get("ranks") or {}).items() if isinstance(data.get("ranks"), dict) else ():
         for m, per_method in (per_metric or {}).items() if isinstance(per_metric, dict) else ():
             if not isinstance(per_method, dict) or not all(
-                    isinstance(r, int) and not isinstance(r, bool) and r >= 1 for r in per_method.values()):
+                isinstance(r, int) and not isinstance(r, bool) and r >= 1 for r in per_method.values()
+            ):
                 raise bad(f"ranks.{variant}.{m} must map each method to its rank (a whole number >= 1)")
     for i, s in enumerate(data["swaps"]):
         need = ("variant", "metric", "a", "b", "base_significant", "variant_significant")
@@ -268,4 +291,3 @@ def entry_value(entry: dict):
     from pytest_pstbench.paired.aggregation import entry_value as value_of
 
     return value_of(entry)
-

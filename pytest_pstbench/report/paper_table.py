@@ -5,6 +5,7 @@ run folders, through the kind registry (paired/paper_table.py, selection/paper_t
 renders it: Markdown (a GitHub pipe table), LaTeX (booktabs; every user string escaped), CSV (one line per
 cell) and JSON. The command itself is cli/table.py.
 """
+
 from __future__ import annotations
 
 import csv
@@ -54,8 +55,16 @@ def render_markdown(t: Table) -> str:
         cells = [md_escape(name)]
         cells += [_marked(c.cells.get(name), md_escape, "**{}**", "<ins>{}</ins>", f" {DAGGER}") for c in t.columns]
         lines.append("| " + " | ".join(cells) + " |")
-    legend = [md_escape(x).replace("BEST", "**bold**", 1).replace("SECOND", "<ins>underlined</ins>", 1) for x in legend_lines(t)]
-    return "\n".join(lines) + "\n\n" + "\n".join(f"{x}<br>" if i < len(legend) - 1 else x for i, x in enumerate(legend)) + "\n"
+    legend = [
+        md_escape(x).replace("BEST", "**bold**", 1).replace("SECOND", "<ins>underlined</ins>", 1)
+        for x in legend_lines(t)
+    ]
+    return (
+        "\n".join(lines)
+        + "\n\n"
+        + "\n".join(f"{x}<br>" if i < len(legend) - 1 else x for i, x in enumerate(legend))
+        + "\n"
+    )
 
 
 def render_latex(t: Table) -> str:
@@ -81,21 +90,29 @@ def _latex(t: Table) -> str:
             k = sum(1 for c in t.columns if c.track == tr["track"])
             spans.append((tr["track"], start, start + k - 1))
             start += k
-        out.append(" & " + " & ".join(f"\\multicolumn{{{b - a + 1}}}{{c}}{{{tex_escape(name)}}}" for name, a, b in spans) + " \\\\")
+        out.append(
+            " & "
+            + " & ".join(f"\\multicolumn{{{b - a + 1}}}{{c}}{{{tex_escape(name)}}}" for name, a, b in spans)
+            + " \\\\"
+        )
         out.append(" ".join(f"\\cmidrule(lr){{{a}-{b}}}" for _, a, b in spans))
     out.append("Method & " + " & ".join(tex_escape(c.label) for c in t.columns) + " \\\\")
     out.append("\\midrule")
     for i, name in enumerate(t.rows):
         cells = [tex_escape(name)]
-        cells += [_marked(c.cells.get(name), tex_escape, "\\textbf{{{}}}", "\\underline{{{}}}", "$^{{\\dagger}}$")
-                  for c in t.columns]
+        cells += [
+            _marked(c.cells.get(name), tex_escape, "\\textbf{{{}}}", "\\underline{{{}}}", "$^{{\\dagger}}$")
+            for c in t.columns
+        ]
         out.append(" & ".join(cells) + " \\\\")
         if i == len(t.reference_rows) - 1:
             out.append("\\midrule")  # the reference rows (Identity / Random, Human) apart
     out.append("\\bottomrule")
     out.append("\\end{tabular}")
-    legend = " ".join(tex_escape(x).replace("BEST", "\\textbf{bold}", 1).replace("SECOND", "\\underline{underlined}", 1)
-                      for x in legend_lines(t))
+    legend = " ".join(
+        tex_escape(x).replace("BEST", "\\textbf{bold}", 1).replace("SECOND", "\\underline{underlined}", 1)
+        for x in legend_lines(t)
+    )
     out.append("\\par\\smallskip")
     out.append("\\parbox{\\linewidth}{\\footnotesize " + legend + "}")
     out.append("\\end{table}")
@@ -105,19 +122,48 @@ def _latex(t: Table) -> str:
 def render_csv(t: Table) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["track", "metric", "aggregation", "row", "value", "pm", "ci_low", "ci_high", "text", "mark",
-                "worse_than_reference", "reference", "pvalue", "p_holm"])
+    w.writerow(
+        [
+            "track",
+            "metric",
+            "aggregation",
+            "row",
+            "value",
+            "pm",
+            "ci_low",
+            "ci_high",
+            "text",
+            "mark",
+            "worse_than_reference",
+            "reference",
+            "pvalue",
+            "p_holm",
+        ]
+    )
     for c in t.columns:
         for name in t.rows:
             cell = c.cells.get(name)
             if cell is None:
                 continue
             test = cell.test or {}
-            w.writerow([c.track, c.metric, c.aggregation or "", name,
-                        "" if cell.value is None else repr(cell.value), "" if cell.pm is None else repr(cell.pm),
-                        "" if cell.ci_low is None else repr(cell.ci_low), "" if cell.ci_high is None else repr(cell.ci_high),
-                        cell.text, {1: "best", 2: "second"}.get(cell.rank, ""), int(cell.worse), c.reference or "",
-                        "" if not test else repr(test["pvalue"]), "" if not test else repr(test["p_holm"])])
+            w.writerow(
+                [
+                    c.track,
+                    c.metric,
+                    c.aggregation or "",
+                    name,
+                    "" if cell.value is None else repr(cell.value),
+                    "" if cell.pm is None else repr(cell.pm),
+                    "" if cell.ci_low is None else repr(cell.ci_low),
+                    "" if cell.ci_high is None else repr(cell.ci_high),
+                    cell.text,
+                    {1: "best", 2: "second"}.get(cell.rank, ""),
+                    int(cell.worse),
+                    c.reference or "",
+                    "" if not test else repr(test["pvalue"]),
+                    "" if not test else repr(test["p_holm"]),
+                ]
+            )
     return buf.getvalue()
 
 

@@ -1,5 +1,6 @@
 """Thumbnails of `pstbench report` (Pillow, imported when made): the track's content, style and
 reference images and each run's output, written once per source file, or a placeholder with the reason."""
+
 from __future__ import annotations
 
 import os
@@ -8,6 +9,7 @@ from pathlib import Path
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.report.model import Image, Page
 
+
 # ---- thumbnails --------------------------------------------------------------------------------
 def track_for(page: Page, track_spec: str | None, progress):
     from pytest_pstbench.paired.tracks import resolve_track
@@ -15,8 +17,9 @@ def track_for(page: Page, track_spec: str | None, progress):
     # a local track is found by the manifest path run.json records (when that file still exists); never for a
     # published run: its record names a file of the machine that scored it, not of this one
     local = not any(page.published)
-    spec = track_spec or (page.manifest if local and isinstance(page.manifest, str) and Path(page.manifest).is_file()
-                          else page.track_id)
+    spec = track_spec or (
+        page.manifest if local and isinstance(page.manifest, str) and Path(page.manifest).is_file() else page.track_id
+    )
     try:
         track = resolve_track(spec, progress=progress)
     except UserError as exc:
@@ -27,12 +30,18 @@ def track_for(page: Page, track_spec: str | None, progress):
             "fix: pass --track with the track (for a local track, the path of its track.yaml)"
         )
         return None
-    for label, have, want in (("id", track.id, page.track_id), ("dataset id", track.dataset_id, page.dataset_id), ("dataset revision", track.revision, page.revision)):
+    for label, have, want in (
+        ("id", track.id, page.track_id),
+        ("dataset id", track.dataset_id, page.dataset_id),
+        ("dataset revision", track.revision, page.revision),
+    ):
         if have != want:
             msg = f"--track {spec}: its {label} is {have!r} but the runs were scored on {want!r}"
             if track_spec:
                 raise UserError(f"{msg}; fix: pass the track the runs were scored on")
-            page.notes.append(f"content, style and reference images not shown: {msg}; fix: pass --track with that track")
+            page.notes.append(
+                f"content, style and reference images not shown: {msg}; fix: pass --track with that track"
+            )
             return None
     return track
 
@@ -101,9 +110,19 @@ def _find_output(run, pair_id: str, published: bool = False) -> tuple[Path | Non
         return None, None, "run.json records no output file for this pair"
     shown = (entry or {}).get("path") or str(Path(run.run["outputs_dir"]) / f"{pair_id}.png")
     if published:
-        return None, None, (f"output file {shown} is not in the published run's folder (a published run's paths are "
-                            "read inside its folder only, never elsewhere on this machine)")
-    return None, None, f"output file {shown} not found (looked relative to the current folder and to the run folder's parents)"
+        return (
+            None,
+            None,
+            (
+                f"output file {shown} is not in the published run's folder (a published run's paths are "
+                "read inside its folder only, never elsewhere on this machine)"
+            ),
+        )
+    return (
+        None,
+        None,
+        f"output file {shown} not found (looked relative to the current folder and to the run folder's parents)",
+    )
 
 
 def thumbnails(page: Page, track, stage: Path, size: int, progress) -> None:
@@ -142,11 +161,12 @@ def thumbnails(page: Page, track, stage: Path, size: int, progress) -> None:
                 img = thumbs.make(path)
                 if img.src and sha and file_sha256(path) != sha:
                     img.warning = "file changed since it was scored"
-                    page.notes.append(f"pair {pid}, {page.labels[i]}: {path} differs from the file that was scored (sha256 in run.json); the thumbnail may not match the scores")
+                    page.notes.append(
+                        f"pair {pid}, {page.labels[i]}: {path} differs from the file that was scored (sha256 in run.json); the thumbnail may not match the scores"
+                    )
             if img.src is None:
                 missing += 1
                 page.notes.append(f"pair {pid}, {page.labels[i]}: {img.missing}")
             page.pair_images[(pid, i)] = img
     if missing and progress:
         progress(f"report: {missing} image(s) not found; shown as placeholders and listed under Notes")
-

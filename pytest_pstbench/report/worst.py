@@ -3,6 +3,7 @@ the N pairs each later run lost most on against the first run, largest loss firs
 `pstbench compare --worst` and a failed gate list (`paired.worst.worst_pairs`: the difference in the metric's
 worse direction, only pairs made worse); each pair links to its thumbnails on the page (a plain anchor).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -43,9 +44,11 @@ def render_worst(page, w) -> None:
     anchors = {pid: pair_anchor(k) for k, pid in enumerate(page.shown)}
     first = page.labels[0]
     w('<section id="worst"><h2>Worst pairs</h2>')
-    w(f'<p class="hint">Per ranked metric, the pairs (at most {page.worst_n}, --worst) on which each run lost most against '
-      f"the first run, {esc(first)}: the loss is the difference in the metric's worse direction (metrics.csv units), "
-      "largest first; pairs a run did not make worse are not listed. Each pair links to its thumbnails below.</p>")
+    w(
+        f'<p class="hint">Per ranked metric, the pairs (at most {page.worst_n}, --worst) on which each run lost most against '
+        f"the first run, {esc(first)}: the loss is the difference in the metric's worse direction (metrics.csv units), "
+        "largest first; pairs a run did not make worse are not listed. Each pair links to its thumbnails below.</p>"
+    )
     for j, section in enumerate(page.worst):
         m = section.metric
         w(f'<h3 id="worst-{j}">{esc(m.heading)} <span class="dim">({esc(m.name)})</span></h3>')
@@ -55,13 +58,20 @@ def render_worst(page, w) -> None:
                 w(f'<p class="hint">{esc(label)} lost on no pair against {esc(first)}.</p>')
                 continue
             w(f'<p class="hint">{esc(label)} against {esc(first)}: the {len(pairs)} pair(s) it lost most on.</p>')
-            w(f'<table class="worst" data-worst-metric="{esc(m.name)}" data-worst-run="{i}"><thead><tr><th>pair</th>'
-              f'<th class="num">{esc(first)}</th><th class="num">{esc(label)}</th><th class="num">loss</th></tr></thead><tbody>')
+            w(
+                f'<table class="worst" data-worst-metric="{esc(m.name)}" data-worst-run="{i}"><thead><tr><th>pair</th>'
+                f'<th class="num">{esc(first)}</th><th class="num">{esc(label)}</th><th class="num">loss</th></tr></thead><tbody>'
+            )
             for p, (pid, base, value, loss) in pairs:
-                link = (f'<a href="#{anchors[pid]}">{esc(pid)}</a>' if pid in anchors
-                        else f'{esc(pid)} <span class="dim">(not shown: --max-pairs)</span>')
-                w(f'<tr><td>{link}</td><td class="num" data-worst-base="{esc(repr(p.value_baseline))}">{esc(base)}</td>'
-                  f'<td class="num" data-worst-value="{esc(repr(p.value_candidate))}">{esc(value)}</td>'
-                  f'<td class="num" data-worst-pair="{esc(pid)}" data-worst-loss="{esc(repr(p.loss))}">{esc(loss)}</td></tr>')
+                link = (
+                    f'<a href="#{anchors[pid]}">{esc(pid)}</a>'
+                    if pid in anchors
+                    else f'{esc(pid)} <span class="dim">(not shown: --max-pairs)</span>'
+                )
+                w(
+                    f'<tr><td>{link}</td><td class="num" data-worst-base="{esc(repr(p.value_baseline))}">{esc(base)}</td>'
+                    f'<td class="num" data-worst-value="{esc(repr(p.value_candidate))}">{esc(value)}</td>'
+                    f'<td class="num" data-worst-pair="{esc(pid)}" data-worst-loss="{esc(repr(p.loss))}">{esc(loss)}</td></tr>'
+                )
             w("</tbody></table>")
     w("</section>")

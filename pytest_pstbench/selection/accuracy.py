@@ -26,6 +26,7 @@ inside the best+worst answer is right" over the same records (summarize.py's acc
 accuracy_worst); every entry carries `per_trial`, the accuracy of each trial (`per_trial[0]`: trial 0,
 the dataset order).
 """
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -57,7 +58,7 @@ def _random_float(metric: str, agg: str, k: int, trials: int) -> float:
         p1 = 0.5 if k == 2 else 1.0 / (k * (k - 1))
     else:
         p1 = 1.0 / k
-    return p1 if agg == "ap@1" else p1 ** trials
+    return p1 if agg == "ap@1" else p1**trials
 
 
 def trial_outcomes(task, answers: dict[str, list[dict]], params) -> dict[str, list[dict]]:
@@ -146,7 +147,9 @@ def _ratio_bootstrap(D, N, boot) -> tuple[float, float]:
         with np.errstate(invalid="ignore", divide="ignore"):
             acc = np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
         has = (den > 0).sum(axis=1)
-        stats[done : done + m] = np.where(has > 0, np.nansum(np.nan_to_num(acc, nan=0.0), axis=1) / np.maximum(has, 1), np.nan)
+        stats[done : done + m] = np.where(
+            has > 0, np.nansum(np.nan_to_num(acc, nan=0.0), axis=1) / np.maximum(has, 1), np.nan
+        )
         done += m
     alpha = (1.0 - float(boot["confidence"])) / 2.0
     low, high = np.nanquantile(stats, [alpha, 1.0 - alpha])
@@ -172,8 +175,13 @@ def cell_means(tasks, outcomes: list[dict[str, list[dict]]], params) -> dict[tup
     """Per cell (group, value) of `cells_of(tasks)`: {metric: {aggregation: value}} (`entry_mean`, no CI)."""
     out = {}
     for group, value, idx in cells_of(tasks):
-        out[(group, value)] = {m: {agg: entry_mean(agg, [outcomes[i][m] for i in idx], "correct", params.trials)
-                                   for agg in params.aggregations} for m in params.metrics}
+        out[(group, value)] = {
+            m: {
+                agg: entry_mean(agg, [outcomes[i][m] for i in idx], "correct", params.trials)
+                for agg in params.aggregations
+            }
+            for m in params.metrics
+        }
     return out
 
 
@@ -187,7 +195,9 @@ def _entry(agg: str, recs_list: list[list[dict]], key: str, trials: int, boot, r
         if values and boot is None:  # the mean only (run_check: a cell whose CI is not recomputed)
             mean, low, high, pm = entry_mean(agg, recs_list, key, trials), None, None, None
         elif values:
-            ci = bootstrap_mean_ci(values, confidence=boot["confidence"], resamples=boot["resamples"], seed=boot["seed"])
+            ci = bootstrap_mean_ci(
+                values, confidence=boot["confidence"], resamples=boot["resamples"], seed=boot["seed"]
+            )
             mean, low, high, pm = entry_mean(agg, recs_list, key, trials), ci.ci_low, ci.ci_high, ci.pm
         else:
             mean = low = high = pm = None
@@ -202,7 +212,13 @@ def _entry(agg: str, recs_list: list[list[dict]], key: str, trials: int, boot, r
             low, high = _ratio_bootstrap(rows, hits, boot)
             low, high = min(low, mean), max(high, mean)
             pm = (high - low) / 2.0
-        e = {"mean": mean, "ci_low": low, "ci_high": high, "pm": pm, "n": sum(1 for r in recs_list if any(x["rule"] == COUNTED for x in r))}
+        e = {
+            "mean": mean,
+            "ci_low": low,
+            "ci_high": high,
+            "pm": pm,
+            "n": sum(1 for r in recs_list if any(x["rule"] == COUNTED for x in r)),
+        }
     e["trials_counted"] = den
     e["per_trial"] = per_trial
     if random is not None:

@@ -20,6 +20,7 @@ Per metric (Top-1, Bot-1, TB-1; ap@1, the agreement of one answer with the conse
 
 Nothing here is stored: it is derived from summary.json's overall and k cells (recomputed from per_task.csv by
 the validating loader) and its `human` section."""
+
 from __future__ import annotations
 
 AGG = "ap@1"
@@ -65,21 +66,32 @@ def among_experts(summary: dict, params) -> list[dict] | None:
         return None
     out = []
     for m in params.metrics:
-        experts = [e["metrics"][m][AGG] for e in human.get("per_expert") or []
-                   if (e.get("metrics") or {}).get(m, {}).get(AGG) is not None]
+        experts = [
+            e["metrics"][m][AGG]
+            for e in human.get("per_expert") or []
+            if (e.get("metrics") or {}).get(m, {}).get(AGG) is not None
+        ]
         judge = overall["metrics"][m][AGG]
         if len(experts) < 2 or judge["mean"] is None:
             continue
         lo, hi = percentile_ci(judge["mean"], experts, params.bootstrap)
         ordered = sorted(experts)
-        out.append({
-            "metric": m, "judge": judge["mean"], "experts": len(experts), "expert_min": ordered[0],
-            "expert_median": ordered[len(ordered) // 2] if len(ordered) % 2 else
-            (ordered[len(ordered) // 2 - 1] + ordered[len(ordered) // 2]) / 2,
-            "expert_max": ordered[-1], "percentile": percentile(judge["mean"], experts), "percentile_ci": [lo, hi],
-            "kappa": kappa(judge["mean"], judge["random"]),
-            "kappa_ci": [kappa(judge["ci_low"], judge["random"]), kappa(judge["ci_high"], judge["random"])],
-        })
+        out.append(
+            {
+                "metric": m,
+                "judge": judge["mean"],
+                "experts": len(experts),
+                "expert_min": ordered[0],
+                "expert_median": ordered[len(ordered) // 2]
+                if len(ordered) % 2
+                else (ordered[len(ordered) // 2 - 1] + ordered[len(ordered) // 2]) / 2,
+                "expert_max": ordered[-1],
+                "percentile": percentile(judge["mean"], experts),
+                "percentile_ci": [lo, hi],
+                "kappa": kappa(judge["mean"], judge["random"]),
+                "kappa_ci": [kappa(judge["ci_low"], judge["random"]), kappa(judge["ci_high"], judge["random"])],
+            }
+        )
     return out or None
 
 
@@ -95,15 +107,30 @@ def table(summary: dict, params) -> str | None:
     def f(v, spec=".3f"):
         return "-" if v is None else format(v, spec)
 
-    body = [[params.metrics[r["metric"]].get("label", r["metric"]), f(r["judge"]),
-             f"{f(r['expert_min'])} / {f(r['expert_median'])} / {f(r['expert_max'])}", str(r["experts"]),
-             f"{r['percentile']:.0f} [{r['percentile_ci'][0]:.0f}, {r['percentile_ci'][1]:.0f}]",
-             f"{f(r['kappa'])} [{f(r['kappa_ci'][0])}, {f(r['kappa_ci'][1])}]"] for r in rows]
-    headers = ["metric", "judge ap@1", "experts (leave-one-out) min / median / max", "experts",
-               f"judge's percentile [{conf:g}% CI over experts]", f"free-marginal kappa [{conf:g}% CI over tasks]"]
-    return ("the judge among the experts (its agreement with the consensus beside each expert's with the others'; "
-            "kappa: (ap@1 - random) / (1 - random))\n" + tabulate(body, headers=headers, tablefmt="simple",
-                                                                 disable_numparse=True))
+    body = [
+        [
+            params.metrics[r["metric"]].get("label", r["metric"]),
+            f(r["judge"]),
+            f"{f(r['expert_min'])} / {f(r['expert_median'])} / {f(r['expert_max'])}",
+            str(r["experts"]),
+            f"{r['percentile']:.0f} [{r['percentile_ci'][0]:.0f}, {r['percentile_ci'][1]:.0f}]",
+            f"{f(r['kappa'])} [{f(r['kappa_ci'][0])}, {f(r['kappa_ci'][1])}]",
+        ]
+        for r in rows
+    ]
+    headers = [
+        "metric",
+        "judge ap@1",
+        "experts (leave-one-out) min / median / max",
+        "experts",
+        f"judge's percentile [{conf:g}% CI over experts]",
+        f"free-marginal kappa [{conf:g}% CI over tasks]",
+    ]
+    return (
+        "the judge among the experts (its agreement with the consensus beside each expert's with the others'; "
+        "kappa: (ap@1 - random) / (1 - random))\n"
+        + tabulate(body, headers=headers, tablefmt="simple", disable_numparse=True)
+    )
 
 
 def line(summary: dict, params) -> str | None:
@@ -111,6 +138,9 @@ def line(summary: dict, params) -> str | None:
     rows = among_experts(summary, params)
     if not rows:
         return None
-    return "; ".join(f"{params.metrics[r['metric']].get('label', r['metric'])} at the {r['percentile']:.0f}th percentile of "
-                     f"{r['experts']} experts [{r['percentile_ci'][0]:.0f}, {r['percentile_ci'][1]:.0f}], kappa "
-                     f"{r['kappa']:.3f}" for r in rows)
+    return "; ".join(
+        f"{params.metrics[r['metric']].get('label', r['metric'])} at the {r['percentile']:.0f}th percentile of "
+        f"{r['experts']} experts [{r['percentile_ci'][0]:.0f}, {r['percentile_ci'][1]:.0f}], kappa "
+        f"{r['kappa']:.3f}"
+        for r in rows
+    )

@@ -4,6 +4,7 @@ every annotator of a task scores each of its n images on 0-10 (any real number i
 them 1..n (1 = best; a permutation). `read_annotations` checks every rule of that format, each problem a
 one-line error naming the file, the line, the rule and the fix, and returns the tasks.
 """
+
 from __future__ import annotations
 
 import math
@@ -33,8 +34,12 @@ def read_annotations(path: Path | str, *, k_range: tuple[int, int], protocol_id:
     from pytest_pstbench.core.files.csvfile import read_csv
 
     path = Path(path)
-    rows = read_csv(path, what="annotations file", columns=COLUMNS,
-                    fix=f"give a CSV with columns {','.join(COLUMNS)}, one row per task, annotator and image")
+    rows = read_csv(
+        path,
+        what="annotations file",
+        columns=COLUMNS,
+        fix=f"give a CSV with columns {','.join(COLUMNS)}, one row per task, annotator and image",
+    )
     tasks: dict[str, StudyTask] = {}
     for row in rows:
         c = {k: (row.cells[k] or "").strip() for k in COLUMNS}
@@ -54,12 +59,16 @@ def read_annotations(path: Path | str, *, k_range: tuple[int, int], protocol_id:
         except ValueError:
             score = math.nan
         if not SCORE_RANGE[0] <= score <= SCORE_RANGE[1]:  # NaN fails too
-            raise bad(f"{where}: score {c['score']!r} is not a number from 0 to 10; fix: give the score on the 0-10 scale")
+            raise bad(
+                f"{where}: score {c['score']!r} is not a number from 0 to 10; fix: give the score on the 0-10 scale"
+            )
         if not c["rank"]:
             raise bad(f"{where}: missing rank; fix: give every image of the task its rank (1 = best)")
         if not re.fullmatch(r"[0-9]{1,6}", c["rank"]) or int(c["rank"]) < 1:
-            raise bad(f"{where}: rank {c['rank']!r} is not a whole number from 1 to the task's number of images; "
-                      "fix: give the rank as 1, 2, ... (1 = best)")
+            raise bad(
+                f"{where}: rank {c['rank']!r} is not a whole number from 1 to the task's number of images; "
+                "fix: give the rank as 1, 2, ... (1 = best)"
+            )
         rank = int(c["rank"])
         t = tasks.get(tid)
         if t is None:
@@ -68,11 +77,15 @@ def read_annotations(path: Path | str, *, k_range: tuple[int, int], protocol_id:
             t.annotators.append(who)
             t.scores[who], t.ranks[who], t.lines[who] = {}, {}, {}
         if img in t.scores[who]:
-            raise bad(f"{where}: rated twice (first on line {t.lines[who][img]}); fix: one row per task, annotator and image")
+            raise bad(
+                f"{where}: rated twice (first on line {t.lines[who][img]}); fix: one row per task, annotator and image"
+            )
         other = next((i for i, r in t.ranks[who].items() if r == rank), None)
         if other is not None:
-            raise bad(f"{where}: rank {rank} is also given to image {other} (line {t.lines[who][other]}); "
-                      "fix: each annotator ranks a task's n images 1..n, each rank once")
+            raise bad(
+                f"{where}: rank {rank} is also given to image {other} (line {t.lines[who][other]}); "
+                "fix: each annotator ranks a task's n images 1..n, each rank once"
+            )
         if img not in t.images:
             t.images.append(img)
         t.scores[who][img], t.ranks[who][img], t.lines[who][img] = score, rank, row.line
@@ -81,19 +94,27 @@ def read_annotations(path: Path | str, *, k_range: tuple[int, int], protocol_id:
     for t in tasks.values():
         n = len(t.images)
         if not k_range[0] <= n <= k_range[1]:
-            raise UserError(f"{path}:{t.line}: task {t.task_id} has {n} image(s) but protocol {protocol_id} covers "
-                            f"tasks of {k_range[0]}-{k_range[1]} images (candidates.min/max); fix: check the task's rows")
+            raise UserError(
+                f"{path}:{t.line}: task {t.task_id} has {n} image(s) but protocol {protocol_id} covers "
+                f"tasks of {k_range[0]}-{k_range[1]} images (candidates.min/max); fix: check the task's rows"
+            )
         for who in t.annotators:
             first = min(t.lines[who].values())
             lacking = [i for i in t.images if i not in t.scores[who]]
             if lacking:
-                raise UserError(f"{path}:{first}: task {t.task_id}: annotator {who} rates {n - len(lacking)} of the task's "
-                                f"{n} images (not {', '.join(lacking)}); fix: one row per image of the task and annotator")
+                raise UserError(
+                    f"{path}:{first}: task {t.task_id}: annotator {who} rates {n - len(lacking)} of the task's "
+                    f"{n} images (not {', '.join(lacking)}); fix: one row per image of the task and annotator"
+                )
             over = next((i for i in t.images if t.ranks[who][i] > n), None)
             if over is not None:
-                raise UserError(f"{path}:{t.lines[who][over]}: task {t.task_id}, annotator {who}, image {over}: rank "
-                                f"{t.ranks[who][over]} but the task has {n} images; fix: ranks 1..{n} (1 = best), each once")
+                raise UserError(
+                    f"{path}:{t.lines[who][over]}: task {t.task_id}, annotator {who}, image {over}: rank "
+                    f"{t.ranks[who][over]} but the task has {n} images; fix: ranks 1..{n} (1 = best), each once"
+                )
         if len(t.annotators) < 2:
-            raise UserError(f"{path}:{t.line}: task {t.task_id} has one annotator ({t.annotators[0]}); the study compares "
-                            "annotators; fix: give at least 2 annotators per task")
+            raise UserError(
+                f"{path}:{t.line}: task {t.task_id} has one annotator ({t.annotators[0]}); the study compares "
+                "annotators; fix: give at least 2 annotators per task"
+            )
     return rows.of(tasks.values())  # with the digest of the bytes read (csvfile.Read)

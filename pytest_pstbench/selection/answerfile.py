@@ -10,6 +10,7 @@ Writing: `answers_writer(path)` holds the file's one-writer lock (`core.files.lo
 "answers": a second `pstbench vab run` on the same file waits up to $PSTBENCH_LOCK_TIMEOUT seconds, then
 stops with one line), completes the last line (`complete_last_line`), and appends lines.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,8 +35,10 @@ def answers_folder(answers_path: Path) -> None:
     try:
         answers_path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UserError(f"{answers_path.parent}: cannot create the answers file's folder ({exc}); "
-                        "fix: give --answers a writable path") from None
+        raise UserError(
+            f"{answers_path.parent}: cannot create the answers file's folder ({exc}); "
+            "fix: give --answers a writable path"
+        ) from None
 
 
 def jsonl_line(obj: dict) -> bytes:
@@ -54,7 +57,9 @@ def clean_line(obj):
     """An answers line as read (json.loads), its string values (and string keys) passed through `clean_text`."""
     if not isinstance(obj, dict):
         return obj
-    return {clean_text(k) if isinstance(k, str) else k: clean_text(v) if isinstance(v, str) else v for k, v in obj.items()}
+    return {
+        clean_text(k) if isinstance(k, str) else k: clean_text(v) if isinstance(v, str) else v for k, v in obj.items()
+    }
 
 
 def _is_whole(tail: bytes) -> bool:
@@ -109,12 +114,20 @@ class AnswersWriter:
 def answers_writer(path: Path) -> Iterator[AnswersWriter]:
     """The one writer of an answers file: under its lock, the last line completed, then lines appended."""
     path = Path(path)
-    with writer_lock(path, namespace="answers", what="answers file", writes="the answers file",
-                     fix="wait for it to finish, or give --answers another file", where="give --answers a writable path"):
+    with writer_lock(
+        path,
+        namespace="answers",
+        what="answers file",
+        writes="the answers file",
+        fix="wait for it to finish, or give --answers another file",
+        where="give --answers a writable path",
+    ):
         complete_last_line(path)
         try:
             fh = open(path, "ab")
         except OSError as exc:
-            raise UserError(f"{path}: cannot write the answers file ({exc}); fix: give --answers a writable file") from None
+            raise UserError(
+                f"{path}: cannot write the answers file ({exc}); fix: give --answers a writable file"
+            ) from None
         with fh:
             yield AnswersWriter(fh)

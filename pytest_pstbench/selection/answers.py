@@ -16,6 +16,7 @@ and the highest attempt counts. How missing, error and unparseable answers enter
 protocol's `answers.records`; all are counted in run.json. Problems with the file itself (not JSON,
 unknown task, duplicate answer) are user errors.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -59,7 +60,9 @@ def _needs(prompt_type: str) -> tuple[str, ...]:
 # ---- parsing ---------------------------------------------------------------------------------
 
 
-def parse_response(text: str, prompt_type: str, k: int, params, separated: bool = False) -> tuple[dict[str, str | None], str, str | None]:
+def parse_response(
+    text: str, prompt_type: str, k: int, params, separated: bool = False
+) -> tuple[dict[str, str | None], str, str | None]:
     """Labels found in a raw response: ({'best': 'B', 'worst': None}, status, detail). The protocol's
     reasoning split applies first (see `content_seen`)."""
     text, _removed = content_seen(text or "", params, separated)
@@ -92,7 +95,7 @@ class AnswerSet:
     sha256: str
     n_lines: int
     entries: dict[tuple[str, int, str], tuple[dict, str, str | None, int]] = field(default_factory=dict)
-    reasoning_removed: int = 0   # response lines whose leading reasoning block the protocol's split removed
+    reasoning_removed: int = 0  # response lines whose leading reasoning block the protocol's split removed
     reasoning_separate: int = 0  # response lines whose endpoint returned the reasoning apart (`reasoning`)
     # read_answers(keep_texts=...): (task_id, trial, prompt_type) -> (field, text cut to text_bound, its length),
     # what the counted line said: its `response`, its `error`, or its labels (`best`/`worst`)
@@ -101,7 +104,9 @@ class AnswerSet:
     # response cache, no call made) or ... (no `usage` field)
     usage_lines: list = field(default_factory=list)
     usage_requests: list = field(default_factory=list)  # (task_id, prompt type, attempt, usage) of every line
-    cut: set = field(default_factory=set)  # requests whose counted line was cut short by a stopped run (`cut`): asked again
+    cut: set = field(
+        default_factory=set
+    )  # requests whose counted line was cut short by a stopped run (`cut`): asked again
     # beside each of usage_lines: (task_id, trial, the line's `model` or None): what `pricing` prices it by
     usage_keys: list = field(default_factory=list)
 
@@ -131,14 +136,17 @@ def line_text(obj: dict, needs: tuple[str, ...]) -> tuple[str, str]:
     return "response", response if isinstance(response, str) else repr(response)
 
 
-def read_answers(path: Path, track, params, *, keep_texts: Collection[str] | None = None,
-                 text_bound: int = 2000) -> AnswerSet:
+def read_answers(
+    path: Path, track, params, *, keep_texts: Collection[str] | None = None, text_bound: int = 2000
+) -> AnswerSet:
     """Read and check an answers JSONL file against a track (file-level problems are user errors).
     `keep_texts`: the tasks whose counted lines' texts are kept in `AnswerSet.texts`, each cut to `text_bound`
     characters (the report's Answers)."""
     path = Path(path)
     if not path.is_file():
-        raise UserError(f"{path}: answers file not found; fix: give a JSON Lines file with one answer per task, trial and prompt type")
+        raise UserError(
+            f"{path}: answers file not found; fix: give a JSON Lines file with one answer per task, trial and prompt type"
+        )
     raw = path.read_bytes()
     try:
         text = raw.decode("utf-8-sig")
@@ -163,11 +171,15 @@ def read_answers(path: Path, track, params, *, keep_texts: Collection[str] | Non
         except json.JSONDecodeError as exc:
             raise bad(f"not valid JSON ({exc.msg}); fix: write one JSON object per line") from None
         if not isinstance(obj, dict):
-            raise bad("not a JSON object; fix: write one object per line with task_id, trial, prompt_type and response (or best/worst)")
+            raise bad(
+                "not a JSON object; fix: write one object per line with task_id, trial, prompt_type and response (or best/worst)"
+            )
         obj = clean_line(obj)  # a lone surrogate (an escaped half character) cannot reach a run file or the terminal
         missing = [key for key in ("task_id", "trial", "prompt_type") if key not in obj]
         if missing:
-            raise bad(f"lacks {', '.join(missing)}; fix: give task_id, trial, prompt_type and response (or best/worst) on every line")
+            raise bad(
+                f"lacks {', '.join(missing)}; fix: give task_id, trial, prompt_type and response (or best/worst) on every line"
+            )
         tid = str(obj["task_id"])
         if tid not in tasks:
             unknown.append(tid)
@@ -180,14 +192,18 @@ def read_answers(path: Path, track, params, *, keep_texts: Collection[str] | Non
         if ptype not in PROMPT_TYPES:
             raise bad(f"prompt_type {ptype!r} is not one of {', '.join(PROMPT_TYPES)}")
         if ptype not in params.prompt_types_for(task.k):
-            raise bad(f"task {tid} has k = {task.k}: {ptype} is not asked (for k = 2 it is derived from pick_best); fix: drop this line")
+            raise bad(
+                f"task {tid} has k = {task.k}: {ptype} is not asked (for k = 2 it is derived from pick_best); fix: drop this line"
+            )
         key = (tid, trial, ptype)
         attempt = obj.get("attempt", 1)
         if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1:
             raise bad(f"attempt {attempt!r} is not a positive integer; fix: number the attempts of a request 1, 2, ...")
         if (key, attempt) in seen:
-            raise bad(f"second answer for task {tid} trial {trial} {ptype} attempt {attempt} (first on line {seen[(key, attempt)]}); "
-                      "fix: keep one answer per task, trial, prompt type and attempt (number re-asks 2, 3, ...)")
+            raise bad(
+                f"second answer for task {tid} trial {trial} {ptype} attempt {attempt} (first on line {seen[(key, attempt)]}); "
+                "fix: keep one answer per task, trial, prompt type and attempt (number re-asks 2, 3, ...)"
+            )
         seen[(key, attempt)] = lineno
         if "usage" in obj:
             problem = usage_problem(obj["usage"])
@@ -223,7 +239,9 @@ def read_answers(path: Path, track, params, *, keep_texts: Collection[str] | Non
                 elif content_seen(obj["response"], params)[1]:
                     out.reasoning_removed += 1
         else:
-            raise bad("has neither response, error nor best/worst; fix: give the raw response (or the API error, or the parsed labels)")
+            raise bad(
+                "has neither response, error nor best/worst; fix: give the raw response (or the API error, or the parsed labels)"
+            )
         prev = out.entries.get(key)
         if prev is None or attempt > prev[4]:  # the highest attempt counts, whatever the line order
             out.entries[key] = (labels, status, detail, lineno, attempt)
@@ -235,8 +253,10 @@ def read_answers(path: Path, track, params, *, keep_texts: Collection[str] | Non
                 kind, said = line_text(obj, needs)
                 out.texts[key] = (kind, said[:text_bound], len(said))
     if out.n_lines == 0:  # missing answers are scored as missing; a file with none is the wrong file, not a run
-        raise UserError(f"{path}: holds no answer (the file is empty); fix: give the answers file the model's answers "
-                        "were written to (JSON Lines: one answer per task, trial and prompt type)")
+        raise UserError(
+            f"{path}: holds no answer (the file is empty); fix: give the answers file the model's answers "
+            "were written to (JSON Lines: one answer per task, trial and prompt type)"
+        )
     if unknown:
         shown = ", ".join(sorted(set(unknown))[:10]) + (" ..." if len(set(unknown)) > 10 else "")
         raise UserError(

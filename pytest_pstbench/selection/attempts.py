@@ -8,6 +8,7 @@ answered calls cost (`usage.add` over its attempts): the line's `usage`, or `usa
 call's usage was not sent or damaged (never zero); answers taken from the response cache cost nothing now
 (`cached`: how many; no `usage` when all were). A batch run keeps it between rounds (`state`).
 """
+
 from __future__ import annotations
 
 from pytest_pstbench.selection.answers import OK, REASONING, parse_response
@@ -37,7 +38,9 @@ class Spent:
         if not self.calls:
             return out
         if self.unknown:
-            note = self.unknown[0] + (f" (for {len(self.unknown)} of {self.calls} answered calls)" if self.calls > 1 else "")
+            note = self.unknown[0] + (
+                f" (for {len(self.unknown)} of {self.calls} answered calls)" if self.calls > 1 else ""
+            )
             return {**out, "usage": None, "usage_note": note}
         return {**out, "usage": self.usage}
 
@@ -45,8 +48,9 @@ class Spent:
         return {"usage": self.usage, "calls": self.calls, "unknown": self.unknown}
 
 
-def answer_line(line: dict, attempt: int, outcome, spent: Spent, params, task, ptype: str, last: bool,
-                cached: bool = False) -> tuple[dict, bool, bool]:
+def answer_line(
+    line: dict, attempt: int, outcome, spent: Spent, params, task, ptype: str, last: bool, cached: bool = False
+) -> tuple[dict, bool, bool]:
     """(answers line, ask again?, stop the run?) of one attempt's outcome, by the protocol's `answers.attempts` (`last`:
     the run's last attempt of this request, `answers.attempts.max` of them)."""
     att = params.attempts

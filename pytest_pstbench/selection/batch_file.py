@@ -11,6 +11,7 @@ that is not a JSON object: named in `Output.problems`, their requests left unans
 `chat_api.post` reads a reply (choices[0].message.content, `usage.from_reply`), anything else is an API error with
 its status. Each outcome becomes its answers line by `attempts.answer_line`, as in `vab run`.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,8 +35,15 @@ def custom_id(task_id: str, trial: int, order, ptype: str) -> str:
     return f"{task_id}|trial-{trial}|order-{'-'.join(str(i) for i in order)}|{ptype}"
 
 
-def input_lines(settings, params, todo, urls, limit: int = MAX_INPUT_BYTES, split: bool = False,
-                max_requests: int = MAX_INPUT_REQUESTS) -> tuple[bytes, dict]:
+def input_lines(
+    settings,
+    params,
+    todo,
+    urls,
+    limit: int = MAX_INPUT_BYTES,
+    split: bool = False,
+    max_requests: int = MAX_INPUT_REQUESTS,
+) -> tuple[bytes, dict]:
     """The batch input file of requests `todo` ((task, trial, order, ptype) each) and {custom_id: (task, trial, ptype)}.
     A file over `limit` bytes or `max_requests` requests raises ValueError (the caller names the fix); with `split`,
     the file holds the requests from the first that fit instead (a batch of a run cut into several; one request
@@ -47,12 +55,21 @@ def input_lines(settings, params, todo, urls, limit: int = MAX_INPUT_BYTES, spli
     for task, t, order, ptype in todo:
         cid = custom_id(task.id, t, order, ptype)
         body = request_body(settings, params, task, order, ptype, urls)  # its bytes as they are: the body vab run posts
-        line = (b'{"custom_id": ' + json.dumps(cid).encode("utf-8") + b', "method": "POST", "url": "' + ENDPOINT.encode("ascii")
-                + b'", "body": ' + body + b"}\n")
+        line = (
+            b'{"custom_id": '
+            + json.dumps(cid).encode("utf-8")
+            + b', "method": "POST", "url": "'
+            + ENDPOINT.encode("ascii")
+            + b'", "body": '
+            + body
+            + b"}\n"
+        )
         if len(out) + len(line) > limit or len(ids) == max_requests:
             if split and ids:
                 break
-            raise ValueError(f"the batch input file is over {limit:,} bytes (at {len(ids) + 1} of {len(todo)} requests)")
+            raise ValueError(
+                f"the batch input file is over {limit:,} bytes (at {len(ids) + 1} of {len(todo)} requests)"
+            )
         out += line
         ids[cid] = (task, t, ptype)
     return bytes(out), ids
@@ -61,6 +78,7 @@ def input_lines(settings, params, todo, urls, limit: int = MAX_INPUT_BYTES, spli
 @dataclass
 class Output:
     """What an output (and error) file says: custom_id -> Reply or ApiError; the lines it could not use."""
+
     outcomes: dict = field(default_factory=dict)
     problems: list = field(default_factory=list)  # one-line descriptions
     models: dict = field(default_factory=dict)  # custom_id -> the model the reply names
@@ -150,14 +168,18 @@ def _outcome(obj: dict, secrets) -> Reply | ApiError:
         try:
             message = body["choices"][0]["message"]
         except (KeyError, IndexError, TypeError):
-            return ApiError(f"malformed response body (no choices[0].message): {json_snippet(body, secrets)}", kind="body")
+            return ApiError(
+                f"malformed response body (no choices[0].message): {json_snippet(body, secrets)}", kind="body"
+            )
         if not isinstance(message, dict) or not isinstance(message.get("content"), str):
             return ApiError("empty response from model (message.content is not a string)", kind="body")
         counts, problem = from_reply(body.get("usage"))
         return Reply(without_secrets(message, list(secrets)), counts, problem)
     what = error if error is not None else body
     if status is not None:
-        return ApiError(f"HTTP {status}" + (f": {json_snippet(what, secrets)}" if what is not None else ""), status=status)
+        return ApiError(
+            f"HTTP {status}" + (f": {json_snippet(what, secrets)}" if what is not None else ""), status=status
+        )
     return ApiError(f"batch error: {json_snippet(what, secrets)}", kind="connection")
 
 

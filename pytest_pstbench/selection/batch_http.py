@@ -7,6 +7,7 @@ a byte limit on the reply, no redirect followed (the key goes only to --api-base
 from it), and every secret of the request headers redacted from what comes back (`chat_api.secrets_of`).
 Failures are `chat_api.ApiError` (status, kind) with the start of an error reply's body.
 """
+
 from __future__ import annotations
 
 import http.client
@@ -48,8 +49,10 @@ def _call(method, url, body, headers, timeout, max_bytes, secrets) -> bytes:
         limit = max_bytes if status < 300 else 65536
         length = resp.getheader("Content-Length")
         if status < 300 and length is not None and length.isdigit() and int(length) > max_bytes:
-            raise ApiError(f"{method} {path}: HTTP {status}: reply of {int(length)} bytes is over the limit of {max_bytes} bytes",
-                           kind="body")
+            raise ApiError(
+                f"{method} {path}: HTTP {status}: reply of {int(length)} bytes is over the limit of {max_bytes} bytes",
+                kind="body",
+            )
         buf = bytearray()
         while not cut.is_set():
             chunk = resp.read(min(_READ_CHUNK, limit + 1 - len(buf)))
@@ -58,7 +61,9 @@ def _call(method, url, body, headers, timeout, max_bytes, secrets) -> bytes:
             buf += chunk
             if len(buf) > limit:
                 if status < 300:
-                    raise ApiError(f"{method} {path}: HTTP {status}: reply over the limit of {max_bytes} bytes", kind="body")
+                    raise ApiError(
+                        f"{method} {path}: HTTP {status}: reply over the limit of {max_bytes} bytes", kind="body"
+                    )
                 break
         if cut.is_set():
             raise late
@@ -74,8 +79,12 @@ def _call(method, url, body, headers, timeout, max_bytes, secrets) -> bytes:
         timer.cancel()
         conn.close()
     if 300 <= status < 400:
-        raise ApiError(f"{method} {path}: HTTP {status} redirect not followed (the key is sent only to --api-base's origin); "
-                       "fix: give the final URL as --api-base", status=status, kind="redirect")
+        raise ApiError(
+            f"{method} {path}: HTTP {status} redirect not followed (the key is sent only to --api-base's origin); "
+            "fix: give the final URL as --api-base",
+            status=status,
+            kind="redirect",
+        )
     if status >= 400:
         text = error_snippet(bytes(buf), secrets)
         raise ApiError(f"{method} {path}: HTTP {status} {reason}" + (f": {text}" if text else ""), status=status)
@@ -94,15 +103,21 @@ def _object(raw: bytes, what: str, secrets) -> dict:
 
 def get_json(url: str, headers: dict, timeout: float) -> dict:
     """GET `url`: its JSON object (at most MAX_JSON_BYTES)."""
-    return _object(_exchange("GET", url, None, _plain(headers), timeout, MAX_JSON_BYTES), f"GET {urlsplit(url).path}",
-                   secrets_of(headers))
+    return _object(
+        _exchange("GET", url, None, _plain(headers), timeout, MAX_JSON_BYTES),
+        f"GET {urlsplit(url).path}",
+        secrets_of(headers),
+    )
 
 
 def post_json(url: str, obj: dict, headers: dict, timeout: float) -> dict:
     """POST the JSON object `obj` to `url`: the reply's JSON object."""
     body = json.dumps(obj).encode("utf-8")
-    return _object(_exchange("POST", url, body, {**headers, "Content-Type": "application/json"}, timeout, MAX_JSON_BYTES),
-                   f"POST {urlsplit(url).path}", secrets_of(headers))
+    return _object(
+        _exchange("POST", url, body, {**headers, "Content-Type": "application/json"}, timeout, MAX_JSON_BYTES),
+        f"POST {urlsplit(url).path}",
+        secrets_of(headers),
+    )
 
 
 def get_bytes(url: str, headers: dict, timeout: float, max_bytes: int) -> bytes:
@@ -115,13 +130,18 @@ def upload(url: str, fields: dict, filename: str, data: bytes, headers: dict, ti
     boundary = "pstbench-" + uuid.uuid4().hex
     out = bytearray()
     for name, value in fields.items():
-        out += (f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n').encode("utf-8")
-    out += (f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{filename}"\r\n'
-            "Content-Type: application/jsonl\r\n\r\n").encode("utf-8")
-    out += data + f"\r\n--{boundary}--\r\n".encode("utf-8")
+        out += (f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n').encode()
+    out += (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{filename}"\r\n'
+        "Content-Type: application/jsonl\r\n\r\n"
+    ).encode()
+    out += data + f"\r\n--{boundary}--\r\n".encode()
     headers = {**_plain(headers), "Content-Type": f"multipart/form-data; boundary={boundary}"}
-    return _object(_exchange("POST", url, bytes(out), headers, timeout, MAX_JSON_BYTES), f"POST {urlsplit(url).path}",
-                   secrets_of(headers))
+    return _object(
+        _exchange("POST", url, bytes(out), headers, timeout, MAX_JSON_BYTES),
+        f"POST {urlsplit(url).path}",
+        secrets_of(headers),
+    )
 
 
 def _plain(headers: dict) -> dict:

@@ -15,6 +15,7 @@ The batch's state (its id, the input file's id, each request's attempt and what 
 lost connection) resumes the same batch when run again, never submitting (and paying for) it twice. All HTTP goes
 through `batch_http` (bounded; the key only to --api-base's origin, redacted from whatever comes back).
 """
+
 from __future__ import annotations
 
 import os
@@ -67,13 +68,19 @@ def check_options(poll_s, wait_s, max_mb: float = 200.0) -> None:
     from pytest_pstbench.core.protocol import number_problem
 
     if number_problem(poll_s, "t", low=0, high=MAX_POLL_S, low_open=True):
-        raise UserError(f"--poll-interval {poll_s}: must be a positive number of seconds of at most {MAX_POLL_S:g}; "
-                        "fix: e.g. --poll-interval 30")
+        raise UserError(
+            f"--poll-interval {poll_s}: must be a positive number of seconds of at most {MAX_POLL_S:g}; "
+            "fix: e.g. --poll-interval 30"
+        )
     if number_problem(wait_s, "t", low=0, high=MAX_WAIT_S):
-        raise UserError(f"--batch-wait {wait_s}: must be a number of seconds from 0 to {MAX_WAIT_S:g}; fix: e.g. --batch-wait 90000")
+        raise UserError(
+            f"--batch-wait {wait_s}: must be a number of seconds from 0 to {MAX_WAIT_S:g}; fix: e.g. --batch-wait 90000"
+        )
     if number_problem(max_mb, "m", low=0, high=MAX_BATCH_MB, low_open=True):
-        raise UserError(f"--batch-max-mb {max_mb}: must be a positive number of MiB of at most {MAX_BATCH_MB:g}; "
-                        "fix: e.g. --batch-max-mb 200 (OpenAI's limit of a batch input file)")
+        raise UserError(
+            f"--batch-max-mb {max_mb}: must be a positive number of MiB of at most {MAX_BATCH_MB:g}; "
+            "fix: e.g. --batch-max-mb 200 (OpenAI's limit of a batch input file)"
+        )
 
 
 def run_batch(track, protocol, settings, answers_path: Path, options: BatchOptions, say=None) -> BatchRun:
@@ -85,13 +92,23 @@ def run_batch(track, protocol, settings, answers_path: Path, options: BatchOptio
         with answers_writer(answers_path) as writer:
             run = _Rounds(track, params, settings, answers_path, writer, options, say or (lambda _m: None)).go()
     except OSError as exc:  # a full disk: an append (or the writer's last flush as the file closes) fails
-        raise UserError(f"{answers_path}: cannot write the answers file ({exc.strerror or exc}); the batch state is in "
-                        f"{state_path(answers_path)}; fix: free some space, then run the same command again") from None
+        raise UserError(
+            f"{answers_path}: cannot write the answers file ({exc.strerror or exc}); the batch state is in "
+            f"{state_path(answers_path)}; fix: free some space, then run the same command again"
+        ) from None
     except UserError as exc:  # a message may quote what the endpoint sent (a status, an id): never the key
         from pytest_pstbench.core.text import redact
 
-        secrets = secrets_of({**({"Authorization": f"Bearer {os.environ[settings.key_env]}"} if os.environ.get(settings.key_env)
-                                 else {}), **dict(settings.headers)})
+        secrets = secrets_of(
+            {
+                **(
+                    {"Authorization": f"Bearer {os.environ[settings.key_env]}"}
+                    if os.environ.get(settings.key_env)
+                    else {}
+                ),
+                **dict(settings.headers),
+            }
+        )
         raise UserError(redact(str(exc), secrets)) from None
     run.answer_set = read_answers(answers_path, track, params)
     return run
@@ -99,7 +116,14 @@ def run_batch(track, protocol, settings, answers_path: Path, options: BatchOptio
 
 class _Rounds:
     def __init__(self, track, params, settings, answers_path, writer, options, say):
-        self.track, self.params, self.settings, self.writer, self.options, self.say = track, params, settings, writer, options, say
+        self.track, self.params, self.settings, self.writer, self.options, self.say = (
+            track,
+            params,
+            settings,
+            writer,
+            options,
+            say,
+        )
         self.answers_path, self.spath = answers_path, state_path(answers_path)
         key = os.environ.get(settings.key_env) or None
         self.headers = {**({"Authorization": f"Bearer {key}"} if key else {}), **dict(settings.headers)}
@@ -140,8 +164,14 @@ class _Rounds:
                 entry["tries"] += 1
                 run.counts["calls"] += 1
                 line = {"task_id": task.id, "trial": t, "prompt_type": ptype, "model": self.settings.model}
-                last = entry["tries"] >= params.attempts["max"] or outcome.__class__ is ApiError and outcome.kind == "batch"
-                result, again, stop = attempts.answer_line(line, entry["attempt"], outcome, entry["spent"], params, task, ptype, last)
+                last = (
+                    entry["tries"] >= params.attempts["max"]
+                    or outcome.__class__ is ApiError
+                    and outcome.kind == "batch"
+                )
+                result, again, stop = attempts.answer_line(
+                    line, entry["attempt"], outcome, entry["spent"], params, task, ptype, last
+                )
                 if stop:
                     stopped.append(str(outcome))
                 if again and not stop:
@@ -155,8 +185,10 @@ class _Rounds:
         if not carry:
             self._remove_state()
         if stopped:
-            raise UserError(f"{self.base}: {stopped[0]}; the run was stopped (answers so far are in {self.answers_path}); "
-                            f"fix: check --api-base, --model and the key in ${self.settings.key_env}, then run the same command again")
+            raise UserError(
+                f"{self.base}: {stopped[0]}; the run was stopped (answers so far are in {self.answers_path}); "
+                f"fix: check --api-base, --model and the key in ${self.settings.key_env}, then run the same command again"
+            )
         return run
 
     def _count(self, counts, result, task) -> None:
@@ -170,9 +202,16 @@ class _Rounds:
     def _write_state(self, batch_id, file_id, carry, cids) -> None:
         from pytest_pstbench.core.files.write import dumps_json, write_atomic
 
-        state = {"api_base": self.settings.api_base, "model": self.settings.model, "batch_id": batch_id,
-                 "input_file_id": file_id, "requests": list(cids),
-                 "carry": {c: {"attempt": e["attempt"], "tries": e["tries"], **e["spent"].state()} for c, e in carry.items()}}
+        state = {
+            "api_base": self.settings.api_base,
+            "model": self.settings.model,
+            "batch_id": batch_id,
+            "input_file_id": file_id,
+            "requests": list(cids),
+            "carry": {
+                c: {"attempt": e["attempt"], "tries": e["tries"], **e["spent"].state()} for c, e in carry.items()
+            },
+        }
         write_atomic(self.spath, dumps_json(state), what="the batch state", fix="give --answers a writable folder")
 
     def _remove_state(self) -> None:
@@ -190,26 +229,37 @@ class _Rounds:
 
         if not self.spath.exists():
             return None
-        fix = ("fix: remove it to submit anew (a batch it names may still run at the provider: check there, "
-               "or you may pay twice)")
+        fix = (
+            "fix: remove it to submit anew (a batch it names may still run at the provider: check there, "
+            "or you may pay twice)"
+        )
         try:
             st = read_json(self.spath, max_bytes=64 * 1024 * 1024)
             assert isinstance(st, dict) and isinstance(st.get("carry"), dict) and isinstance(st.get("requests"), list)
-            for cid, e in st["carry"].items():
-                assert isinstance(e, dict) and all(isinstance(e.get(n), int) and not isinstance(e.get(n), bool) and e[n] >= 0
-                                                   for n in ("attempt", "tries", "calls"))
+            for e in st["carry"].values():
+                assert isinstance(e, dict) and all(
+                    isinstance(e.get(n), int) and not isinstance(e.get(n), bool) and e[n] >= 0
+                    for n in ("attempt", "tries", "calls")
+                )
                 assert line_problem(e.get("usage")) is None and isinstance(e.get("unknown"), list)
             for v in (st.get("batch_id"), st.get("input_file_id")):
                 assert v is None or (isinstance(v, str) and _ID.match(v))
         except (OSError, ValueError, AssertionError, AttributeError) as exc:
-            raise UserError(f"{self.spath}: not a batch state this kit wrote ({str(exc)[:80] or 'bad fields'}); {fix}") from None
+            raise UserError(
+                f"{self.spath}: not a batch state this kit wrote ({str(exc)[:80] or 'bad fields'}); {fix}"
+            ) from None
         if (st.get("api_base"), st.get("model")) != (self.settings.api_base, self.settings.model):
-            raise UserError(f"{self.spath}: a batch of model {str(st.get('model'))[:80]!r} at {str(st.get('api_base'))[:120]} is under "
-                            f"way for this answers file; fix: run with that --model and --api-base to finish it, or {fix[5:]}")
+            raise UserError(
+                f"{self.spath}: a batch of model {str(st.get('model'))[:80]!r} at {str(st.get('api_base'))[:120]} is under "
+                f"way for this answers file; fix: run with that --model and --api-base to finish it, or {fix[5:]}"
+            )
         for cid, e in st["carry"].items():
             if cid in carry:
-                carry[cid] = {"attempt": e["attempt"], "tries": e["tries"],
-                              "spent": attempts.Spent(e["usage"], e["calls"], [str(u)[:200] for u in e["unknown"]])}
+                carry[cid] = {
+                    "attempt": e["attempt"],
+                    "tries": e["tries"],
+                    "spent": attempts.Spent(e["usage"], e["calls"], [str(u)[:200] for u in e["unknown"]]),
+                }
         if st.get("batch_id") is None and st.get("input_file_id") is None:
             return None  # between rounds: the next round is submitted anew
         self.say(f"batch: resuming {st.get('batch_id') or 'the upload ' + st['input_file_id']} from {self.spath}")
@@ -222,32 +272,57 @@ class _Rounds:
         try:
             return fn(*args)
         except ApiError as exc:
-            raise UserError(f"{self.base}: {what}: {exc}; the batch state is in {self.spath}; fix: check --api-base (it must "
-                            "serve /files and /batches) and the key, then run the same command again (nothing is submitted twice)") from None
+            raise UserError(
+                f"{self.base}: {what}: {exc}; the batch state is in {self.spath}; fix: check --api-base (it must "
+                "serve /files and /batches) and the key, then run the same command again (nothing is submitted twice)"
+            ) from None
 
     def _submit(self, carry) -> dict:
         urls = ImageURLs(self.params)
         try:
-            data, ids = batch_file.input_lines(self.settings, self.params, [self.reqs[c] for c in carry], urls,
-                                               self.options.max_input_bytes, split=True)
+            data, ids = batch_file.input_lines(
+                self.settings,
+                self.params,
+                [self.reqs[c] for c in carry],
+                urls,
+                self.options.max_input_bytes,
+                split=True,
+            )
         except ValueError as exc:
-            raise UserError(f"--batch: {exc}; fix: run without --batch (interactive), or export the requests with "
-                            "`pstbench vab export --batch-file` and run them offline") from None
+            raise UserError(
+                f"--batch: {exc}; fix: run without --batch (interactive), or export the requests with "
+                "`pstbench vab export --batch-file` and run them offline"
+            ) from None
         cids = list(ids)
         if len(cids) < len(carry):  # over the input file's limits: this batch takes what fits, the next ones the rest
-            self.say(f"batch: {len(cids)} of the {len(carry)} requests left fit in one input file "
-                     f"({len(data):,} bytes; limits {self.options.max_input_bytes:,} bytes, "
-                     f"{batch_file.MAX_INPUT_REQUESTS:,} requests): the rest go in the next batch")
-        up = self._api("uploading the batch input file", batch_http.upload, f"{self.base}/files", {"purpose": "batch"},
-                       "pstbench-batch.jsonl", data, self.headers, self.settings.timeout_s)
+            self.say(
+                f"batch: {len(cids)} of the {len(carry)} requests left fit in one input file "
+                f"({len(data):,} bytes; limits {self.options.max_input_bytes:,} bytes, "
+                f"{batch_file.MAX_INPUT_REQUESTS:,} requests): the rest go in the next batch"
+            )
+        up = self._api(
+            "uploading the batch input file",
+            batch_http.upload,
+            f"{self.base}/files",
+            {"purpose": "batch"},
+            "pstbench-batch.jsonl",
+            data,
+            self.headers,
+            self.settings.timeout_s,
+        )
         fid = self._id(up, "the uploaded file")
         self._write_state(None, fid, carry, cids)
         return self._create(fid, carry, cids)
 
     def _create(self, fid, carry, cids) -> dict:
-        made = self._api("creating the batch", batch_http.post_json, f"{self.base}/batches",
-                         {"input_file_id": fid, "endpoint": batch_file.ENDPOINT, "completion_window": "24h"},
-                         self.headers, self.settings.timeout_s)
+        made = self._api(
+            "creating the batch",
+            batch_http.post_json,
+            f"{self.base}/batches",
+            {"input_file_id": fid, "endpoint": batch_file.ENDPOINT, "completion_window": "24h"},
+            self.headers,
+            self.settings.timeout_s,
+        )
         bid = self._id(made, "the created batch")
         self._write_state(bid, fid, carry, cids)
         self.say(f"batch: submitted {bid} ({len(cids)} requests)")
@@ -256,8 +331,10 @@ class _Rounds:
     def _id(self, obj, what) -> str:
         v = obj.get("id")
         if not isinstance(v, str) or not _ID.match(v):
-            raise UserError(f"{self.base}: {what} has no usable id ({str(v)[:60]!r}); fix: check that --api-base serves the "
-                            "OpenAI files and batches endpoints")
+            raise UserError(
+                f"{self.base}: {what} has no usable id ({str(v)[:60]!r}); fix: check that --api-base serves the "
+                "OpenAI files and batches endpoints"
+            )
         return v
 
     def _poll(self, bid: str) -> dict:
@@ -270,14 +347,18 @@ class _Rounds:
             except ApiError as exc:
                 fails += 1
                 if exc.status in (400, 401, 403, 404) or exc.kind == "redirect" or fails >= MAX_POLL_FAILURES:
-                    raise UserError(f"{self.base}: polling batch {bid}: {exc}; its id is kept in {self.spath}; fix: run the "
-                                    "same command again to go on polling it (nothing is submitted twice)") from None
+                    raise UserError(
+                        f"{self.base}: polling batch {bid}: {exc}; its id is kept in {self.spath}; fix: run the "
+                        "same command again to go on polling it (nothing is submitted twice)"
+                    ) from None
                 batch = None
             if batch is not None:
                 status = batch.get("status")
                 if status not in TERMINAL + RUNNING:
-                    raise UserError(f"{self.base}: batch {bid} has status {str(status)[:40]!r}, not one of {', '.join(TERMINAL + RUNNING)}; "
-                                    f"its id is kept in {self.spath}; fix: check the batch at the provider, run again")
+                    raise UserError(
+                        f"{self.base}: batch {bid} has status {str(status)[:40]!r}, not one of {', '.join(TERMINAL + RUNNING)}; "
+                        f"its id is kept in {self.spath}; fix: check the batch at the provider, run again"
+                    )
                 line = f"batch {bid}: {status} {_progress(batch.get('request_counts'))}"
                 if line != shown:
                     self.say(line)
@@ -285,8 +366,10 @@ class _Rounds:
                 if status in TERMINAL:
                     return batch
             if time.monotonic() + self.options.poll_s > deadline:
-                raise UserError(f"batch {bid} is still {status} after {self.options.wait_s:g} s (--batch-wait); its id is kept in "
-                                f"{self.spath}; fix: run the same command again later to go on polling it (nothing is submitted twice)")
+                raise UserError(
+                    f"batch {bid} is still {status} after {self.options.wait_s:g} s (--batch-wait); its id is kept in "
+                    f"{self.spath}; fix: run the same command again later to go on polling it (nothing is submitted twice)"
+                )
             chat_api.pause(self.options.poll_s)
 
     def _download(self, batch: dict, asked: set, run: BatchRun) -> batch_file.Output:
@@ -294,30 +377,51 @@ class _Rounds:
         files = [(n, batch.get(n)) for n in ("output_file_id", "error_file_id") if batch.get(n) is not None]
         if status == "failed" and not files:
             self._remove_state()
-            errors = batch_file.json_snippet(batch.get("errors"), self.secrets) if batch.get("errors") is not None else "no reason given"
-            raise UserError(f"{self.base}: batch {bid} failed ({errors}); nothing was answered; fix: correct what it names, "
-                            "then run the same command again (a new batch is submitted)")
+            errors = (
+                batch_file.json_snippet(batch.get("errors"), self.secrets)
+                if batch.get("errors") is not None
+                else "no reason given"
+            )
+            raise UserError(
+                f"{self.base}: batch {bid} failed ({errors}); nothing was answered; fix: correct what it names, "
+                "then run the same command again (a new batch is submitted)"
+            )
         if status == "completed" and not files:
-            raise UserError(f"{self.base}: batch {bid} says completed but gives no output or error file; its id is kept in "
-                            f"{self.spath}; fix: check the batch at the provider, or remove that file to submit anew")
+            raise UserError(
+                f"{self.base}: batch {bid} says completed but gives no output or error file; its id is kept in "
+                f"{self.spath}; fix: check the batch at the provider, or remove that file to submit anew"
+            )
         output = batch_file.Output()
         asked_ids = {c: None for c in asked}
         for name, fid in files:
             if not isinstance(fid, str) or not _ID.match(fid):
-                raise UserError(f"{self.base}: batch {bid}'s {name} {str(fid)[:60]!r} is not a file id; its id is kept in {self.spath}; "
-                                "fix: check the batch at the provider")
-            raw = self._api(f"downloading batch {bid}'s {name}", batch_http.get_bytes, f"{self.base}/files/{fid}/content",
-                            self.headers, self.settings.timeout_s, batch_file.MAX_OUTPUT_BYTES)
+                raise UserError(
+                    f"{self.base}: batch {bid}'s {name} {str(fid)[:60]!r} is not a file id; its id is kept in {self.spath}; "
+                    "fix: check the batch at the provider"
+                )
+            raw = self._api(
+                f"downloading batch {bid}'s {name}",
+                batch_http.get_bytes,
+                f"{self.base}/files/{fid}/content",
+                self.headers,
+                self.settings.timeout_s,
+                batch_file.MAX_OUTPUT_BYTES,
+            )
             batch_file.read_output(raw, asked_ids, f"{name} {fid}", self.secrets, into=output)
         run.problems += output.problems
         counts = batch.get("request_counts")
         if isinstance(counts, dict):
             told = (counts.get("total"), counts.get("completed"), counts.get("failed"))
-            found = (len(asked), sum(1 for o in output.outcomes.values() if not isinstance(o, ApiError)),
-                     sum(1 for o in output.outcomes.values() if isinstance(o, ApiError)))
+            found = (
+                len(asked),
+                sum(1 for o in output.outcomes.values() if not isinstance(o, ApiError)),
+                sum(1 for o in output.outcomes.values() if isinstance(o, ApiError)),
+            )
             if told != found and status == "completed":
-                run.problems.append(f"batch {bid}: request_counts total/completed/failed {told} disagree with its files {found}; "
-                                    "the files are used")
+                run.problems.append(
+                    f"batch {bid}: request_counts total/completed/failed {told} disagree with its files {found}; "
+                    "the files are used"
+                )
         return output
 
 

@@ -17,6 +17,7 @@ its class so far); the overshoot is then that call's excess, recorded as the run
 A money budget prices the bound at the full prompt price (no cached discount: the bound) and what was spent as
 `pricing.call_cost` prices it.
 """
+
 from __future__ import annotations
 
 import threading
@@ -34,18 +35,27 @@ class Reservation:
 
 
 class TokenBudget:
-    def __init__(self, limit: int | None, max_tokens: int, spent: int = 0, seen: dict | None = None, *,
-                 cost_limit: float | None = None, price=None, spent_cost: float = 0.0):
+    def __init__(
+        self,
+        limit: int | None,
+        max_tokens: int,
+        spent: int = 0,
+        seen: dict | None = None,
+        *,
+        cost_limit: float | None = None,
+        price=None,
+        spent_cost: float = 0.0,
+    ):
         self.limit = int(limit) if limit else None
         self.cost_limit, self.price = (cost_limit or None), price
         self.spent_cost = float(spent_cost)
         self.cost_in_flight = 0.0
         self.max_tokens = int(max_tokens)
-        self.spent = int(spent)   # tokens recorded (answers file before the run, then every settled call)
-        self.in_flight = 0        # bounds of the calls not yet settled
-        self.unknown_calls = 0    # calls settled at their bound (no usage from the server)
-        self.exact: dict = {}     # (task_id, prompt_type) -> prompt tokens the server counted
-        self.largest: dict = {}   # (prompt_type, n_images) -> the largest prompt counted
+        self.spent = int(spent)  # tokens recorded (answers file before the run, then every settled call)
+        self.in_flight = 0  # bounds of the calls not yet settled
+        self.unknown_calls = 0  # calls settled at their bound (no usage from the server)
+        self.exact: dict = {}  # (task_id, prompt_type) -> prompt tokens the server counted
+        self.largest: dict = {}  # (prompt_type, n_images) -> the largest prompt counted
         self.refused: tuple | None = None  # (bound, key) of the first call that did not fit
         self._lock = threading.Lock()
         for (task_id, ptype, n_images), prompt in (seen or {}).items():
@@ -117,10 +127,14 @@ class TokenBudget:
         bound, key, cost, which = self.refused or (0, ("?", "?"), 0.0, "tokens")
         if which == "cost":
             cur = self.price.currency
-            return (f"cost budget of {self.cost_limit:g} {cur} reached: {self.spent_cost:.4f} {cur} spent, and the next "
-                    f"request (task {key[0]}, {key[1]}) may cost up to {cost:.4f} {cur}")
-        return (f"token budget of {self.limit:,} reached: {self.spent:,} tokens spent, and the next request "
-                f"(task {key[0]}, {key[1]}) may take up to {bound:,}")
+            return (
+                f"cost budget of {self.cost_limit:g} {cur} reached: {self.spent_cost:.4f} {cur} spent, and the next "
+                f"request (task {key[0]}, {key[1]}) may cost up to {cost:.4f} {cur}"
+            )
+        return (
+            f"token budget of {self.limit:,} reached: {self.spent:,} tokens spent, and the next request "
+            f"(task {key[0]}, {key[1]}) may take up to {bound:,}"
+        )
 
     def provenance(self) -> dict:
         out = {"tokens": self.limit, "spent_tokens": self.spent, "stopped": self.refused is not None}
@@ -131,14 +145,15 @@ class TokenBudget:
         return out
 
 
-def budget_from_answers(limit: int | None, max_tokens: int, answer_set, track, *, cost_limit: float | None = None,
-                        price=None) -> TokenBudget:
+def budget_from_answers(
+    limit: int | None, max_tokens: int, answer_set, track, *, cost_limit: float | None = None, price=None
+) -> TokenBudget:
     """A budget that starts from what the answers file already records: its tokens and their cost (a line without
     known usage counts at max_tokens plus the largest prompt recorded, never zero) and the prompts the server counted."""
     spent, unknown, seen, spent_cost = 0, 0, {}, 0.0
     probe = TokenBudget(None, max_tokens, price=price)
     tasks = {t.id: t for t in track.tasks}
-    for task_id, ptype, attempt, usage in (answer_set.usage_requests if answer_set is not None else ()):
+    for task_id, ptype, attempt, usage in answer_set.usage_requests if answer_set is not None else ():
         if usage is None:
             unknown += 1
         elif isinstance(usage, dict):
@@ -147,5 +162,12 @@ def budget_from_answers(limit: int | None, max_tokens: int, answer_set, track, *
             if attempt == 1 and task_id in tasks:  # one answered call: its prompt count is the request's
                 seen[(task_id, ptype, tasks[task_id].k)] = usage["prompt_tokens"]
     largest = max(seen.values(), default=0)
-    return TokenBudget(limit, max_tokens, spent + unknown * (largest + max_tokens), seen, cost_limit=cost_limit, price=price,
-                       spent_cost=spent_cost + unknown * probe._bound_cost(largest + max_tokens))
+    return TokenBudget(
+        limit,
+        max_tokens,
+        spent + unknown * (largest + max_tokens),
+        seen,
+        cost_limit=cost_limit,
+        price=price,
+        spent_cost=spent_cost + unknown * probe._bound_cost(largest + max_tokens),
+    )

@@ -8,6 +8,7 @@ What comes back has the request headers' secrets redacted (`secrets_of`, `core.t
 that echoes the request cannot put the key or a `--header` value into an answers file, run.json or the terminal.
 Only the standard library is used (no `openai` package needed).
 """
+
 from __future__ import annotations
 
 import http.client
@@ -23,10 +24,14 @@ pause = time.sleep  # every wait of a model run (HTTP backoff, the official dela
 
 
 class ApiError(Exception):
-    def __init__(self, message: str, *, status: int | None = None, kind: str = "http", retry_after: float | None = None):
+    def __init__(
+        self, message: str, *, status: int | None = None, kind: str = "http", retry_after: float | None = None
+    ):
         super().__init__(message)
         self.status = status
-        self.kind = kind  # "http" (a status), "timeout", "connection", "body" (a 200 without a usable answer), "redirect"
+        self.kind = (
+            kind  # "http" (a status), "timeout", "connection", "body" (a 200 without a usable answer), "redirect"
+        )
         self.retry_after = retry_after
 
 
@@ -34,6 +39,7 @@ class ApiError(Exception):
 class Reply:
     """An answered call: the reply's choices[0].message (secrets redacted) and its token usage (`usage.from_reply`:
     None when the server sent none or sent damaged counts, `usage_problem` then saying which)."""
+
     message: dict
     usage: dict | None = None
     usage_problem: str | None = None
@@ -50,7 +56,9 @@ def _origin(parts) -> tuple:
     return parts.scheme, (parts.hostname or "").lower(), port
 
 
-SECRET_MIN_CHARS = 8  # a --header value this long or longer is a secret (a shorter one could not be told from answer text)
+SECRET_MIN_CHARS = (
+    8  # a --header value this long or longer is a secret (a shorter one could not be told from answer text)
+)
 
 
 def secrets_of(headers: dict) -> list[str]:
@@ -82,7 +90,9 @@ def _without(value, secrets):
 
 def _snippet(raw, secrets=()) -> str:
     """The start of a reply's body for an error line: secrets redacted before it is cut (no half key)."""
-    text = redact(bytes(raw[: ERROR_BODY_CHARS * 4 + 4 + 4 * sum(map(len, secrets))]).decode("utf-8", "replace"), secrets)
+    text = redact(
+        bytes(raw[: ERROR_BODY_CHARS * 4 + 4 + 4 * sum(map(len, secrets))]).decode("utf-8", "replace"), secrets
+    )
     text = redact(" ".join(text.split()), secrets)
     return text[:ERROR_BODY_CHARS] + ("..." if len(text) > ERROR_BODY_CHARS else "")
 
@@ -120,7 +130,9 @@ def deadline_connection(parts, seconds: float):
     import ssl
 
     if parts.scheme == "https":
-        conn = http.client.HTTPSConnection(parts.hostname, parts.port, timeout=seconds, context=ssl.create_default_context())
+        conn = http.client.HTTPSConnection(
+            parts.hostname, parts.port, timeout=seconds, context=ssl.create_default_context()
+        )
     else:
         conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=seconds)
     cut = threading.Event()
@@ -157,13 +169,18 @@ def _post(url: str, body: bytes, headers: dict, timeout: float, max_bytes: int, 
             conn.connect()
             held.append(conn.sock)
             if cut.is_set():  # the deadline passed while connecting (a server's full backlog: SYNs resent after 1 s),
-                raise ApiError(f"timed out after {timeout:g} s (--timeout)", kind="timeout")  # before the socket was held
+                raise ApiError(
+                    f"timed out after {timeout:g} s (--timeout)", kind="timeout"
+                )  # before the socket was held
             conn.request("POST", path, body=body, headers=headers)
             resp = conn.getresponse()
             status = resp.status
             length = resp.getheader("Content-Length")
             if length is not None and length.isdigit() and int(length) > max_bytes:
-                raise ApiError(f"HTTP {status}: response body of {int(length)} bytes is over the limit of {max_bytes} bytes", kind="body")
+                raise ApiError(
+                    f"HTTP {status}: response body of {int(length)} bytes is over the limit of {max_bytes} bytes",
+                    kind="body",
+                )
             buf = bytearray()  # grows to the limit at most (no second copy: json.loads reads it as it is)
             size = 0
             limit = max_bytes if status < 300 else min(max_bytes, 65536)  # an error's body: only its start is kept
@@ -199,22 +216,33 @@ def _post(url: str, body: bytes, headers: dict, timeout: float, max_bytes: int, 
         if status in (301, 302, 303, 307, 308):
             target = urljoin(url, location or "")
             if not location or _origin(urlsplit(target)) != origin:
-                raise ApiError(f"HTTP {status} redirect to another origin ({target if location else 'no Location'}) not followed: "
-                                "the key is sent only to --api-base's host; fix: give the final URL as --api-base",
-                                status=status, kind="redirect")
+                raise ApiError(
+                    f"HTTP {status} redirect to another origin ({target if location else 'no Location'}) not followed: "
+                    "the key is sent only to --api-base's host; fix: give the final URL as --api-base",
+                    status=status,
+                    kind="redirect",
+                )
             if status not in (307, 308):
-                raise ApiError(f"HTTP {status} redirect to {target} not followed (it would turn the POST into a GET); "
-                                "fix: give the final URL as --api-base", status=status, kind="redirect")
+                raise ApiError(
+                    f"HTTP {status} redirect to {target} not followed (it would turn the POST into a GET); "
+                    "fix: give the final URL as --api-base",
+                    status=status,
+                    kind="redirect",
+                )
             url = target
             continue
         if status >= 300:
             text = _snippet(raw, secrets)  # a server may repeat the key it was sent: redacted before the cut
-            raise ApiError(f"HTTP {status} {reason}" + (f": {text}" if text else ""), status=status, retry_after=retry_after)
+            raise ApiError(
+                f"HTTP {status} {reason}" + (f": {text}" if text else ""), status=status, retry_after=retry_after
+            )
         try:
             obj = loads(raw, max_bytes=max_bytes)
             message = obj["choices"][0]["message"]
         except (ValueError, KeyError, IndexError, TypeError):
-            raise ApiError(f"malformed response body (no choices[0].message): {_snippet(raw, secrets)}", kind="body") from None
+            raise ApiError(
+                f"malformed response body (no choices[0].message): {_snippet(raw, secrets)}", kind="body"
+            ) from None
         if not isinstance(message, dict) or not isinstance(message.get("content"), str):
             raise ApiError("empty response from model (message.content is not a string)", kind="body")
         counts, problem = from_reply(obj.get("usage"))
@@ -222,8 +250,16 @@ def _post(url: str, body: bytes, headers: dict, timeout: float, max_bytes: int, 
     raise ApiError(f"more than {_MAX_REDIRECTS} redirects", kind="redirect")
 
 
-def call(url: str, body: bytes, headers: dict, timeout: float, http_rules: dict, max_bytes: int = MAX_RESPONSE_BYTES,
-          count=None, send=None) -> Reply:
+def call(
+    url: str,
+    body: bytes,
+    headers: dict,
+    timeout: float,
+    http_rules: dict,
+    max_bytes: int = MAX_RESPONSE_BYTES,
+    count=None,
+    send=None,
+) -> Reply:
     """One attempt: `post`, made again on the statuses, timeouts and connection errors of the protocol's
     answers.attempts.http (as litellm's OpenAI-compatible path does inside one eval.py attempt). `send`: what
     makes each HTTP call instead of `post` (`pacing.AdaptiveLimiter.send`, --concurrency auto)."""

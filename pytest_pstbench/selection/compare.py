@@ -19,6 +19,7 @@ test is the two-sided exact binomial test of b among the b + c discordant units 
 (`scipy.stats.binomtest`), i.e. p = min(1, 2 P(X <= min(b, c))) with X ~ Bin(b + c, 1/2);
 with no discordant unit p = 1.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -26,8 +27,8 @@ from pathlib import Path
 
 from pytest_pstbench.core.compare import check_metric_names, check_runs_comparable, checked_runs, run_pairs
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.selection.runs import RUN_FILES, SelectionRunFiles, load_selection_run, load_selection_runs
 from pytest_pstbench.selection.protocol import comparison_params
+from pytest_pstbench.selection.runs import RUN_FILES, SelectionRunFiles, load_selection_run, load_selection_runs
 
 BETTER, WORSE, NO_DIFF = "better", "worse", "no significant difference"
 
@@ -42,18 +43,33 @@ def validate_run(run: SelectionRunFiles, protocol) -> None:
     fix = "fix: score that run again with this kit (or give another baseline)"
     n_tasks = run.run.get("n_tasks")
     complete = run.run.get("complete") is True
-    if (not isinstance(n_tasks, int) or isinstance(n_tasks, bool)
-            or (n_tasks != len(run.task_ids) if complete else n_tasks < len(run.task_ids))):
-        raise UserError(f"{run.path / 'per_task.csv'}: has {len(run.task_ids)} task rows but run.json n_tasks is {n_tasks!r}; {fix}")
+    if (
+        not isinstance(n_tasks, int)
+        or isinstance(n_tasks, bool)
+        or (n_tasks != len(run.task_ids) if complete else n_tasks < len(run.task_ids))
+    ):
+        raise UserError(
+            f"{run.path / 'per_task.csv'}: has {len(run.task_ids)} task rows but run.json n_tasks is {n_tasks!r}; {fix}"
+        )
     errors = [tid for tid in run.task_ids if run.rows[tid].get("error")] if complete else []
     if errors:
-        raise UserError(f"{run.path / 'per_task.csv'}: task {errors[0]} has an error in a run that says complete: true; {fix}")
+        raise UserError(
+            f"{run.path / 'per_task.csv'}: task {errors[0]} has an error in a run that says complete: true; {fix}"
+        )
     summary = run.summary if isinstance(run.summary, dict) else {}
-    for key, want in (("name", run.run.get("name")), ("track", run.run.get("track")),
-                      ("protocol", run.record.protocol_id), ("dataset_revision", run.record.dataset_revision),
-                      ("complete", run.run.get("complete")), ("n", run.run.get("n_scored")), ("n_tasks", n_tasks)):
+    for key, want in (
+        ("name", run.run.get("name")),
+        ("track", run.run.get("track")),
+        ("protocol", run.record.protocol_id),
+        ("dataset_revision", run.record.dataset_revision),
+        ("complete", run.run.get("complete")),
+        ("n", run.run.get("n_scored")),
+        ("n_tasks", n_tasks),
+    ):
         if summary.get(key) != want:
-            raise UserError(f"{run.path / 'summary.json'}: {key} is {summary.get(key)!r} but run.json says {want!r}; {fix}")
+            raise UserError(
+                f"{run.path / 'summary.json'}: {key} is {summary.get(key)!r} but run.json says {want!r}; {fix}"
+            )
     _check_cells(run.path / "summary.json", summary.get("cells"), fix)
     _check_against_files(run, protocol, complete)
 
@@ -62,16 +78,26 @@ def _check_against_files(run: SelectionRunFiles, protocol, complete: bool) -> No
     """The run's numbers are what its files give (`selection.run_check`): correctness cells from the picks and
     labels, summary.json's cells from those outcomes, completeness from the answers."""
     from pytest_pstbench.selection.protocol import SelectionParams
-    from pytest_pstbench.selection.run_check import FIX, check_position_bias, check_summary_cells, check_usage_and_cost, rebuilt
+    from pytest_pstbench.selection.run_check import (
+        FIX,
+        check_position_bias,
+        check_summary_cells,
+        check_usage_and_cost,
+        rebuilt,
+    )
 
     answers: list[dict] = []
     tasks, outcomes, no_answer = rebuilt(run, SelectionParams.of(protocol), answers)
     if complete and no_answer:
-        raise UserError(f"{run.path / 'per_task.csv'}: task {no_answer[0]} has no answer (every trial missing or an API "
-                        f"error in run.json answers.problems; {len(no_answer)} such tasks) in a run that says complete: true; {FIX}")
+        raise UserError(
+            f"{run.path / 'per_task.csv'}: task {no_answer[0]} has no answer (every trial missing or an API "
+            f"error in run.json answers.problems; {len(no_answer)} such tasks) in a run that says complete: true; {FIX}"
+        )
     if run.run.get("n_scored") != len(tasks):
-        raise UserError(f"{run.path / 'run.json'}: n_scored is {run.run.get('n_scored')!r} but per_task.csv has {len(tasks)} "
-                        f"answered tasks without an error; {FIX}")
+        raise UserError(
+            f"{run.path / 'run.json'}: n_scored is {run.run.get('n_scored')!r} but per_task.csv has {len(tasks)} "
+            f"answered tasks without an error; {FIX}"
+        )
     check_summary_cells(run.path / "summary.json", run.summary["cells"], tasks, outcomes, SelectionParams.of(protocol))
     check_position_bias(run, tasks, answers, SelectionParams.of(protocol), protocol)
     check_usage_and_cost(run)  # a model run's token totals and cost (#40)
@@ -98,9 +124,15 @@ def _check_cells(path: Path, cells, fix: str) -> None:
                     raise UserError(f"{path}: {where}: {m} {agg} is {e!r}, not an entry; {fix}")
                 for key in ("mean", "ci_low", "ci_high", "pm", "random"):
                     v = e.get(key)
-                    if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))
-                                          or not math.isfinite(v) or not 0 <= v <= 1):
-                        raise UserError(f"{path}: {where}: {m} {agg} {key} is {v!r}, not a number in [0, 1] or null; {fix}")
+                    if v is not None and (
+                        isinstance(v, bool)
+                        or not isinstance(v, (int, float))
+                        or not math.isfinite(v)
+                        or not 0 <= v <= 1
+                    ):
+                        raise UserError(
+                            f"{path}: {where}: {m} {agg} {key} is {v!r}, not a number in [0, 1] or null; {fix}"
+                        )
 
 
 def check_comparable(runs: list[SelectionRunFiles]) -> None:
@@ -158,8 +190,13 @@ class SelectionComparison:
         return [r for r in self.rows if r.verdict == BETTER]
 
     def to_json(self) -> dict:
-        return {"protocol": self.protocol, "kind": "selection", "test": self.test, "alpha": self.alpha,
-                "tests": [row_json(r) for r in self.rows]}
+        return {
+            "protocol": self.protocol,
+            "kind": "selection",
+            "test": self.test,
+            "alpha": self.alpha,
+            "tests": [row_json(r) for r in self.rows],
+        }
 
 
 def row_json(row: McNemarComparison) -> dict:
@@ -168,13 +205,19 @@ def row_json(row: McNemarComparison) -> dict:
 
 
 def check_metrics(metrics: list[str] | None, params) -> list[str]:
-    return check_metric_names(metrics, list(params.metrics), lambda unknown: (
-        f"metric(s) {', '.join(map(repr, unknown))} not in protocol {params.protocol.id} "
-        f"(metrics: {', '.join(params.metrics)})"))
+    return check_metric_names(
+        metrics,
+        list(params.metrics),
+        lambda unknown: (
+            f"metric(s) {', '.join(map(repr, unknown))} not in protocol {params.protocol.id} "
+            f"(metrics: {', '.join(params.metrics)})"
+        ),
+    )
 
 
-def _units(records: dict[str, dict[str, list[dict]]], metric: str, task_ids: list[str], outcome: str,
-           trials: int) -> list[bool | None]:
+def _units(
+    records: dict[str, dict[str, list[dict]]], metric: str, task_ids: list[str], outcome: str, trials: int
+) -> list[bool | None]:
     """One entry per unit, in task (then trial) order: its correctness, or None where the run does not count it,
     by the protocol's answers.records, exactly as its summary does (`accuracy.pass_value`: a task whose trials
     are all absent has no pass^3; ap@1: a trial that is not counted is in no denominator)."""
@@ -185,7 +228,9 @@ def _units(records: dict[str, dict[str, list[dict]]], metric: str, task_ids: lis
     return [bool(r["correct"]) if r["rule"] == COUNTED else None for t in task_ids for r in records[t][metric][:trials]]
 
 
-def compare_two(baseline: SelectionRunFiles, candidate: SelectionRunFiles, protocol, metrics: list[str] | None = None) -> list[McNemarComparison]:
+def compare_two(
+    baseline: SelectionRunFiles, candidate: SelectionRunFiles, protocol, metrics: list[str] | None = None
+) -> list[McNemarComparison]:
     """One test per metric and outcome (protocol order) for baseline vs candidate; Holm not applied yet. The
     units are those both runs count (one denominator: a trial or task a run's summary leaves out is left out of
     its pairs too)."""
@@ -202,19 +247,34 @@ def compare_two(baseline: SelectionRunFiles, candidate: SelectionRunFiles, proto
     rows = []
     for m in check_metrics(metrics, params):
         for outcome in cfg.outcomes:
-            pairs = [(u, v) for u, v in zip(*(_units(r, m, task_ids, outcome, params.trials) for r in records))
-                     if u is not None and v is not None]
+            pairs = [
+                (u, v)
+                for u, v in zip(*(_units(r, m, task_ids, outcome, params.trials) for r in records))
+                if u is not None and v is not None
+            ]
             x, y = [u for u, _ in pairs], [v for _, v in pairs]
             n = len(x)
             b = sum(1 for u, v in zip(x, y) if v and not u)
             c = sum(1 for u, v in zip(x, y) if u and not v)
             rr = sum(1 for u, v in zip(x, y) if u and v)
             acc_b, acc_c = (sum(x) / n, sum(y) / n) if n else (0.0, 0.0)
-            rows.append(McNemarComparison(
-                metric=m, outcome=outcome, baseline=baseline.name, candidate=candidate.name, n=n, b=b, c=c,
-                both_right=rr, both_wrong=n - b - c - rr, acc_baseline=acc_b, acc_candidate=acc_c,
-                diff=(b - c) / n if n else 0.0, pvalue=mcnemar_exact(b, c),
-            ))
+            rows.append(
+                McNemarComparison(
+                    metric=m,
+                    outcome=outcome,
+                    baseline=baseline.name,
+                    candidate=candidate.name,
+                    n=n,
+                    b=b,
+                    c=c,
+                    both_right=rr,
+                    both_wrong=n - b - c - rr,
+                    acc_baseline=acc_b,
+                    acc_candidate=acc_c,
+                    diff=(b - c) / n if n else 0.0,
+                    pvalue=mcnemar_exact(b, c),
+                )
+            )
     return rows
 
 
@@ -238,8 +298,9 @@ def finish_with_power(rows: list[McNemarComparison], protocol) -> SelectionCompa
     return comp
 
 
-def compare_selection_runs(runs: list[SelectionRunFiles], *, protocol=None, against_first: bool = False,
-                           metrics: list[str] | None = None) -> SelectionComparison:
+def compare_selection_runs(
+    runs: list[SelectionRunFiles], *, protocol=None, against_first: bool = False, metrics: list[str] | None = None
+) -> SelectionComparison:
     """All pairs of runs (the later run is the candidate), or each run against the first; Holm over all tests."""
     from pytest_pstbench.selection.protocol import SelectionParams
 
@@ -253,8 +314,9 @@ def compare_selection_runs(runs: list[SelectionRunFiles], *, protocol=None, agai
     return finish_with_power(rows, protocol)
 
 
-def compare_selection_paths(paths, *, protocol_spec: str | None = None, against_first: bool = False,
-                            metrics: list[str] | None = None) -> tuple[SelectionComparison, object, list[SelectionRunFiles]]:
+def compare_selection_paths(
+    paths, *, protocol_spec: str | None = None, against_first: bool = False, metrics: list[str] | None = None
+) -> tuple[SelectionComparison, object, list[SelectionRunFiles]]:
     runs = load_selection_runs(paths)
     if len(runs) < 2:
         raise UserError("compare needs at least two run folders")
@@ -278,7 +340,12 @@ def parse_selection_bounds(items: list[str] | None, kind: str, protocol) -> dict
 
     keys = bound_keys(protocol)
     return parse_bound_items(
-        items, kind, keys, example="METRIC.AGGREGATION=VALUE, e.g. tb1.pass^3=0.3", lo=0.0, hi=1.0,
+        items,
+        kind,
+        keys,
+        example="METRIC.AGGREGATION=VALUE, e.g. tb1.pass^3=0.3",
+        lo=0.0,
+        hi=1.0,
         unknown=lambda key: f"unknown key {key!r}; protocol {protocol.id} has {', '.join(keys)}",
     )
 
@@ -302,8 +369,9 @@ def _worse_reason(r, comp, protocol=None) -> str:
 def refuse_margins(what: str, fix: str = "the margin") -> None:
     """Margins are a paired-run test (a shifted Wilcoxon); every front door refuses them on selection runs
     with this message (`what`: the option as given, `fix`: what to drop)."""
-    raise UserError(f"{what}: margins are implemented for paired runs (Wilcoxon), not for selection runs (McNemar); "
-                    f"fix: drop {fix}")
+    raise UserError(
+        f"{what}: margins are implemented for paired runs (Wilcoxon), not for selection runs (McNemar); fix: drop {fix}"
+    )
 
 
 def _no_margins(margins, option: str = "--margin") -> None:
@@ -328,8 +396,13 @@ def _compare_text(comp, runs: list[SelectionRunFiles], protocol) -> str:
     from pytest_pstbench.selection.protocol import SelectionParams
     from pytest_pstbench.selection.tables import comparison_footer, comparison_header, comparison_table
 
-    return "\n".join((comparison_header(runs[0], comp), comparison_table(comp, SelectionParams.of(protocol)),
-                      comparison_footer(comp)))
+    return "\n".join(
+        (
+            comparison_header(runs[0], comp),
+            comparison_table(comp, SelectionParams.of(protocol)),
+            comparison_footer(comp),
+        )
+    )
 
 
 def _history_values(run: SelectionRunFiles, protocol, metrics=None) -> dict:
@@ -364,12 +437,24 @@ def _make_kind():
     from pytest_pstbench.core.kinds import RunKind
 
     return RunKind(
-        name="selection", run_files=RUN_FILES, load=load_selection_run, check_comparable=check_comparable,
-        validate=validate_run, item_file="per_task.csv", unit="units (tasks, or task trials for ap@1)",
+        name="selection",
+        run_files=RUN_FILES,
+        load=load_selection_run,
+        check_comparable=check_comparable,
+        validate=validate_run,
+        item_file="per_task.csv",
+        unit="units (tasks, or task trials for ap@1)",
         smallest_pvalue=lambda r, protocol: mcnemar_exact(0, r.n),
-        compare_two=_compare_two, finish=finish_with_power, test_label=_test_label, worse_reason=_worse_reason, compare_paths=_compare_paths,
-        compare_text=_compare_text, check_margins=refuse_margins, gate_worst=_gate_worst,
-        history_values=_history_values, history_step=lambda row: (f"{row.metric}.{row.outcome}", row.diff),
+        compare_two=_compare_two,
+        finish=finish_with_power,
+        test_label=_test_label,
+        worse_reason=_worse_reason,
+        compare_paths=_compare_paths,
+        compare_text=_compare_text,
+        check_margins=refuse_margins,
+        gate_worst=_gate_worst,
+        history_values=_history_values,
+        history_step=lambda row: (f"{row.metric}.{row.outcome}", row.diff),
     )
 
 

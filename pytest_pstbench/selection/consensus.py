@@ -8,6 +8,7 @@ the task.
 The threshold m for (k, n) comes from the protocol, or from a significance level alpha through the
 null model of `null_model` (`thresholds_for`). Votes are read from a CSV file (`read_votes`).
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -17,7 +18,6 @@ from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.selection.null_model import MonteCarlo, null_pass_probability, threshold_for_alpha
-
 
 # ---- the filter --------------------------------------------------------------------------------
 
@@ -97,8 +97,9 @@ def read_votes(path: Path, *, k_range: tuple[int, int], protocol_id: str, candid
     from pytest_pstbench.core.files.csvfile import read_csv
 
     path = Path(path)
-    rows = read_csv(path, what="votes file", columns=REQUIRED_COLUMNS,
-                    fix=f"give a CSV with columns {', '.join(REQUIRED_COLUMNS)}")
+    rows = read_csv(
+        path, what="votes file", columns=REQUIRED_COLUMNS, fix=f"give a CSV with columns {', '.join(REQUIRED_COLUMNS)}"
+    )
     tasks: dict[str, TaskVotes] = {}
     judges: dict[str, set[str]] = {}  # per task: its judges, and the candidates its votes name
     named: dict[str, set] = {}
@@ -115,10 +116,14 @@ def read_votes(path: Path, *, k_range: tuple[int, int], protocol_id: str, candid
         try:
             k = int((row["k"] or "").strip())
         except ValueError:
-            raise bad(f"k {row['k']!r} is not an integer; fix: give the task's number of candidates (2 or more)") from None
+            raise bad(
+                f"k {row['k']!r} is not an integer; fix: give the task's number of candidates (2 or more)"
+            ) from None
         if not k_range[0] <= k <= k_range[1]:
-            raise bad(f"task {tid} has k = {k} but protocol {protocol_id} covers k = {k_range[0]}-{k_range[1]} "
-                      "(candidates.min/max); fix: give the task's number of candidates, or a protocol that covers it")
+            raise bad(
+                f"task {tid} has k = {k} but protocol {protocol_id} covers k = {k_range[0]}-{k_range[1]} "
+                "(candidates.min/max); fix: give the task's number of candidates, or a protocol that covers it"
+            )
         judge = (row["judge"] or "").strip()
         best = (row["best"] or "").strip()
         worst = (row["worst"] or "").strip()
@@ -144,7 +149,9 @@ def read_votes(path: Path, *, k_range: tuple[int, int], protocol_id: str, candid
         t.worst.append(worst if k >= 3 else "")
         named[tid].update(which(tid, v) for v in ((best, worst) if k >= 3 else (best,)))
         if len(named[tid]) > k:
-            raise bad(f"task {tid}: votes name {len(named[tid])} different candidates but k = {k}; fix: check k or the candidate names")
+            raise bad(
+                f"task {tid}: votes name {len(named[tid])} different candidates but k = {k}; fix: check k or the candidate names"
+            )
     if not tasks:
         raise UserError(f"{path}: no votes; fix: give one row per task and judge")
     return rows.of(tasks.values())  # with the digest of the bytes read (csvfile.Read)
@@ -157,19 +164,26 @@ class ThresholdRow:
     m: int | None
     p_null: Fraction | None  # exact; None when only a Monte Carlo estimate exists (`p_mc`)
     source: str  # "protocol" or "alpha"
-    p_mc: "MonteCarlo | None" = None
+    p_mc: MonteCarlo | None = None
 
 
-def thresholds_for(tasks: list[TaskVotes], consensus: dict, *, alpha: float | None, path: Path,
-                   progress=None) -> dict[tuple[int, int], ThresholdRow]:
+def thresholds_for(
+    tasks: list[TaskVotes], consensus: dict, *, alpha: float | None, path: Path, progress=None
+) -> dict[tuple[int, int], ThresholdRow]:
     """Threshold m per (k, n) present in `tasks`: from the protocol, or derived from `alpha`."""
     rows: dict[tuple[int, int], ThresholdRow] = {}
     mc = consensus.get("monte_carlo", {}) if isinstance(consensus.get("monte_carlo"), dict) else {}
     for key in sorted({(t.k, t.n) for t in tasks}):
         k, n = key
         if alpha is not None:
-            m, p = threshold_for_alpha(k, n, alpha, progress=progress, seed=int(mc.get("seed", 0)),
-                                       confidence=float(mc.get("confidence", 0.95)))
+            m, p = threshold_for_alpha(
+                k,
+                n,
+                alpha,
+                progress=progress,
+                seed=int(mc.get("seed", 0)),
+                confidence=float(mc.get("confidence", 0.95)),
+            )
             if isinstance(p, MonteCarlo):
                 rows[key] = ThresholdRow(k, n, m, None, "alpha", p_mc=p)
             else:

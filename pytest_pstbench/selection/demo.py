@@ -8,6 +8,7 @@ filter, whose votes are kept in `votes.csv` (`votes:` in the manifest: the track
 built in a temporary folder beside its place and renamed into place, and reused while its generator
 and consensus thresholds are unchanged.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -17,9 +18,8 @@ from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.files.jsonfile import loads
+from pytest_pstbench.core.files.write import replace_stale_dir, staging_dir, write_atomic
 from pytest_pstbench.core.paths import cache_dir
-from pytest_pstbench.core.files.write import write_atomic
-from pytest_pstbench.core.files.write import replace_stale_dir, staging_dir
 from pytest_pstbench.data.photos import load_photo, render_view
 
 MANIFEST_NAME = "track.yaml"
@@ -58,12 +58,32 @@ VAB_DEMO_PARAMS: dict = {
         "coffee": {"photo": "coffee", "box": [0, 0, 533, 400], "domain": "photography", "topic": "still life"},
         "hubble": {"photo": "hubble_deep_field", "box": [0, 0, 640, 480], "domain": "science", "topic": "astronomy"},
         "rocket": {"photo": "rocket", "box": [35, 0, 604, 427], "domain": "photography", "topic": "vehicle"},
-        "immunohistochemistry": {"photo": "immunohistochemistry", "box": [0, 0, 512, 384], "domain": "science", "topic": "microscopy"},
+        "immunohistochemistry": {
+            "photo": "immunohistochemistry",
+            "box": [0, 0, 512, 384],
+            "domain": "science",
+            "topic": "microscopy",
+        },
         "colorwheel": {"photo": "colorwheel", "box": [0, 46, 370, 324], "domain": "graphics", "topic": "colour chart"},
-        "motorcycle": {"photo": "motorcycle_left", "box": [37, 0, 704, 500], "domain": "photography", "topic": "vehicle"},
+        "motorcycle": {
+            "photo": "motorcycle_left",
+            "box": [37, 0, 704, 500],
+            "domain": "photography",
+            "topic": "vehicle",
+        },
         "retina": {"photo": "retina", "box": [0, 176, 1411, 1234], "domain": "science", "topic": "medical"},
-        "astronaut_flag": {"photo": "astronaut", "box": [0, 128, 512, 512], "domain": "photography", "topic": "portrait"},
-        "hubble_lower": {"photo": "hubble_deep_field", "box": [360, 392, 1000, 872], "domain": "science", "topic": "astronomy"},
+        "astronaut_flag": {
+            "photo": "astronaut",
+            "box": [0, 128, 512, 512],
+            "domain": "photography",
+            "topic": "portrait",
+        },
+        "hubble_lower": {
+            "photo": "hubble_deep_field",
+            "box": [360, 392, 1000, 872],
+            "domain": "science",
+            "topic": "astronomy",
+        },
         "logo": {"photo": "logo", "box": [0, 62, 500, 437], "domain": "graphics", "topic": "logo"},
     },
 }
@@ -95,7 +115,12 @@ def apply_defect(img, family: str, severity: float, rng, params: dict):
         x = x * 2.0 ** (direction * p["max_stops"] * severity)
     elif family == "colour_cast":
         g = p["max_gain"] * severity
-        casts = ([1 + g, 1, 1 - g], [1 - g, 1, 1 + g], [1 - g / 2, 1 + g / 2, 1 - g / 2], [1 + g / 2, 1 - g / 2, 1 + g / 2])
+        casts = (
+            [1 + g, 1, 1 - g],
+            [1 - g, 1, 1 + g],
+            [1 - g / 2, 1 + g / 2, 1 - g / 2],
+            [1 + g / 2, 1 - g / 2, 1 + g / 2],
+        )
         x = x * np.asarray(casts[int(rng.integers(0, 4))])
     elif family == "jpeg":
         q = int(round(p["quality_clean"] + (p["quality_worst"] - p["quality_clean"]) * severity))
@@ -193,7 +218,12 @@ def _generate_demo(dest: Path, params: dict, thresholds: dict, progress) -> None
                 "candidates": cands,
                 "best": best,
                 "worst": worst,
-                "panel": {"voters": n_voters, "threshold": m, "best_votes": d.best_votes, "worst_votes": d.worst_votes if k >= 3 else None},
+                "panel": {
+                    "voters": n_voters,
+                    "threshold": m,
+                    "best_votes": d.best_votes,
+                    "worst_votes": d.worst_votes if k >= 3 else None,
+                },
             }
         )
     manifest = {
@@ -222,10 +252,16 @@ def _read_generator(manifest: Path) -> dict | None:
         return None
     if not isinstance(data, dict) or data.get("id") != DEMO_TRACK_ID:
         return None
-    return {"generator": data.get("generator"), "thresholds": data.get("consensus_thresholds"), "votes": data.get("votes")}
+    return {
+        "generator": data.get("generator"),
+        "thresholds": data.get("consensus_thresholds"),
+        "votes": data.get("votes"),
+    }
 
 
-def build_vab_demo(root: Path | None = None, *, size: tuple[int, int] | None = None, protocol=None, progress=None) -> Path:
+def build_vab_demo(
+    root: Path | None = None, *, size: tuple[int, int] | None = None, protocol=None, progress=None
+) -> Path:
     """Build (or reuse) the vab-demo track under `root` and return its manifest path.
 
     `root` defaults to `cache_dir()/tracks/vab-demo`. `size` (width, height) overrides the
@@ -238,7 +274,9 @@ def build_vab_demo(root: Path | None = None, *, size: tuple[int, int] | None = N
     params = demo_params(size)
     thresholds = {int(k): int(v) for k, v in protocol.data["consensus"]["thresholds"].items()}
     if int(protocol.data["consensus"]["n_judges"]) != params["panel"]["voters"]:
-        raise UserError(f"{protocol.path}: consensus.n_judges must be {params['panel']['voters']} for the vab-demo panel")
+        raise UserError(
+            f"{protocol.path}: consensus.n_judges must be {params['panel']['voters']} for the vab-demo panel"
+        )
     want = {"generator": params, "thresholds": thresholds, "votes": VOTES_NAME}  # a build without votes.csv is rebuilt
     root = Path(root) if root is not None else cache_dir() / "tracks" / DEMO_TRACK_ID
     root = root.expanduser().absolute()
@@ -249,7 +287,9 @@ def build_vab_demo(root: Path | None = None, *, size: tuple[int, int] | None = N
     if root.exists() and not root.is_dir():
         raise UserError(f"{root}: the vab-demo track needs a directory here, but a file exists; remove it")
     if root.is_dir() and any(root.iterdir()) and _read_generator(manifest) is None:
-        raise UserError(f"{root}: directory exists and is not a pstbench vab-demo track; remove it or set PSTBENCH_CACHE elsewhere")
+        raise UserError(
+            f"{root}: directory exists and is not a pstbench vab-demo track; remove it or set PSTBENCH_CACHE elsewhere"
+        )
     with staging_dir(root, what="build the vab-demo track", fix="set PSTBENCH_CACHE to a writable directory") as build:
         say(f"vab-demo: building at {root}")
         _generate_demo(build, params, thresholds, progress)

@@ -17,6 +17,7 @@ The requests still to ask are the run's (`requests.requests_of`) less those its 
 * With a price table (`selection.pricing`), the cost is those tokens at the model's prices (cached prompt tokens
   priced as uncached: an upper bound there), its interval from the ends of the token intervals.
 """
+
 from __future__ import annotations
 
 import math
@@ -32,8 +33,10 @@ class Interval:
     low: float | None  # None: no interval (too few calibration answers)
     high: float | None
 
-    def plus(self, n: float) -> "Interval":
-        return Interval(self.value + n, None if self.low is None else self.low + n, None if self.high is None else self.high + n)
+    def plus(self, n: float) -> Interval:
+        return Interval(
+            self.value + n, None if self.low is None else self.low + n, None if self.high is None else self.high + n
+        )
 
 
 @dataclass
@@ -59,8 +62,10 @@ def features(body: bytes) -> tuple[int, int]:
     from pytest_pstbench.core.files.jsonfile import loads
 
     content = loads(body, max_bytes=len(body) + 1)["messages"][0]["content"]
-    return (sum(len(p.get("text", "")) for p in content if p.get("type") == "text"),
-            sum(1 for p in content if p.get("type") == "image_url"))
+    return (
+        sum(len(p.get("text", "")) for p in content if p.get("type") == "text"),
+        sum(1 for p in content if p.get("type") == "image_url"),
+    )
 
 
 def spread(items: list, n: int) -> list:
@@ -118,8 +123,12 @@ def estimate_run(track, protocol, settings, answers_path, *, calibrate: int = 0,
     from pytest_pstbench.selection.requests import ImageURLs, request_body, requests_of
 
     params = SelectionParams.of(protocol)
-    existing = read_answers(answers_path, track, params) if answers_path.is_file() and answers_path.stat().st_size else None
-    done = {k for k, e in existing.entries.items() if e[1] != ERROR} if existing is not None else set()  # as vab run resumes
+    existing = (
+        read_answers(answers_path, track, params) if answers_path.is_file() and answers_path.stat().st_size else None
+    )
+    done = (
+        {k for k, e in existing.entries.items() if e[1] != ERROR} if existing is not None else set()
+    )  # as vab run resumes
     all_requests = list(requests_of(track, params))
     urls = ImageURLs(params)
     todo = []  # ((text chars, images), key)
@@ -192,28 +201,40 @@ def _money(iv: Interval, currency: str) -> str:
 
 def lines(est: Estimate) -> list[str]:
     """What `vab run --estimate` prints."""
-    out = [f"requests: {est.total} in the run: {est.answered} already answered, {est.calibrated} asked now for calibration "
-           f"(appended to the answers file; they count towards the run), {est.to_ask} to ask"]
+    out = [
+        f"requests: {est.total} in the run: {est.answered} already answered, {est.calibrated} asked now for calibration "
+        f"(appended to the answers file; they count towards the run), {est.to_ask} to ask"
+    ]
     price = est.price
     if est.prompt is None:  # no calibration (or none with usage)
         bound = est.completion or Interval(float(est.to_ask * est.max_tokens), None, None)
-        out.append(f"prompt tokens to ask: {est.text_tokens:,} text tokens (about {CHARS_PER_TOKEN} characters a token) plus "
-                   f"{est.images:,} images, whose tokens depend on the model and the image size (--calibrate N measures them)")
-        out.append(f"completion tokens to ask: at most {bound.value:,.0f} (max_tokens {est.max_tokens} x {est.to_ask} requests: "
-                   "an upper bound only; retried requests cost more; --calibrate N measures them)")
+        out.append(
+            f"prompt tokens to ask: {est.text_tokens:,} text tokens (about {CHARS_PER_TOKEN} characters a token) plus "
+            f"{est.images:,} images, whose tokens depend on the model and the image size (--calibrate N measures them)"
+        )
+        out.append(
+            f"completion tokens to ask: at most {bound.value:,.0f} (max_tokens {est.max_tokens} x {est.to_ask} requests: "
+            "an upper bound only; retried requests cost more; --calibrate N measures them)"
+        )
         if price is not None:
-            out.append(f"cost to ask: at most {bound.value * price.out / 1_000_000:.4g} {price.currency} for the completions, "
-                       f"plus {est.text_tokens * price.in_ / 1_000_000:.4g} {price.currency} for the prompts' text, "
-                       "plus the images (unknown without --calibrate)")
+            out.append(
+                f"cost to ask: at most {bound.value * price.out / 1_000_000:.4g} {price.currency} for the completions, "
+                f"plus {est.text_tokens * price.in_ / 1_000_000:.4g} {price.currency} for the prompts' text, "
+                "plus the images (unknown without --calibrate)"
+            )
     else:
-        out.append(f"prompt tokens to ask: {_num(est.prompt)} (a fit of {est.used} calibration requests' prompt_tokens on "
-                   "text length and image count)")
+        out.append(
+            f"prompt tokens to ask: {_num(est.prompt)} (a fit of {est.used} calibration requests' prompt_tokens on "
+            "text length and image count)"
+        )
         out.append(f"completion tokens to ask: {_num(est.completion)} (the calibration mean x {est.to_ask} requests)")
         run_prompt = est.prompt.plus(est.recorded.get("prompt_tokens", 0))
         run_completion = est.completion.plus(est.recorded.get("completion_tokens", 0))
         if price is not None:
-            out.append(f"cost to ask: {_money(_cost(est.prompt, est.completion, price), price.currency)} "
-                       "(cached prompt tokens priced as uncached)")
+            out.append(
+                f"cost to ask: {_money(_cost(est.prompt, est.completion, price), price.currency)} "
+                "(cached prompt tokens priced as uncached)"
+            )
         out.append(f"whole run prompt tokens: {_num(run_prompt)}")
         out.append(f"whole run completion tokens: {_num(run_completion)}")
         if price is not None:

@@ -6,6 +6,7 @@ quality 85, no resizing), the header text for each prompt type, `export.json` (l
 candidates) and `requests.jsonl` (one request per line, with the official message layout); with the
 re-ask list of `answers.retry_requests`, only those requests.
 """
+
 from __future__ import annotations
 
 import json
@@ -74,15 +75,26 @@ def export_track(track, protocol, out: Path, progress=None, only: dict | None = 
                         prel = (folder / f"{ptype}.txt").as_posix()
                         (tmp / prel).write_text(text, encoding="utf-8", newline="\n")
                         prompts[ptype] = prel
-                        line = {"task_id": task.id, "trial": t, "prompt_type": ptype, "labels": labels, "images": images,
-                                "prompt": text, "content": message_content(params, ptype, labels, images)}
+                        line = {
+                            "task_id": task.id,
+                            "trial": t,
+                            "prompt_type": ptype,
+                            "labels": labels,
+                            "images": images,
+                            "prompt": text,
+                            "content": message_content(params, ptype, labels, images),
+                        }
                         if only is not None:
                             line["attempt"] = only[(task.id, t, ptype)]
                         req.write(json.dumps(line, ensure_ascii=False) + "\n")
                         n_requests += 1
-                    trials.append({"trial": t, "order": list(order), "labels": mapping, "images": images, "prompts": prompts})
+                    trials.append(
+                        {"trial": t, "order": list(order), "labels": mapping, "images": images, "prompts": prompts}
+                    )
                 if trials:
-                    tasks_json.append({"task_id": task.id, "k": task.k, "domain": task.domain, "topic": task.topic, "trials": trials})
+                    tasks_json.append(
+                        {"task_id": task.id, "k": task.k, "domain": task.domain, "topic": task.topic, "trials": trials}
+                    )
                 say(f"export: {task.id} ({task.k} candidates, {len(orders)} trials)")
         manifest = {
             "track": track.id,

@@ -1,6 +1,7 @@
 """The selection kind's gate: bounds on the overall means and the baseline comparison (exact McNemar,
 `selection.compare`), each holding only on values that count enough of the track's tasks (the
 protocol's `comparison.min_counted_fraction`)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -44,9 +45,17 @@ def coverage_reasons(summary: dict, keys: list[str], protocol, basis: list[str])
     return reasons
 
 
-def evaluate_selection_gate(run_dir: Path, protocol, *, baselines: list[Path], metrics: list[str] | None,
-                            mins: dict[str, float] | None = None, maxs: dict[str, float] | None = None,
-                            summary: dict | None = None, track=None):
+def evaluate_selection_gate(
+    run_dir: Path,
+    protocol,
+    *,
+    baselines: list[Path],
+    metrics: list[str] | None,
+    mins: dict[str, float] | None = None,
+    maxs: dict[str, float] | None = None,
+    summary: dict | None = None,
+    track=None,
+):
     """The candidate run in `run_dir`: bounds on its overall means (`summary`, else its summary.json),
     then against each baseline run (Holm over all tests) -> gate.GateResult. With `track` (the pytest
     gate's), each baseline's task rows must hold the track's labels (`run_check.check_labels_against_track`)."""

@@ -32,6 +32,7 @@ depends on which experts were asked (not on which tasks). Experts are taken sort
 not depend on the order of the file's rows. The label says the row's coverage where it rests on part of the
 track's tasks (`LABEL_PART`). Linear in the votes: a task's panel is counted once (`loo_target`).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -46,19 +47,23 @@ LABEL_PART = "Human (leave-one-out, {n} experts, {tasks} of {of} tasks)"  # a ro
 
 
 def plural(n: int, word: str) -> str:
-    """"1 task", "3 tasks": a count with its noun (`word` singular; English -s plural)."""
+    """ "1 task", "3 tasks": a count with its noun (`word` singular; English -s plural)."""
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def coverage(human: dict) -> str | None:
-    """"3 of 30 tasks" when the row rests on part of its track's tasks, else None (summary.json `human`)."""
+    """ "3 of 30 tasks" when the row rests on part of its track's tasks, else None (summary.json `human`)."""
     of = human.get("track_tasks")
     if not isinstance(of, int) or isinstance(of, bool) or human.get("tasks") == of:
         return None
     return f"{human.get('tasks')} of {plural(of, 'task')}"
-RULE = ("each expert's vote is a judge's answer in every trial, scored against the consensus of the other experts: "
-        "the protocol's consensus rule with the threshold of the full panel lowered by one; a task without consensus "
-        "among the others is left out for that expert")
+
+
+RULE = (
+    "each expert's vote is a judge's answer in every trial, scored against the consensus of the other experts: "
+    "the protocol's consensus rule with the threshold of the full panel lowered by one; a task without consensus "
+    "among the others is left out for that expert"
+)
 INTERVAL = "percentile bootstrap over experts (aggregation.bootstrap)"
 
 
@@ -109,17 +114,22 @@ def read_track_votes(path: Path, track, params) -> tuple[dict[str, dict[str, tup
             ignored.append(tv.task_id)
             continue
         if tv.k != task.k:
-            raise UserError(f"{path}: task {task.id} has k = {tv.k} in the votes but {task.k} candidates in track {track.id}; "
-                            "fix: give the votes of this track's tasks (--votes, or votes: in its track.yaml)")
+            raise UserError(
+                f"{path}: task {task.id} has k = {tv.k} in the votes but {task.k} candidates in track {track.id}; "
+                "fix: give the votes of this track's tasks (--votes, or votes: in its track.yaml)"
+            )
 
         def index(name: str, judge: str) -> int:
             hits = names(task).get(name, set())
             if len(hits) != 1:
-                what = "fits candidates " + " and ".join(map(str, sorted(hits))) if hits else "is none of its candidates"
+                what = (
+                    "fits candidates " + " and ".join(map(str, sorted(hits))) if hits else "is none of its candidates"
+                )
                 raise UserError(
                     f"{path}: task {task.id}: judge {judge} votes {name!r}, which {what}; fix: name a candidate by its 0-based "
                     f"index, its label, its file path as in the track's manifest or its file name (e.g. 0 or "
-                    f"{Path(task.candidates[0]).name})")
+                    f"{Path(task.candidates[0]).name})"
+                )
             return next(iter(hits))
 
         votes = {}
@@ -127,7 +137,9 @@ def read_track_votes(path: Path, track, params) -> tuple[dict[str, dict[str, tup
             bi = index(b, judge)
             wi = index(w, judge) if task.k >= 3 else 1 - bi
             if wi == bi:
-                raise UserError(f"{path}: task {task.id}: judge {judge} votes candidate {bi} both best and worst; fix: best and worst must differ")
+                raise UserError(
+                    f"{path}: task {task.id}: judge {judge} votes candidate {bi} both best and worst; fix: best and worst must differ"
+                )
             votes[judge] = (bi, wi)
         found[task.id] = votes
     return {t.id: found[t.id] for t in track.tasks if t.id in found}, ignored, voted.sha256
@@ -150,14 +162,20 @@ class _Thresholds:
                 from pytest_pstbench.selection.null_model import threshold_for_alpha
 
                 mc = self.consensus.get("monte_carlo") if isinstance(self.consensus.get("monte_carlo"), dict) else {}
-                m, _p = threshold_for_alpha(k, n, float(self.consensus["alpha"]), seed=int(mc.get("seed", 0)),
-                                            confidence=float(mc.get("confidence", 0.95)))
+                m, _p = threshold_for_alpha(
+                    k,
+                    n,
+                    float(self.consensus["alpha"]),
+                    seed=int(mc.get("seed", 0)),
+                    confidence=float(mc.get("confidence", 0.95)),
+                )
                 self.used[key] = m
         return self.used[key]
 
 
-def loo_target(k: int, best_counts: Counter, worst_counts: Counter | None, vote: tuple[int, int],
-               m: int | None) -> tuple[int, int] | None:
+def loo_target(
+    k: int, best_counts: Counter, worst_counts: Counter | None, vote: tuple[int, int], m: int | None
+) -> tuple[int, int] | None:
     """The consensus (best, worst) of the other voters at threshold max(1, m - 1), or None when there is none:
     `best_counts` / `worst_counts` count the whole panel's votes (worst None for k = 2), `vote` is the left-out
     voter's. O(k) per voter: the panel is counted once per task, not once per voter."""
@@ -190,8 +208,8 @@ def human_reference(track, votes_path: Path, params) -> dict:
     """summary.json's `human` section: the leave-one-out row per cell, each expert's overall values, and what
     was left out (see the module doc)."""
     from pytest_pstbench.core.stats import bootstrap_mean_ci
-    from pytest_pstbench.selection.consensus import decide
     from pytest_pstbench.selection.accuracy import cell_means, cells_of, trial_outcomes
+    from pytest_pstbench.selection.consensus import decide
 
     votes_path = Path(votes_path)
     votes, ignored, digest = read_track_votes(votes_path, track, params)
@@ -221,23 +239,34 @@ def human_reference(track, votes_path: Path, params) -> dict:
             scored[e].append((view, trial_outcomes(view, vote_answers(task, b, w, params), params)))
     scored_ids = {view.id for e in experts for view, _o in scored[e]}
     covered = [t for t in track.tasks if t.id in scored_ids]
-    per_expert = {e: cell_means([v for v, _o in scored[e]], [o for _v, o in scored[e]], params) if scored[e] else {}
-                  for e in experts}
+    per_expert = {
+        e: cell_means([v for v, _o in scored[e]], [o for _v, o in scored[e]], params) if scored[e] else {}
+        for e in experts
+    }
     boot = params.bootstrap
     judged = Counter(v.id for e in experts for v, _o in scored[e])  # judgments per task, counted once
     cells = []
     for group, value, idx in cells_of(covered) if covered else []:
-        cell = {"group": group, "value": value, "n_tasks": len(idx),
-                "n_judgments": sum(judged[covered[i].id] for i in idx), "metrics": {}}
+        cell = {
+            "group": group,
+            "value": value,
+            "n_tasks": len(idx),
+            "n_judgments": sum(judged[covered[i].id] for i in idx),
+            "metrics": {},
+        }
         n_experts = 0
         for metric in params.metrics:
             cell["metrics"][metric] = {}
             for agg in params.aggregations:
-                values = [per_expert[e][(group, value)][metric][agg] for e in experts if (group, value) in per_expert[e]]
+                values = [
+                    per_expert[e][(group, value)][metric][agg] for e in experts if (group, value) in per_expert[e]
+                ]
                 values = [v for v in values if v is not None]
                 n_experts = max(n_experts, len(values))
                 if values:
-                    ci = bootstrap_mean_ci(values, confidence=boot["confidence"], resamples=boot["resamples"], seed=boot["seed"])
+                    ci = bootstrap_mean_ci(
+                        values, confidence=boot["confidence"], resamples=boot["resamples"], seed=boot["seed"]
+                    )
                     entry = {"mean": ci.mean, "ci_low": ci.ci_low, "ci_high": ci.ci_high, "pm": ci.pm, "n": len(values)}
                 else:
                     entry = {"mean": None, "ci_low": None, "ci_high": None, "pm": None, "n": 0}
@@ -259,11 +288,20 @@ def human_reference(track, votes_path: Path, params) -> dict:
         "tasks_without_votes": [t.id for t in track.tasks if t.id not in votes],
         "voted_tasks_not_in_track": len(ignored),
         "label_disagreements": disagree,
-        "thresholds": [{"k": k, "n": n, "m": m, "m_others": None if m is None else max(1, m - 1)}
-                       for (k, n), m in sorted(threshold.used.items())],
+        "thresholds": [
+            {"k": k, "n": n, "m": m, "m_others": None if m is None else max(1, m - 1)}
+            for (k, n), m in sorted(threshold.used.items())
+        ],
         "cells": cells,
-        "per_expert": [{"expert": e, "tasks": len(scored[e]), "excluded": excluded[e],
-                        "metrics": per_expert[e].get(("overall", "all"), {})} for e in experts],
+        "per_expert": [
+            {
+                "expert": e,
+                "tasks": len(scored[e]),
+                "excluded": excluded[e],
+                "metrics": per_expert[e].get(("overall", "all"), {}),
+            }
+            for e in experts
+        ],
     }
 
 
@@ -278,9 +316,11 @@ def human_row(summaries: list[tuple[Path, dict]]) -> dict | None:
     path, human = found[0]
     for other, h in found[1:]:
         if h != human:
-            raise UserError(f"{other}: its human reference row differs from the one of {path} (another votes file or rule, "
-                            f"votes sha256 {h.get('votes_sha256') if isinstance(h, dict) else None}); fix: score the runs "
-                            "of a track with the same votes file")
+            raise UserError(
+                f"{other}: its human reference row differs from the one of {path} (another votes file or rule, "
+                f"votes sha256 {h.get('votes_sha256') if isinstance(h, dict) else None}); fix: score the runs "
+                "of a track with the same votes file"
+            )
     fix = "fix: score that run again with this kit"
     cells = human.get("cells") if isinstance(human, dict) else None
     if not isinstance(cells, list) or not isinstance(human.get("label"), str):
@@ -293,8 +333,14 @@ def human_row(summaries: list[tuple[Path, dict]]) -> dict | None:
             for e in (entries or {}).values():
                 for key in ("mean", "ci_low", "ci_high", "pm"):
                     v = e.get(key) if isinstance(e, dict) else "?"
-                    if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
-                                          or not 0 <= v <= 1):
-                        raise UserError(f"{path}: human {c.get('group')}={c.get('value')} {key} is {v!r}, not a number in "
-                                        f"[0, 1] or null; {fix}")
+                    if v is not None and (
+                        isinstance(v, bool)
+                        or not isinstance(v, (int, float))
+                        or not math.isfinite(v)
+                        or not 0 <= v <= 1
+                    ):
+                        raise UserError(
+                            f"{path}: human {c.get('group')}={c.get('value')} {key} is {v!r}, not a number in "
+                            f"[0, 1] or null; {fix}"
+                        )
     return human

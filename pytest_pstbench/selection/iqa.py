@@ -16,6 +16,7 @@ folder; models built on Hugging Face, such as Q-Align, into the Hugging Face cac
 metric that cannot be created (no network, no weights in the cache) is one UserError naming the metric
 and that folder.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -71,9 +72,11 @@ def pyiqa_scorer(spec: str, *, device: str = "cpu", metric_name: str | None = No
     provenance is added to the judge's."""
     from pytest_pstbench.metrics.kernels import check_device
 
-    name = metric_name or spec[len(PREFIX):]
+    name = metric_name or spec[len(PREFIX) :]
     if not name:
-        raise UserError(f"--judge {spec}: name a pyiqa metric after 'pyiqa:' (e.g. pyiqa:piqe, pyiqa:qalign); fix: give pyiqa:NAME")
+        raise UserError(
+            f"--judge {spec}: name a pyiqa metric after 'pyiqa:' (e.g. pyiqa:piqe, pyiqa:qalign); fix: give pyiqa:NAME"
+        )
     pyiqa = _import_pyiqa(spec)
     version = str(getattr(pyiqa, "__version__", "unknown"))
     no_reference = _metric_names(pyiqa, "NR")
@@ -82,12 +85,14 @@ def pyiqa_scorer(spec: str, *, device: str = "cpu", metric_name: str | None = No
             raise UserError(
                 f"--judge {spec}: {name} is a full-reference pyiqa metric (it compares an image with a reference image); a "
                 "judge scores each candidate alone; fix: give a no-reference metric (pyiqa.list_models(metric_mode='NR'), "
-                "e.g. pyiqa:piqe, pyiqa:musiq, pyiqa:qalign)")
+                "e.g. pyiqa:piqe, pyiqa:musiq, pyiqa:qalign)"
+            )
         close = difflib.get_close_matches(name, no_reference, n=3)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         raise UserError(
             f"--judge {spec}: pyiqa {version} has no metric {name}{hint}; fix: give a no-reference metric of "
-            "pyiqa.list_models(metric_mode='NR'), e.g. pyiqa:piqe, pyiqa:musiq, pyiqa:qalign")
+            "pyiqa.list_models(metric_mode='NR'), e.g. pyiqa:piqe, pyiqa:musiq, pyiqa:qalign"
+        )
     try:
         device = check_device(str(device))
     except UserError as exc:
@@ -125,6 +130,7 @@ def pyiqa_scorer(spec: str, *, device: str = "cpu", metric_name: str | None = No
         groups: dict[tuple, list[int]] = {}
         for i, img in enumerate(images):
             groups.setdefault(tuple(img.shape), []).append(i)
+
         def run(idx: list[int]) -> list:
             x = torch.from_numpy(np.stack([images[i] for i in idx])).permute(0, 3, 1, 2).to(torch.float32).div_(255.0)
             with torch.no_grad():
@@ -161,7 +167,7 @@ def pyiqa_scorer(spec: str, *, device: str = "cpu", metric_name: str | None = No
         "negated": lower_better,
         "score_range": getattr(metric, "score_range", None),
         "input": "RGB float32 in [0, 1], NCHW; the candidates of one size of a task in one batch (one image per call "
-                 "where the metric refuses the batch)",
+        "where the metric refuses the batch)",
         "weights_cache": cache_dir(),
         **adapted,
     }

@@ -15,6 +15,7 @@ with the lowest, both in presentation order; among equal scores the earliest pre
 is picked (best and worst alike). A judge that ties is therefore penalised by the permutations: its
 picks follow the presentation order, which changes between trials.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -22,9 +23,9 @@ import importlib
 import importlib.util
 import math
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from pytest_pstbench.core.errors import UserError, did_you_mean
 from pytest_pstbench.selection.answers import OK, answer_record, complete_derived
@@ -57,8 +58,13 @@ def load_judge(spec: str, *, base: Path | None = None, default_num_trials: int =
     if is_pyiqa_spec(spec) or is_paper_spec(spec):
         scorer = pyiqa_scorer if is_pyiqa_spec(spec) else paper_scorer
         batch, prov = scorer(str(spec), device=device)
-        return Judge(lambda image: batch([image])[0], str(spec), default_num_trials, {**prov, "num_trials": default_num_trials},
-                     batch=batch)
+        return Judge(
+            lambda image: batch([image])[0],
+            str(spec),
+            default_num_trials,
+            {**prov, "num_trials": default_num_trials},
+            batch=batch,
+        )
     target, sep, func_name = str(spec).rpartition(":")
     if not sep or not target or not func_name.isidentifier():
         raise UserError(
@@ -72,7 +78,9 @@ def load_judge(spec: str, *, base: Path | None = None, default_num_trials: int =
         if not path.is_absolute() and base is not None:
             path = Path(base) / path
         if not path.is_file():
-            raise UserError(f"--judge {spec}: file {path} not found; fix: give the path of a Python file (relative to the current folder)")
+            raise UserError(
+                f"--judge {spec}: file {path} not found; fix: give the path of a Python file (relative to the current folder)"
+            )
         path = path.resolve()
         data = path.read_bytes()
         # keyed by the path and the bytes: a file changed since it was first loaded in this process (a
@@ -90,33 +98,50 @@ def load_judge(spec: str, *, base: Path | None = None, default_num_trials: int =
                 mspec.loader.exec_module(module)
             except Exception as exc:  # the user's file failed to import
                 del sys.modules[mod_name]
-                raise UserError(f"--judge {spec}: importing {path} raised {type(exc).__name__}: {_one_line(exc)}; fix the judge file") from None
+                raise UserError(
+                    f"--judge {spec}: importing {path} raised {type(exc).__name__}: {_one_line(exc)}; fix the judge file"
+                ) from None
         prov.update({"file": str(path), "file_sha256": hashlib.sha256(data).hexdigest()})
     else:
         try:
             module = importlib.import_module(target)
         except ImportError as exc:
-            raise UserError(f"--judge {spec}: cannot import module {target} ({type(exc).__name__}: {_one_line(exc)}); fix: install it or give a file path") from None
+            raise UserError(
+                f"--judge {spec}: cannot import module {target} ({type(exc).__name__}: {_one_line(exc)}); fix: install it or give a file path"
+            ) from None
         except Exception as exc:
-            raise UserError(f"--judge {spec}: importing {target} raised {type(exc).__name__}: {_one_line(exc)}; fix the judge module") from None
+            raise UserError(
+                f"--judge {spec}: importing {target} raised {type(exc).__name__}: {_one_line(exc)}; fix the judge module"
+            ) from None
         prov["module"] = target
         mfile = getattr(module, "__file__", None)
         if mfile and Path(mfile).is_file():
-            prov.update({"file": str(Path(mfile).resolve()), "file_sha256": hashlib.sha256(Path(mfile).read_bytes()).hexdigest()})
+            prov.update(
+                {
+                    "file": str(Path(mfile).resolve()),
+                    "file_sha256": hashlib.sha256(Path(mfile).read_bytes()).hexdigest(),
+                }
+            )
     fn = getattr(module, func_name, None)
     if fn is None:
         known = [n for n, v in vars(module).items() if callable(v) and not n.startswith("_")]
-        raise UserError(f"--judge {spec}: {target} has no attribute {func_name}{did_you_mean(func_name, known)}; "
-                        "fix: name a function defined there")
+        raise UserError(
+            f"--judge {spec}: {target} has no attribute {func_name}{did_you_mean(func_name, known)}; "
+            "fix: name a function defined there"
+        )
     if not callable(fn):
         raise UserError(f"--judge {spec}: {target}.{func_name} is not callable; fix: name a function f(image) -> float")
     prov["function"] = func_name
     return judge_from_callable(fn, spec=spec, default_num_trials=default_num_trials, provenance=prov)
 
 
-def judge_from_callable(fn: Callable, *, spec: str, default_num_trials: int = 1, provenance: dict | None = None) -> Judge:
+def judge_from_callable(
+    fn: Callable, *, spec: str, default_num_trials: int = 1, provenance: dict | None = None
+) -> Judge:
     if not callable(fn):
-        raise UserError(f"{spec}: the judge is {type(fn).__name__}, not a callable; fix: provide a function f(image) -> float")
+        raise UserError(
+            f"{spec}: the judge is {type(fn).__name__}, not a callable; fix: provide a function f(image) -> float"
+        )
     nt = getattr(fn, "num_trials", default_num_trials)
     if isinstance(nt, bool) or not isinstance(nt, int) or nt < 1:
         raise UserError(f"{spec}: num_trials attribute {nt!r} must be a positive integer")
@@ -144,14 +169,18 @@ def load_rgb(path: Path):
             check_header_size(where, *im.size)  # any format: the size from its header, nothing decoded yet
             n_frames = getattr(im, "n_frames", 1)
             if getattr(im, "is_animated", False) or n_frames > 1:
-                raise JudgeFailure(f"{where}: is animated ({n_frames} frames), not one still image; fix: replace the file with one frame")
+                raise JudgeFailure(
+                    f"{where}: is animated ({n_frames} frames), not one still image; fix: replace the file with one frame"
+                )
             exif_orientation(im, where)  # a malformed tag is this file's error, as in scoring
             im = ImageOps.exif_transpose(im)
             return np.ascontiguousarray(np.asarray(im.convert("RGB"), dtype=np.uint8))
     except UserError as exc:
         raise JudgeFailure(str(exc)) from None
     except Image.DecompressionBombError as exc:
-        raise JudgeFailure(f"{where}: refused by Pillow's decompression-bomb check ({_one_line(exc)}); fix: use a smaller image") from None
+        raise JudgeFailure(
+            f"{where}: refused by Pillow's decompression-bomb check ({_one_line(exc)}); fix: use a smaller image"
+        ) from None
     except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as exc:
         raise JudgeFailure(f"{where}: cannot be read as an image ({_one_line(exc)}); fix: replace the file") from None
 
@@ -159,8 +188,9 @@ def load_rgb(path: Path):
 def _number(value, judge: Judge, task, i: int) -> float:
     """One score as a finite float (JudgeFailure otherwise). A number: int, float, or a numeric scalar (numpy,
     torch) that converts with __float__; never a string ("1.0" would parse), bytes, bool or complex number."""
-    bad = (isinstance(value, (str, bytes, bytearray, bool)) or not hasattr(type(value), "__float__")
-           or _is_complex(value))
+    bad = (
+        isinstance(value, (str, bytes, bytearray, bool)) or not hasattr(type(value), "__float__") or _is_complex(value)
+    )
     try:
         v = None if bad else float(value)
     except (TypeError, ValueError):
@@ -177,7 +207,9 @@ def _number(value, judge: Judge, task, i: int) -> float:
             + (" (nor a complex number)" if _is_complex(value) else "")
         ) from None
     if not math.isfinite(v):
-        raise JudgeFailure(f"judge {judge.spec} returned {v} for task {task.id} candidate {i}; fix: return a finite number")
+        raise JudgeFailure(
+            f"judge {judge.spec} returned {v} for task {task.id} candidate {i}; fix: return a finite number"
+        )
     return v
 
 
@@ -222,9 +254,13 @@ def _score_batch(task, judge: Judge) -> list[float]:
         try:
             values = list(judge.batch([im.copy() for im in images]))
         except Exception as exc:
-            raise JudgeFailure(f"judge {judge.spec} raised {type(exc).__name__}: {_one_line(exc)} (task {task.id})") from None
+            raise JudgeFailure(
+                f"judge {judge.spec} raised {type(exc).__name__}: {_one_line(exc)} (task {task.id})"
+            ) from None
         if len(values) != len(images):
-            raise JudgeFailure(f"judge {judge.spec} returned {len(values)} scores for the {len(images)} candidates of task {task.id}")
+            raise JudgeFailure(
+                f"judge {judge.spec} returned {len(values)} scores for the {len(images)} candidates of task {task.id}"
+            )
         for i, value in enumerate(values):
             per_candidate[i].append(_number(value, judge, task, i))
     return [_mean(values, judge, task, i) for i, values in enumerate(per_candidate)]

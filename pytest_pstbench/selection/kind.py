@@ -1,6 +1,7 @@
 """The selection kind's entry in the kind registry (entry point `pytest_pstbench.kinds: selection`), and
 whether a track spec is a selection track. Standard library only: the pytest plugin asks this before it
 decides which run object to load, without importing numpy or yaml."""
+
 from __future__ import annotations
 
 from pathlib import Path

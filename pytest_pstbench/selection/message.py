@@ -2,6 +2,7 @@
 header text (the protocol's template for the prompt type), the user message's parts (the header, then per
 image a caption and the image), and the bytes sent for each candidate image (the protocol's re-encoding).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,7 +22,9 @@ def prompt_text(params, prompt_type: str, k: int) -> str:
     labels = params.labels[:k]
     option_line = (params.message or {}).get("option_line", "{label}. Image {label}")
     options = "\n".join(option_line.format(label=la) for la in labels)
-    return params.template(prompt_type).format(n=k, k=k, labels=", ".join(labels), label_list=label_list(labels), options=options)
+    return params.template(prompt_type).format(
+        n=k, k=k, labels=", ".join(labels), label_list=label_list(labels), options=options
+    )
 
 
 def message_content(params, prompt_type: str, labels: list[str], images: list[str]) -> list[dict]:
@@ -52,14 +55,21 @@ def encode_image(src: Path, image_spec: dict | None) -> tuple[bytes, str]:
         with Image.open(src) as im:
             check_header_size(str(src), *im.size)  # the kit's bound, from the header, before anything is decoded
             im.load()
-            if image_spec.get("exif_orientation", "none") == "when_tagged" and im.getexif().get(_ORIENTATION) is not None:
+            if (
+                image_spec.get("exif_orientation", "none") == "when_tagged"
+                and im.getexif().get(_ORIENTATION) is not None
+            ):
                 im = ImageOps.exif_transpose(im)  # as `datasets` decodes a tagged image (the official pipeline)
             buf = io.BytesIO()
             im.convert(image_spec["mode"]).save(buf, format=image_spec["format"], quality=int(image_spec["quality"]))
     except Image.DecompressionBombError as exc:  # not an OSError
-        raise UserError(f"{src}: refused by Pillow's decompression-bomb check ({' '.join(str(exc).split())}); "
-                        "fix: replace the candidate file with a smaller image") from None
+        raise UserError(
+            f"{src}: refused by Pillow's decompression-bomb check ({' '.join(str(exc).split())}); "
+            "fix: replace the candidate file with a smaller image"
+        ) from None
     except (OSError, ValueError, SyntaxError) as exc:  # Pillow raises all three for files it cannot read
-        raise UserError(f"{src}: cannot read the image ({' '.join(str(exc).split())}); "
-                        "fix: replace the candidate file with a readable image") from None
+        raise UserError(
+            f"{src}: cannot read the image ({' '.join(str(exc).split())}); "
+            "fix: replace the candidate file with a readable image"
+        ) from None
     return buf.getvalue(), ".jpg"

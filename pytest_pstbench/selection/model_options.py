@@ -2,6 +2,7 @@
 `RunSettings`, each a one-line error when out of range; and the command line as run.json records it,
 every `--header` value redacted (a header's value may be a secret; its name is kept).
 """
+
 from __future__ import annotations
 
 import os
@@ -13,7 +14,7 @@ from pytest_pstbench.selection.model_run import RunSettings
 
 MAX_CONCURRENCY = 1000  # requests in flight at once (--concurrency)
 MAX_TIMEOUT_S = 86_400.0  # one API call (--timeout): a day
-MAX_BUDGET_TOKENS = 10 ** 13  # --budget-tokens
+MAX_BUDGET_TOKENS = 10**13  # --budget-tokens
 
 
 def settings_from_args(args, params, option_prefix: str = "") -> RunSettings:
@@ -24,39 +25,65 @@ def settings_from_args(args, params, option_prefix: str = "") -> RunSettings:
     temperature = args.temperature if args.temperature is not None else float(sampling.get("temperature", 1.0))
     max_tokens = args.max_tokens if args.max_tokens is not None else int(sampling.get("max_tokens", 8192))
     if not args.api_base.startswith(("http://", "https://")):
-        raise UserError(f"{opt}api-base {args.api_base}: not an http(s) URL; fix: give the endpoint's base, e.g. http://127.0.0.1:8000/v1")
+        raise UserError(
+            f"{opt}api-base {args.api_base}: not an http(s) URL; fix: give the endpoint's base, e.g. http://127.0.0.1:8000/v1"
+        )
     from pytest_pstbench.core.protocol import number_problem
     from pytest_pstbench.selection.protocol import MAX_TEMPERATURE, MAX_TOKENS
 
     # the options that replace protocol values follow the protocol's ranges (inf or nan reached run.json as a traceback)
     if args.temperature is not None and number_problem(args.temperature, "t", low=0, high=MAX_TEMPERATURE):
-        raise UserError(f"{opt}temperature {args.temperature}: must be a finite number from 0 to {MAX_TEMPERATURE:g} (the "
-                        f"protocol's range for sampling.temperature); fix: e.g. {opt}temperature 0")
+        raise UserError(
+            f"{opt}temperature {args.temperature}: must be a finite number from 0 to {MAX_TEMPERATURE:g} (the "
+            f"protocol's range for sampling.temperature); fix: e.g. {opt}temperature 0"
+        )
     if args.max_tokens is not None and not 1 <= args.max_tokens <= MAX_TOKENS:
-        raise UserError(f"{opt}max-tokens {args.max_tokens}: must be a whole number from 1 to {MAX_TOKENS}; fix: e.g. {opt}max-tokens 8192")
+        raise UserError(
+            f"{opt}max-tokens {args.max_tokens}: must be a whole number from 1 to {MAX_TOKENS}; fix: e.g. {opt}max-tokens 8192"
+        )
     concurrency, adaptive = _concurrency(args, opt)
     if number_problem(args.timeout, "t", low=0, high=MAX_TIMEOUT_S, low_open=True):
-        raise UserError(f"{opt}timeout {args.timeout}: must be a positive number of seconds of at most {MAX_TIMEOUT_S:g} (the "
-                        f"limit of one whole API call); fix: e.g. {opt}timeout 600")
+        raise UserError(
+            f"{opt}timeout {args.timeout}: must be a positive number of seconds of at most {MAX_TIMEOUT_S:g} (the "
+            f"limit of one whole API call); fix: e.g. {opt}timeout 600"
+        )
     headers = tuple(_header(h, f"{opt}header") for h in (getattr(args, "header", None) or []))
     extra = tuple(_body_field(f, f"{opt}extra-body") for f in (getattr(args, "extra_body", None) or []))
     clash = [name for name, _v in extra if name in _BODY_KEYS]
     if clash:
-        raise UserError(f"{opt}extra-body {clash[0]}=...: the kit sets {clash[0]} itself (from the protocol or its own option); "
-                        f"fix: use {opt}model / --temperature / --max-tokens, or drop the field")
+        raise UserError(
+            f"{opt}extra-body {clash[0]}=...: the kit sets {clash[0]} itself (from the protocol or its own option); "
+            f"fix: use {opt}model / --temperature / --max-tokens, or drop the field"
+        )
     budget = getattr(args, "budget_tokens", None)
     if budget is not None and not 1 <= budget <= MAX_BUDGET_TOKENS:
-        raise UserError(f"{opt}budget-tokens {budget}: must be a whole number of tokens from 1 to {MAX_BUDGET_TOKENS:,}; "
-                        f"fix: e.g. {opt}budget-tokens 2000000")
+        raise UserError(
+            f"{opt}budget-tokens {budget}: must be a whole number of tokens from 1 to {MAX_BUDGET_TOKENS:,}; "
+            f"fix: e.g. {opt}budget-tokens 2000000"
+        )
     budget_cost = getattr(args, "budget_cost", None)
     if budget_cost is not None and number_problem(budget_cost, "c", low=0, high=1e12, low_open=True):
-        raise UserError(f"{opt}budget-cost {budget_cost}: must be a positive amount of money; fix: e.g. {opt}budget-cost 25")
+        raise UserError(
+            f"{opt}budget-cost {budget_cost}: must be a positive amount of money; fix: e.g. {opt}budget-cost 25"
+        )
     if getattr(args, "no_cache", False) and getattr(args, "reuse_answers", False):
         raise UserError(f"{opt}no-cache and {opt}reuse-answers ask for opposite things; fix: give one of them")
     cache = "off" if getattr(args, "no_cache", False) else "reuse" if getattr(args, "reuse_answers", False) else "auto"
-    return RunSettings(args.model, args.api_base, float(temperature), int(max_tokens), concurrency,
-                       float(args.timeout), args.api_key_env, headers, extra, adaptive=adaptive, budget_tokens=int(budget or 0),
-                       cache=cache, budget_cost=float(budget_cost or 0.0))
+    return RunSettings(
+        args.model,
+        args.api_base,
+        float(temperature),
+        int(max_tokens),
+        concurrency,
+        float(args.timeout),
+        args.api_key_env,
+        headers,
+        extra,
+        adaptive=adaptive,
+        budget_tokens=int(budget or 0),
+        cache=cache,
+        budget_cost=float(budget_cost or 0.0),
+    )
 
 
 def _concurrency(args, opt: str) -> tuple[int, bool]:
@@ -74,19 +101,25 @@ def _concurrency(args, opt: str) -> tuple[int, bool]:
         except ValueError:
             top = 0
         if not 1 <= top <= MAX_CONCURRENCY:
-            raise UserError(f"{opt}max-concurrency {ceiling}: must be a whole number from 1 to {MAX_CONCURRENCY}; "
-                            f"fix: e.g. {opt}max-concurrency {DEFAULT_MAX}")
+            raise UserError(
+                f"{opt}max-concurrency {ceiling}: must be a whole number from 1 to {MAX_CONCURRENCY}; "
+                f"fix: e.g. {opt}max-concurrency {DEFAULT_MAX}"
+            )
         return top, True
     try:
         n = int(str(value))
     except ValueError:
-        raise UserError(f"{opt}concurrency {value}: give a whole number of requests in flight or `auto`; "
-                        f"fix: e.g. {opt}concurrency 10 or {opt}concurrency auto") from None
+        raise UserError(
+            f"{opt}concurrency {value}: give a whole number of requests in flight or `auto`; "
+            f"fix: e.g. {opt}concurrency 10 or {opt}concurrency auto"
+        ) from None
     if not 1 <= n <= MAX_CONCURRENCY:
         raise UserError(f"{opt}concurrency {value}: must be from 1 to {MAX_CONCURRENCY}; fix: e.g. {opt}concurrency 10")
     if ceiling is not None:
-        raise UserError(f"{opt}max-concurrency {ceiling}: only with {opt}concurrency auto (a fixed {opt}concurrency "
-                        f"{value} is its own limit); fix: drop {opt}max-concurrency or use {opt}concurrency auto")
+        raise UserError(
+            f"{opt}max-concurrency {ceiling}: only with {opt}concurrency auto (a fixed {opt}concurrency "
+            f"{value} is its own limit); fix: drop {opt}max-concurrency or use {opt}concurrency auto"
+        )
     return n, False
 
 
@@ -99,7 +132,9 @@ def _header(spec: str, opt: str = "--header") -> tuple[str, str]:
     name, sep, value = str(spec).partition("=")
     name = name.strip()
     if not sep or not _HEADER_NAME.match(name):
-        raise UserError(f"{opt} {name or spec!r}: give NAME=VALUE with an HTTP header name (e.g. {opt} api-key=env:AZURE_KEY)")
+        raise UserError(
+            f"{opt} {name or spec!r}: give NAME=VALUE with an HTTP header name (e.g. {opt} api-key=env:AZURE_KEY)"
+        )
     if name.lower() in ("content-length", "host", "transfer-encoding", "connection"):
         raise UserError(f"{opt} {name}: this header is set by the client; fix: drop it")
     if value.startswith("env:"):
@@ -149,10 +184,17 @@ def redact_words(words, option: str = "--header", ini_key: str | None = None) ->
             key, eq2, value = rest.partition("=")
             out.append(f"{name}={ini_key}={_redacted(value)}" if key == ini_key and eq2 else w)
         elif ini_key and w.startswith(f"-o{ini_key}="):
-            out.append(f"-o{ini_key}={_redacted(w[len(ini_key) + 3:])}")
+            out.append(f"-o{ini_key}={_redacted(w[len(ini_key) + 3 :])}")
         else:
             out.append(w)
-        hide = not hide and not hide_ini and name.startswith("--") and len(name) >= 4 and option.startswith(name) and not eq
+        hide = (
+            not hide
+            and not hide_ini
+            and name.startswith("--")
+            and len(name) >= 4
+            and option.startswith(name)
+            and not eq
+        )
         hide_ini = bool(ini_key) and w in ("-o", "--override-ini")
     return out
 

@@ -22,6 +22,7 @@ key is read from an environment variable and sent as a Bearer token only to --ap
 never written to any file, nor are the values of `--header` (`model_options` reads the options into
 `RunSettings` and redacts recorded command lines).
 """
+
 from __future__ import annotations
 
 import os
@@ -33,9 +34,9 @@ from pathlib import Path
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.selection import chat_api
 from pytest_pstbench.selection.answerfile import answers_folder, answers_writer
+from pytest_pstbench.selection.answers import ERROR, OK, REASONING, AnswerSet, parse_response, read_answers
 from pytest_pstbench.selection.attempts import Spent, answer_line
 from pytest_pstbench.selection.budget import budget_from_answers
-from pytest_pstbench.selection.answers import ERROR, OK, REASONING, AnswerSet, parse_response, read_answers
 from pytest_pstbench.selection.chat_api import MAX_RESPONSE_BYTES, ApiError, call
 from pytest_pstbench.selection.pacing import limiter_for
 from pytest_pstbench.selection.protocol import SelectionParams
@@ -51,19 +52,26 @@ class RunSettings:
     concurrency: int
     timeout_s: float
     key_env: str
-    headers: tuple = ()      # (name, value) pairs sent with every request (--header); values never written
-    extra_body: tuple = ()   # (name, value) pairs added to every request body (--extra-body); recorded
+    headers: tuple = ()  # (name, value) pairs sent with every request (--header); values never written
+    extra_body: tuple = ()  # (name, value) pairs added to every request body (--extra-body); recorded
     max_response_bytes: int = 0  # 0: MAX_RESPONSE_BYTES
-    budget_tokens: int = 0   # --budget-tokens: no request starts whose bound takes the answers file over it (0: none)
+    budget_tokens: int = 0  # --budget-tokens: no request starts whose bound takes the answers file over it (0: none)
     budget_cost: float = 0.0  # --budget-cost: the same in money, at `budget_price` (pricing.Price) (0: none)
     budget_price: object = None
-    cache: str = "auto"      # "auto": the response cache at temperature 0; "off" (--no-cache); "reuse" (--reuse-answers)
+    cache: str = "auto"  # "auto": the response cache at temperature 0; "off" (--no-cache); "reuse" (--reuse-answers)
     adaptive: bool = False  # --concurrency auto: `concurrency` is the ceiling of the adaptive limit (`pacing`)
 
     def provenance(self) -> dict:  # what run.json records (never the key, never a header's value)
-        out = {"kind": "model-api", "model": self.model, "api_base": self.api_base, "endpoint": "chat/completions",
-               "sampling": {"temperature": self.temperature, "max_tokens": self.max_tokens},
-               "concurrency": "auto" if self.adaptive else self.concurrency, "timeout_s": self.timeout_s, "api_key_env": self.key_env}
+        out = {
+            "kind": "model-api",
+            "model": self.model,
+            "api_base": self.api_base,
+            "endpoint": "chat/completions",
+            "sampling": {"temperature": self.temperature, "max_tokens": self.max_tokens},
+            "concurrency": "auto" if self.adaptive else self.concurrency,
+            "timeout_s": self.timeout_s,
+            "api_key_env": self.key_env,
+        }
         if self.adaptive:
             out["max_concurrency"] = self.concurrency
         if self.headers:
@@ -123,14 +131,20 @@ def run_model(track, protocol, settings: RunSettings, answers_path: Path, progre
     with answers_writer(answers_path) as writer:
         counts = _ask_missing(track, protocol, settings, answers_path, writer, progress, only, limiter)
         if "stopped" in counts and not answers_path.stat().st_size:
-            raise UserError(f"{answers_path}: nothing was asked: {counts['stopped']}; fix: give a larger --budget-tokens / "
-                            "--budget-cost (at least one request's bound)")
-        return ModelRun(counts, read_answers(answers_path, track, SelectionParams.of(protocol)),
-                        limiter.record() if limiter else None)
+            raise UserError(
+                f"{answers_path}: nothing was asked: {counts['stopped']}; fix: give a larger --budget-tokens / "
+                "--budget-cost (at least one request's bound)"
+            )
+        return ModelRun(
+            counts,
+            read_answers(answers_path, track, SelectionParams.of(protocol)),
+            limiter.record() if limiter else None,
+        )
 
 
-def _ask_missing(track, protocol, settings: RunSettings, answers_path: Path, writer, progress, only=None,
-                 limiter=None) -> dict:
+def _ask_missing(
+    track, protocol, settings: RunSettings, answers_path: Path, writer, progress, only=None, limiter=None
+) -> dict:
     """Under the answers file's lock: ask what it does not answer yet, append each answer; the counts.
     `limiter`: --concurrency auto's (`pacing`); it makes each HTTP call, and waits out rate-limit answers."""
     params = SelectionParams.of(protocol)
@@ -153,8 +167,18 @@ def _ask_missing(track, protocol, settings: RunSettings, answers_path: Path, wri
     stopped: list[str] = []
     counts = {"asked": len(todo), "skipped": len(done), "ok": 0, "unparseable": 0, "error": 0, "calls": 0}
     urls = ImageURLs(params)
-    budget = (budget_from_answers(settings.budget_tokens, settings.max_tokens, existing, track, cost_limit=settings.budget_cost,
-                                  price=settings.budget_price) if settings.budget_tokens or settings.budget_cost else None)
+    budget = (
+        budget_from_answers(
+            settings.budget_tokens,
+            settings.max_tokens,
+            existing,
+            track,
+            cost_limit=settings.budget_cost,
+            price=settings.budget_price,
+        )
+        if settings.budget_tokens or settings.budget_cost
+        else None
+    )
     cache = _cache_for(settings, url)
     halted: list[str] = []  # why the run stopped before asking everything (the budget, an interrupt): not an error
 
@@ -184,8 +208,16 @@ def _ask_missing(track, protocol, settings: RunSettings, answers_path: Path, wri
                         halted.append(budget.reason())
                     return {**result, "cut": "budget"} if result is not None else None
             try:
-                outcome = hit or call(url, body, headers, settings.timeout_s, http_rules, max_bytes, count,
-                                      send=limiter.send if limiter else None)
+                outcome = hit or call(
+                    url,
+                    body,
+                    headers,
+                    settings.timeout_s,
+                    http_rules,
+                    max_bytes,
+                    count,
+                    send=limiter.send if limiter else None,
+                )
             except ApiError as exc:
                 outcome = exc
                 if reservation is not None:
@@ -195,8 +227,9 @@ def _ask_missing(track, protocol, settings: RunSettings, answers_path: Path, wri
                     budget.settle(reservation, outcome.usage)
                 if cache is not None and hit is None:
                     cache.put(cache_key, outcome)
-            result, retry, stop_run = answer_line(line, attempt, outcome, spent, params, task, ptype, i == att["max"],
-                                                  cached=hit is not None)
+            result, retry, stop_run = answer_line(
+                line, attempt, outcome, spent, params, task, ptype, i == att["max"], cached=hit is not None
+            )
             if stop_run:  # a status that stops the run (401/403/404) or a redirect away
                 stop.set()
                 with lock:
@@ -212,6 +245,7 @@ def _ask_missing(track, protocol, settings: RunSettings, answers_path: Path, wri
     n = len(todo)
     finished = 0
     say = progress or (lambda _d, _n: None)
+
     def record(result) -> None:
         if result is None:
             return
@@ -238,7 +272,9 @@ def _ask_missing(track, protocol, settings: RunSettings, answers_path: Path, wri
                 if stop.is_set():
                     for f in futures:
                         f.cancel()
-        except KeyboardInterrupt:  # Ctrl-C: nothing new starts; the calls in flight end and every answer that arrived is kept
+        except (
+            KeyboardInterrupt
+        ):  # Ctrl-C: nothing new starts; the calls in flight end and every answer that arrived is kept
             stop.set()
             for f in futures:
                 f.cancel()
@@ -255,8 +291,10 @@ def _ask_missing(track, protocol, settings: RunSettings, answers_path: Path, wri
     if limiter is not None:
         counts["calls"] += limiter.absorbed  # the calls waited out and sent again
     if stopped:
-        raise UserError(f"{url}: {stopped[0]}; the run was stopped (answers so far are in {answers_path}); "
-                        f"fix: check --api-base, --model and the key in ${settings.key_env}, then run the same command again")
+        raise UserError(
+            f"{url}: {stopped[0]}; the run was stopped (answers so far are in {answers_path}); "
+            f"fix: check --api-base, --model and the key in ${settings.key_env}, then run the same command again"
+        )
     return counts
 
 

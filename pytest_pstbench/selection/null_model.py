@@ -17,6 +17,7 @@ forced to b_i = w_i (d_j of them at candidate j, D = sum d_j) gives
 summed over d in {0..m-1}^k with D <= n. By symmetry only the multiset of d matters; the sum runs
 over multisets with their number of arrangements. Everything is integer arithmetic.
 """
+
 from __future__ import annotations
 
 import math
@@ -107,7 +108,7 @@ def _count_pass_majority(k: int, n: int, m: int) -> int:
         for c11 in range(0, n - r + 1):
             c10, lo = n - r - c11, max(0, m - c11)
             if c10 >= lo and lo <= r:
-                diff += fact[n] // (fact[c11] * fact[c10] * fact[r]) * x ** c10 * row[lo]
+                diff += fact[n] // (fact[c11] * fact[c10] * fact[r]) * x**c10 * row[lo]
     total += pairs * diff
     return total
 
@@ -179,7 +180,7 @@ class _NullDraws:
             done += size
         self.min_max = np.sort(np.concatenate(parts))
 
-    def estimate(self, m: int, confidence: float) -> "MonteCarlo":
+    def estimate(self, m: int, confidence: float) -> MonteCarlo:
         import numpy as np
 
         hits = int(self.min_max.size - np.searchsorted(self.min_max, m, side="left"))
@@ -196,8 +197,9 @@ def clopper_pearson(hits: int, draws: int, confidence: float) -> tuple[float, fl
     return lo, hi
 
 
-def threshold_for_alpha(k: int, n: int, alpha: float, *, progress=None, draws: int = MC_DRAWS, seed: int = 0,
-                        confidence: float = 0.95) -> tuple[int | None, "Fraction | MonteCarlo | None"]:
+def threshold_for_alpha(
+    k: int, n: int, alpha: float, *, progress=None, draws: int = MC_DRAWS, seed: int = 0, confidence: float = 0.95
+) -> tuple[int | None, Fraction | MonteCarlo | None]:
     """The smallest m in 1..n with null pass probability <= alpha, and that probability (None, None if none).
 
     The probability is exact (a Fraction) where `exact_is_cheap`; elsewhere it is a Monte Carlo estimate
@@ -213,8 +215,10 @@ def threshold_for_alpha(k: int, n: int, alpha: float, *, progress=None, draws: i
             say(f"consensus: k={k} n={n} m={m}: exact null pass probability {float(value):.6g}")
             return value, float(value) <= alpha
         if not sampled:
-            say(f"consensus: k={k} n={n}: the exact sum is too large beyond m={_largest_exact(k, n)}; "
-                f"drawing {draws} Monte Carlo samples")
+            say(
+                f"consensus: k={k} n={n}: the exact sum is too large beyond m={_largest_exact(k, n)}; "
+                f"drawing {draws} Monte Carlo samples"
+            )
             sampled.append(_NullDraws(k, n, draws, seed))
         mc = sampled[0].estimate(m, confidence)
         say(f"consensus: k={k} n={n} m={m}: Monte Carlo {mc.estimate:.6g} [{mc.ci_low:.6g}, {mc.ci_high:.6g}]")
@@ -251,10 +255,13 @@ class MonteCarlo:
         return self.ci_low <= p <= self.ci_high
 
 
-def monte_carlo_pass_probability(k: int, n: int, m: int, draws: int, *, seed: int = 0, confidence: float = 0.95, chunk: int = 50000) -> MonteCarlo:
+def monte_carlo_pass_probability(
+    k: int, n: int, m: int, draws: int, *, seed: int = 0, confidence: float = 0.95, chunk: int = 50000
+) -> MonteCarlo:
     """Monte Carlo estimate of the null pass probability with a Wald interval."""
-    import numpy as np
     from statistics import NormalDist
+
+    import numpy as np
 
     rng = np.random.default_rng(seed)
     hits = 0

@@ -31,6 +31,7 @@ The fixed `--concurrency N` (the default, 10) is the official pipeline as it run
 limit] at each change (thinned to at most MAX_TRACE points), the 429 / 503 counts, the calls waited out and
 sent again, and the most calls in flight.
 """
+
 from __future__ import annotations
 
 import math
@@ -51,8 +52,15 @@ class AdaptiveLimiter:
     """The limit on HTTP calls in flight, grown while calls are answered and cut on rate-limit answers.
     `clock` / `sleep`: the time source and the wait (tests and the benchmark may replace them)."""
 
-    def __init__(self, ceiling: int = DEFAULT_MAX, *, start: int = START, retry_after_max_s: float = 60.0,
-                 clock=time.monotonic, sleep=time.sleep):
+    def __init__(
+        self,
+        ceiling: int = DEFAULT_MAX,
+        *,
+        start: int = START,
+        retry_after_max_s: float = 60.0,
+        clock=time.monotonic,
+        sleep=time.sleep,
+    ):
         self.ceiling = max(1, int(ceiling))
         self.start = min(int(start), self.ceiling)
         self.retry_after_max_s = float(retry_after_max_s)
@@ -146,7 +154,9 @@ class AdaptiveLimiter:
             self.peak = max(self.peak, self.in_flight)
             return now
 
-    def release(self, sent_at: float, status: int | None = None, retry_after: float | None = None, answered=False) -> None:
+    def release(
+        self, sent_at: float, status: int | None = None, retry_after: float | None = None, answered=False
+    ) -> None:
         """A call that started at `sent_at` has ended: answered, throttled (`status` 429 / 503), or neither."""
         with self.cond:
             now = self.clock()
@@ -174,7 +184,7 @@ class AdaptiveLimiter:
                 with self.cond:
                     self.absorbed += 1
                 hint = exc.retry_after
-                self.sleep(min(hint, self.retry_after_max_s) if hint is not None and hint > 0 else min(0.5 * 2 ** i, 8.0))
+                self.sleep(min(hint, self.retry_after_max_s) if hint is not None and hint > 0 else min(0.5 * 2**i, 8.0))
                 continue
             except BaseException:
                 self.release(sent_at)
@@ -188,9 +198,16 @@ class AdaptiveLimiter:
         with self.cond:
             trace = [list(p) for p in self.trace]
             end = round(self.clock() - self.t0, 3)
-            return {"mode": "adaptive", "start": self.start, "max_concurrency": self.ceiling, "trace": trace,
-                    "seconds": end, "throttled": {str(s): n for s, n in sorted(self.throttled.items())},
-                    "waited_out": self.absorbed, "peak_in_flight": self.peak}
+            return {
+                "mode": "adaptive",
+                "start": self.start,
+                "max_concurrency": self.ceiling,
+                "trace": trace,
+                "seconds": end,
+                "throttled": {str(s): n for s, n in sorted(self.throttled.items())},
+                "waited_out": self.absorbed,
+                "peak_in_flight": self.peak,
+            }
 
 
 def limiter_for(settings, http_rules: dict) -> AdaptiveLimiter | None:

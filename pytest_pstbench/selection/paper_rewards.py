@@ -7,6 +7,7 @@ refused in one line naming what is missing, never replaced by a stand-in. Their 
 without the model are pure functions here (for a function judge that runs the model): `qinstruct_score`,
 `peas_score`, `realqa_parse` / `realqa_score`. ArtiMuse's two-letter decoding is not: its table is not known here.
 """
+
 from __future__ import annotations
 
 import math
@@ -14,22 +15,24 @@ import re
 
 MODELS = ("artimuse", "qalign", "q-instruct", "realqa", "peas-aes", "peas-ava")
 
-_FIX = ("fix: run the model with its authors' code and give the kit its scores as a function judge "
-        "(module:function) or its picks as --answers (docs/selection.md, the paper's reward models)")
+_FIX = (
+    "fix: run the model with its authors' code and give the kit its scores as a function judge "
+    "(module:function) or its picks as --answers (docs/selection.md, the paper's reward models)"
+)
 
 MISSING = {
     "artimuse": "ArtiMuse (§H.4.1: a two-letter output decoded to [0, 100]) is in neither pyiqa nor a package on "
-                "the index (its checkpoints are on Hugging Face, built on InternVL-3), and the summary of the paper "
-                "does not give the two-letter decoding table",
+    "the index (its checkpoints are on Hugging Face, built on InternVL-3), and the summary of the paper "
+    "does not give the two-letter decoding table",
     "q-instruct": "Q-Instruct (§H.4.3: the logit of 'good' minus the logit of 'poor' under an image-token-wrapped "
-                  "prompt) is in neither pyiqa (its qalign is the one-align model, not Q-Instruct) nor a package on "
-                  "the index; the rule is paper_rewards.qinstruct_score",
+    "prompt) is in neither pyiqa (its qalign is the one-align model, not Q-Instruct) nor a package on "
+    "the index; the rule is paper_rewards.qinstruct_score",
     "realqa": "RealQA (§H.4.4: generated text parsed to a score in [0, 10], a second constrained prompt when "
-              "parsing fails) is in neither pyiqa nor a package on the index; the parse is paper_rewards.realqa_score",
+    "parsing fails) is in neither pyiqa nor a package on the index; the parse is paper_rewards.realqa_score",
     "peas-aes": "PEAS-aes (§H.4.5: the expected value of a 10-bin score distribution) is in neither pyiqa nor a "
-                "package on the index; the rule is paper_rewards.peas_score",
+    "package on the index; the rule is paper_rewards.peas_score",
     "peas-ava": "PEAS-ava (§H.4.5: the expected value of a 10-bin score distribution) is in neither pyiqa nor a "
-                "package on the index; the rule is paper_rewards.peas_score",
+    "package on the index; the rule is paper_rewards.peas_score",
 }
 
 
@@ -39,6 +42,7 @@ def missing_message(spec: str, name: str) -> str:
 
 
 # --- the scoring rules of the models that no package provides (§H.4), for a function judge that runs them ---
+
 
 def _finite(value, what: str) -> float:
     try:
@@ -88,5 +92,7 @@ def realqa_score(text, ask_constrained) -> float:
     second_text = ask_constrained()
     second = realqa_parse(second_text)
     if second is None:
-        raise ValueError(f"RealQA's answers give no score in [0, 10]: {str(text)[:80]!r}, then {str(second_text)[:80]!r}")
+        raise ValueError(
+            f"RealQA's answers give no score in [0, 10]: {str(text)[:80]!r}, then {str(second_text)[:80]!r}"
+        )
     return second

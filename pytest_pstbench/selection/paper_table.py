@@ -2,15 +2,34 @@
 baseline row first (and the human reference row where the runs carry one), one column per metric x aggregation
 and track, tests as `pstbench compare` (exact McNemar of the column's outcome), Holm over all tests of the
 table. The table model and the rules it shares with the other kind are core/papertable.py."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
 from pytest_pstbench.core.compare import NOTHING_SIGNIFICANT, TABLE_FIX, cannot_detect, checked_runs, partly_blind
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.core.papertable import (Cell, Column, Table, cell_text, check_alphas, check_confidence, group_by_track,
-                                             rank_column, reference_of, refuse_row_name, unique_names)
-from pytest_pstbench.selection.compare import SELECTION_RUNS, WORSE, check_metrics, compare_two, finish_comparison, row_json
+from pytest_pstbench.core.papertable import (
+    Cell,
+    Column,
+    Table,
+    cell_text,
+    check_alphas,
+    check_confidence,
+    group_by_track,
+    rank_column,
+    reference_of,
+    refuse_row_name,
+    unique_names,
+)
+from pytest_pstbench.selection.compare import (
+    SELECTION_RUNS,
+    WORSE,
+    check_metrics,
+    compare_two,
+    finish_comparison,
+    row_json,
+)
 from pytest_pstbench.selection.human import coverage, human_row
 from pytest_pstbench.selection.kind import KIND
 from pytest_pstbench.selection.protocol import SelectionParams, comparison_params
@@ -24,15 +43,23 @@ def _human_rows(groups: dict) -> tuple[dict, str | None]:
     one), and the row's name: the label (`Human (leave-one-out, N experts)`, with `, T of N tasks` where it covers
     part of its track), or `Human (leave-one-out)` when tracks differ in these (the legend then says each
     track's coverage)."""
-    humans = {track: human_row([(r.path / "summary.json", r.summary) for r in group]) for track, group in groups.items()}
+    humans = {
+        track: human_row([(r.path / "summary.json", r.summary) for r in group]) for track, group in groups.items()
+    }
     labels = {h["label"] for h in humans.values() if h}
     if not labels:
         return humans, None
     return humans, labels.pop() if len(labels) == 1 else "Human (leave-one-out)"
 
 
-def build_selection_table(paths: list[Path], *, metrics: list[str] | None, against: str, protocol_spec: str | None,
-                          checked: tuple[list, object] | None = None) -> Table:
+def build_selection_table(
+    paths: list[Path],
+    *,
+    metrics: list[str] | None,
+    against: str,
+    protocol_spec: str | None,
+    checked: tuple[list, object] | None = None,
+) -> Table:
     """The table of the runs in `paths`; `checked`: (the runs, their protocol) as the one validating reader gave them
     (core.store.reader.read_runs with comparable=True, one track), so that a caller that read them is not made to read
     and validate every file again (the selection report)."""
@@ -52,7 +79,9 @@ def build_selection_table(paths: list[Path], *, metrics: list[str] | None, again
             refuse_row_name(group, human_name, "the human reference row's")
         human = humans[track]
         if checked is None:
-            protocol = checked_runs(SELECTION_RUNS, group, protocol_spec=protocol_spec, comparable=True)  # the one validating reader
+            protocol = checked_runs(
+                SELECTION_RUNS, group, protocol_spec=protocol_spec, comparable=True
+            )  # the one validating reader
         else:
             protocol = checked[1]  # read and checked by the caller, with every run of the one track
         params = SelectionParams.of(protocol)
@@ -64,39 +93,83 @@ def build_selection_table(paths: list[Path], *, metrics: list[str] | None, again
             if r.name not in rows:
                 rows.append(r.name)
         s = group[0].summary
-        entry = {"track": track, "protocol": protocol.id, "dataset_revision": s.get("dataset_revision"), "n": s.get("n_tasks", s.get("n"))}
+        entry = {
+            "track": track,
+            "protocol": protocol.id,
+            "dataset_revision": s.get("dataset_revision"),
+            "n": s.get("n_tasks", s.get("n")),
+        }
         if human:
-            entry["human"] = {k: human.get(k) for k in ("label", "votes_sha256", "experts", "tasks", "track_tasks",
-                                                        "judgments", "excluded_no_consensus", "rule", "interval")}
+            entry["human"] = {
+                k: human.get(k)
+                for k in (
+                    "label",
+                    "votes_sha256",
+                    "experts",
+                    "tasks",
+                    "track_tasks",
+                    "judgments",
+                    "excluded_no_consensus",
+                    "rule",
+                    "interval",
+                )
+            }
         tracks.append(entry)
         human_overall = next((c for c in human["cells"] if c.get("group") == "overall"), None) if human else None
         for m in names:
             for agg in params.aggregations:
                 agg_label = params.data["aggregations"][agg].get("label", agg)
-                col = Column(track, m, agg, f"{params.metrics[m].get('label', m)} {agg_label}", True, None, agg in cfg.outcomes)
+                col = Column(
+                    track, m, agg, f"{params.metrics[m].get('label', m)} {agg_label}", True, None, agg in cfg.outcomes
+                )
                 random_value = None
                 for name, run in by_row.items():
                     cell = next((c for c in run.summary.get("cells", []) if c.get("group") == "overall"), None)
                     if cell is None or m not in cell.get("metrics", {}) or agg not in cell["metrics"][m]:
-                        raise UserError(f"{run.path / 'summary.json'}: no overall {m} {agg} entry; fix: score the run again under protocol {protocol.id}")
+                        raise UserError(
+                            f"{run.path / 'summary.json'}: no overall {m} {agg} entry; fix: score the run again under protocol {protocol.id}"
+                        )
                     e = cell["metrics"][m][agg]
-                    col.cells[name] = Cell(e.get("mean"), e.get("pm"), e.get("ci_low"), e.get("ci_high"),
-                                           cell_text(e.get("mean"), e.get("pm"), SELECTION_DECIMALS))
+                    col.cells[name] = Cell(
+                        e.get("mean"),
+                        e.get("pm"),
+                        e.get("ci_low"),
+                        e.get("ci_high"),
+                        cell_text(e.get("mean"), e.get("pm"), SELECTION_DECIMALS),
+                    )
                     random_value = e.get("random") if random_value is None else random_value
-                reference_cells = {"Random": Cell(random_value, None, None, None, cell_text(random_value, None, SELECTION_DECIMALS))}
+                reference_cells = {
+                    "Random": Cell(random_value, None, None, None, cell_text(random_value, None, SELECTION_DECIMALS))
+                }
                 if human_overall is not None:
                     h = (human_overall.get("metrics", {}).get(m) or {}).get(agg) or {}
-                    reference_cells[human_name] = Cell(h.get("mean"), h.get("pm"), h.get("ci_low"), h.get("ci_high"),
-                                                       cell_text(h.get("mean"), h.get("pm"), SELECTION_DECIMALS))
+                    reference_cells[human_name] = Cell(
+                        h.get("mean"),
+                        h.get("pm"),
+                        h.get("ci_low"),
+                        h.get("ci_high"),
+                        cell_text(h.get("mean"), h.get("pm"), SELECTION_DECIMALS),
+                    )
                 col.cells = {**reference_cells, **col.cells}
                 rank_column(col, SELECTION_DECIMALS, exclude=references)  # reference rows: never ranked, never tested
                 if against != "best" and against == "Random":
-                    raise UserError("--against Random: the random baseline is not a run and has no per-task outcomes; fix: name a judge's run")
+                    raise UserError(
+                        "--against Random: the random baseline is not a run and has no per-task outcomes; fix: name a judge's run"
+                    )
                 if against != "best" and against == human_name:
-                    raise UserError(f"--against {against}: the human reference row is not a run (no per-task outcomes to "
-                                    "test against); fix: name a judge's run")
-                col.reference = reference_of(col, list(by_row), against, str(group[0].path.parent), group[0].name,
-                                           decimals=SELECTION_DECIMALS, exclude=references)
+                    raise UserError(
+                        f"--against {against}: the human reference row is not a run (no per-task outcomes to "
+                        "test against); fix: name a judge's run"
+                    )
+                col.reference = reference_of(
+                    col,
+                    list(by_row),
+                    against,
+                    str(group[0].path.parent),
+                    group[0].name,
+                    decimals=SELECTION_DECIMALS,
+                    exclude=references,
+                )
                 if col.reference is not None and col.tested:
                     ref = by_row[col.reference]
                     for name, run in by_row.items():
@@ -114,22 +187,29 @@ def build_selection_table(paths: list[Path], *, metrics: list[str] | None, again
         col.cells[name].test = row_json(row)
     notes = []
     blind = partly_blind([t[2] for t in tests], alpha, SELECTION_RUNS, protocols[0], TABLE_FIX) if tests else None
-    blind = blind or (cannot_detect([t[2] for t in tests], alpha, SELECTION_RUNS, protocols[0], TABLE_FIX, NOTHING_SIGNIFICANT)
-                      if tests else None)
+    blind = blind or (
+        cannot_detect([t[2] for t in tests], alpha, SELECTION_RUNS, protocols[0], TABLE_FIX, NOTHING_SIGNIFICANT)
+        if tests
+        else None
+    )
     if blind:  # no mark can appear in those columns, whatever the values
         notes.append(blind[0].upper() + blind[1:] + ".")
     if human_name:
         conf = check_confidence(protocols) * 100
-        notes.append(f"{human_name}: each expert of the track's votes file scored as a judge against the consensus of the "
-                     f"other experts (the protocol's consensus rule, threshold one below the full panel's; a task without "
-                     f"consensus among the others is left out for that expert), the mean over experts ± half the {conf:g}% "
-                     "bootstrap CI over experts; ap@1 = pass^3 for an expert (one vote answers every trial). A reference "
-                     "row: not ranked, not tested (docs/selection.md, the human reference row).")
+        notes.append(
+            f"{human_name}: each expert of the track's votes file scored as a judge against the consensus of the "
+            f"other experts (the protocol's consensus rule, threshold one below the full panel's; a task without "
+            f"consensus among the others is left out for that expert), the mean over experts ± half the {conf:g}% "
+            "bootstrap CI over experts; ap@1 = pass^3 for an expert (one vote answers every trial). A reference "
+            "row: not ranked, not tested (docs/selection.md, the human reference row)."
+        )
         for entry in tracks:  # a row on part of a track says how much, in every format
             part = coverage(humans[entry["track"]]) if humans.get(entry["track"]) else None
             if part:
-                notes.append(f"{human_name} on track {entry['track']}: {part} (the tasks with votes and a consensus "
-                             "among the other experts); its values are over those tasks only.")
+                notes.append(
+                    f"{human_name} on track {entry['track']}: {part} (the tasks with votes and a consensus "
+                    "among the other experts); its values are over those tasks only."
+                )
     from pytest_pstbench.selection.agreement import line as experts_line
     from pytest_pstbench.selection.position_bias import line as bias_line
 
@@ -137,21 +217,41 @@ def build_selection_table(paths: list[Path], *, metrics: list[str] | None, again
         for r in group:
             among = experts_line(r.summary, SelectionParams.of(protocols[0]))
             if among:
-                notes.append(f"{r.name} among the experts on track {track} (ap@1 against the consensus beside each "
-                             f"expert's leave-one-out ap@1; free-marginal kappa): {among}.")
+                notes.append(
+                    f"{r.name} among the experts on track {track} (ap@1 against the consensus beside each "
+                    f"expert's leave-one-out ap@1; free-marginal kappa): {among}."
+                )
             said = bias_line(r.summary)
             if said:
-                notes.append(f"Position bias of {r.name} on track {track} (chi-square against a position-blind judge "
-                             f"under the track's permutations; vab score shows the table): {said}.")
+                notes.append(
+                    f"Position bias of {r.name} on track {track} (chi-square against a position-blind judge "
+                    f"under the track's permutations; vab score shows the table): {said}."
+                )
     if human_name:
         from pytest_pstbench.selection.position_bias import HUMAN_WHY
 
         notes.append(f"Position bias of {human_name}: {HUMAN_WHY}.")
     confidence = check_confidence(protocols)
-    return Table(KIND.name, rows, "Random", tracks, columns, alpha, against, len(tests), "exact McNemar",
-                 confidence, notes, references,
-                 values_note=(f"Mean ± half the {confidence * 100:g}% bootstrap CI over the tasks (overall cell); Random: "
-                              "the analytic random baseline."),
-                 reference_note="Random is a reference row: not ranked, not tested.",
-                 test_note=("exact McNemar test of the column's outcome (pass^3: per task; ap@1: per task and trial), as "
-                            "pstbench compare"))
+    return Table(
+        KIND.name,
+        rows,
+        "Random",
+        tracks,
+        columns,
+        alpha,
+        against,
+        len(tests),
+        "exact McNemar",
+        confidence,
+        notes,
+        references,
+        values_note=(
+            f"Mean ± half the {confidence * 100:g}% bootstrap CI over the tasks (overall cell); Random: "
+            "the analytic random baseline."
+        ),
+        reference_note="Random is a reference row: not ranked, not tested.",
+        test_note=(
+            "exact McNemar test of the column's outcome (pass^3: per task; ap@1: per task and trial), as "
+            "pstbench compare"
+        ),
+    )

@@ -18,12 +18,15 @@ that description (README, "Permutation rule"):
 shuffling the candidates themselves. An order maps presentation position -> dataset index:
 `order[p]` is the candidate shown at position p (label A for p = 0, B for p = 1, ...).
 """
+
 from __future__ import annotations
 
 import random
 
 
-def trial_orders(seed, k: int, *, trials: int = 3, redraw_distinct_min_k: int = 3, max_redraws: int = 10000) -> list[tuple[int, ...]]:
+def trial_orders(
+    seed, k: int, *, trials: int = 3, redraw_distinct_min_k: int = 3, max_redraws: int = 10000
+) -> list[tuple[int, ...]]:
     """The presentation order of each trial for a task of `k` candidates seeded with `seed`."""
     if k < 1:
         raise ValueError("k must be positive")

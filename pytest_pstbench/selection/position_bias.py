@@ -26,15 +26,22 @@ i.e. the pick followed the slot) and preference fairness (`tvd`: total variation
 the expected position rates; `favoured`: the label of the position with the largest excess, and that excess).
 
 Everything is recomputed from per_task.csv's picks and run.json by `selection.run_check` (`summary_of`)."""
+
 from __future__ import annotations
 
 import math
 
-ROLES = (("best", "pick_best", "best"), ("worst", "pick_worst", "worst"),
-         ("bw_best", "pick_best_and_worst", "best"), ("bw_worst", "pick_best_and_worst", "worst"))
+ROLES = (
+    ("best", "pick_best", "best"),
+    ("worst", "pick_worst", "worst"),
+    ("bw_best", "pick_best_and_worst", "best"),
+    ("bw_worst", "pick_best_and_worst", "worst"),
+)
 TEST = "chi-square goodness of fit against the position-blind expectation (trials exchangeable within a task)"
-HUMAN_WHY = ("not measured: a votes file records each expert's best and worst but not the display order the expert "
-             "saw (one vote per task), so no position can be read from it")
+HUMAN_WHY = (
+    "not measured: a votes file records each expert's best and worst but not the display order the expert "
+    "saw (one vote per task), so no position can be read from it"
+)
 
 
 def _picks(answers: dict, ptype: str, which: str, trials: int) -> dict[int, int]:
@@ -77,7 +84,9 @@ def _p(chi2: float, df: int) -> float | None:
     return float(chi2_dist.sf(chi2, df))
 
 
-def _entry(k: int, obs: list[int], exp: list[float], tasks: int, same_image: int, same_slot: int, alpha, labels) -> dict:
+def _entry(
+    k: int, obs: list[int], exp: list[float], tasks: int, same_image: int, same_slot: int, alpha, labels
+) -> dict:
     n = sum(obs)
     chi2, df = chi_square(obs, exp)
     p = _p(chi2, df)
@@ -88,11 +97,18 @@ def _entry(k: int, obs: list[int], exp: list[float], tasks: int, same_image: int
     if top is not None and excess[top] <= 1e-12:  # the picks are what a position-blind judge shows: none favoured
         top = None
     return {
-        "n": n, "counts": obs, "rates": rates, "expected_rates": expected,
-        "chi2": chi2, "df": df, "p": p, "effect_w": math.sqrt(chi2 / n) if n else None,
+        "n": n,
+        "counts": obs,
+        "rates": rates,
+        "expected_rates": expected,
+        "chi2": chi2,
+        "df": df,
+        "p": p,
+        "effect_w": math.sqrt(chi2 / n) if n else None,
         "biased": None if p is None or alpha is None else bool(p < alpha),
         "tvd": 0.5 * sum(abs(x) for x in excess) if n else None,
-        "favoured": labels[top] if top is not None else None, "excess": excess[top] if top is not None else None,
+        "favoured": labels[top] if top is not None else None,
+        "excess": excess[top] if top is not None else None,
         "tasks_all_trials": tasks,
         "same_image": same_image / tasks if tasks else None,
         "same_slot": same_slot / tasks if tasks else None,
@@ -112,7 +128,9 @@ def position_bias(tasks, answers: list[dict], orders: list[list[tuple[int, ...]]
                 continue  # k = 2 best+worst: derived from pick_best, not an answer of its own
             picks = _picks(a, ptype, which, trials)
             obs, exp = task_counts(task.k, order, picks)
-            acc = by_k.setdefault(task.k, {"obs": [0] * task.k, "exp": [0.0] * task.k, "tasks": 0, "image": 0, "slot": 0})
+            acc = by_k.setdefault(
+                task.k, {"obs": [0] * task.k, "exp": [0.0] * task.k, "tasks": 0, "image": 0, "slot": 0}
+            )
             acc["obs"] = [x + y for x, y in zip(acc["obs"], obs)]
             acc["exp"] = [x + y for x, y in zip(acc["exp"], exp)]
             if len(picks) == trials:
@@ -122,14 +140,23 @@ def position_bias(tasks, answers: list[dict], orders: list[list[tuple[int, ...]]
                 acc["slot"] += (not same_image) and len({order[t].index(x) for t, x in picks.items()}) == 1
         if not by_k:
             continue
-        entries = {str(k): _entry(k, v["obs"], v["exp"], v["tasks"], v["image"], v["slot"], alpha, labels)
-                   for k, v in sorted(by_k.items())}
+        entries = {
+            str(k): _entry(k, v["obs"], v["exp"], v["tasks"], v["image"], v["slot"], alpha, labels)
+            for k, v in sorted(by_k.items())
+        }
         chi2 = sum(e["chi2"] for e in entries.values())
         df = sum(e["df"] for e in entries.values())
         p = _p(chi2, df)
-        roles[role] = {"by_k": entries, "all_k": {
-            "n": sum(e["n"] for e in entries.values()), "chi2": chi2, "df": df, "p": p,
-            "biased": None if p is None or alpha is None else bool(p < alpha)}}
+        roles[role] = {
+            "by_k": entries,
+            "all_k": {
+                "n": sum(e["n"] for e in entries.values()),
+                "chi2": chi2,
+                "df": df,
+                "p": p,
+                "biased": None if p is None or alpha is None else bool(p < alpha),
+            },
+        }
     return {"test": TEST, "alpha": alpha, "roles": roles}
 
 
@@ -158,7 +185,7 @@ def rows(summary: dict, params) -> list[dict]:
     out = []
     for role, entry in (pb.get("roles") or {}).items():
         for k, e in (entry.get("by_k") or {}).items():
-            out.append({"role": role, "k": int(k), "labels": params.labels[:int(k)], **e})
+            out.append({"role": role, "k": int(k), "labels": params.labels[: int(k)], **e})
     return out
 
 
@@ -173,19 +200,49 @@ def table(summary: dict, params, tablefmt: str = "simple") -> str | None:
     body = []
     for r in rows(summary, params):
         shown = " ".join(f"{lab} {_f(o)}/{_f(e)}" for lab, o, e in zip(r["labels"], r["rates"], r["expected_rates"]))
-        body.append([r["role"], str(r["k"]), str(r["n"]), shown, _f(r["chi2"], ".2f"), _f(r["p"], ".3g"),
-                     _f(r["effect_w"], ".3f"), "yes" if r["biased"] else "no" if r["biased"] is False else "-",
-                     f"{r['favoured']} {_f(r['excess'], '+.2f')}" if r["favoured"] else "-", _f(r["tvd"], ".3f"),
-                     _f(r["same_image"]), _f(r["same_slot"])])
+        body.append(
+            [
+                r["role"],
+                str(r["k"]),
+                str(r["n"]),
+                shown,
+                _f(r["chi2"], ".2f"),
+                _f(r["p"], ".3g"),
+                _f(r["effect_w"], ".3f"),
+                "yes" if r["biased"] else "no" if r["biased"] is False else "-",
+                f"{r['favoured']} {_f(r['excess'], '+.2f')}" if r["favoured"] else "-",
+                _f(r["tvd"], ".3f"),
+                _f(r["same_image"]),
+                _f(r["same_slot"]),
+            ]
+        )
     if not body:
         return None
     pb = summary["position_bias"]
-    heading = (f"position bias (picked rate per displayed position / a position-blind judge's under these permutations; "
-               f"{pb['test']}; alpha={pb['alpha']})")
-    headers = ["role", "k", "n", "observed/expected per position", "chi2", "p", "w", "biased", "favoured", "tvd",
-               "same image", "same slot"]
-    text = heading + "\n" + ("\n" if tablefmt == "github" else "") + tabulate(body, headers=headers, tablefmt=tablefmt,
-                                                                               disable_numparse=True)
+    heading = (
+        f"position bias (picked rate per displayed position / a position-blind judge's under these permutations; "
+        f"{pb['test']}; alpha={pb['alpha']})"
+    )
+    headers = [
+        "role",
+        "k",
+        "n",
+        "observed/expected per position",
+        "chi2",
+        "p",
+        "w",
+        "biased",
+        "favoured",
+        "tvd",
+        "same image",
+        "same slot",
+    ]
+    text = (
+        heading
+        + "\n"
+        + ("\n" if tablefmt == "github" else "")
+        + tabulate(body, headers=headers, tablefmt=tablefmt, disable_numparse=True)
+    )
     if pb.get("human"):
         text += f"\nhuman row: {pb['human']}"
     return text
@@ -201,8 +258,11 @@ def line(summary: dict) -> str | None:
         a = entry["all_k"]
         if not a["n"]:
             continue
-        k, top = max(entry["by_k"].items(), key=lambda ke: (ke[1]["excess"] if ke[1]["excess"] is not None else -1))
-        favoured = (f"most favoured {top['favoured']} at k={k} ({_f(top['excess'], '+.2f')})" if top["favoured"]
-                    else "no position favoured")
+        k, top = max(entry["by_k"].items(), key=lambda ke: ke[1]["excess"] if ke[1]["excess"] is not None else -1)
+        favoured = (
+            f"most favoured {top['favoured']} at k={k} ({_f(top['excess'], '+.2f')})"
+            if top["favoured"]
+            else "no position favoured"
+        )
         parts.append(f"{role} p={_f(a['p'], '.3g')}{' (biased)' if a['biased'] else ''}, {favoured}")
     return "; ".join(parts) or None

@@ -22,6 +22,7 @@ docs/protocol.md lists (core.protocol.PowerSection), as for paired runs; the shi
 The units of ap@1 are not independent (a task's trials share its images); like the test, the model treats
 them as independent, so the ap@1 MDE is optimistic.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -79,8 +80,9 @@ def power(u: np.ndarray, n: int, delta: float, discordance: float, accuracy: flo
     return float(((plan.tests * pvalues(b, c) < plan.alpha) & (c > b)).mean())
 
 
-def minimum_detectable_drop(n: int, accuracy: float, discordance: float, plan: Plan, settings,
-                            *, tolerance: float = 1e-4) -> float | None:
+def minimum_detectable_drop(
+    n: int, accuracy: float, discordance: float, plan: Plan, settings, *, tolerance: float = 1e-4
+) -> float | None:
     """The smallest drop of accuracy detected with power >= settings.target in n units (core.protocol.PowerSection:
     target, simulations, seed); None when no drop is (too few units, or a baseline too weak to drop that far)."""
     if n < 1 or accuracy <= 0 or plan.tests * 0.5 ** (n - 1) >= plan.alpha:
@@ -109,8 +111,14 @@ def detectable(comp, protocol) -> None:
     for row in comp.rows:
         disc = (row.b + row.c) / row.n if row.n else 0.0
         mde = minimum_detectable_drop(row.n, row.acc_baseline, disc, Plan(cfg.alpha, m), settings) if row.n else None
-        row.detectable = {"mde": mde, "power": settings.target, "simulations": settings.simulations,
-                          "seed": settings.seed, "tests": m, "discordance": disc}
+        row.detectable = {
+            "mde": mde,
+            "power": settings.target,
+            "simulations": settings.simulations,
+            "seed": settings.seed,
+            "tests": m,
+            "discordance": disc,
+        }
 
 
 def mde_text(row, decimals: int = 3) -> str:
@@ -131,7 +139,12 @@ def detectable_line(comp, protocol) -> str | None:
     params = SelectionParams.of(protocol)
     info = rows[0].detectable
     several = len({r.baseline for r in rows}) > 1
-    parts = [f"{params.metrics[r.metric].get('label', r.metric)} {r.outcome} {mde_text(r)} (n={r.n})"
-             + (f" vs {r.baseline}" if several else "") for r in rows]
-    return (f"drops of accuracy detectable with {info['power'] * 100:g}% power (exact McNemar, Holm over "
-            f"{info['tests']} tests): {', '.join(parts)}")
+    parts = [
+        f"{params.metrics[r.metric].get('label', r.metric)} {r.outcome} {mde_text(r)} (n={r.n})"
+        + (f" vs {r.baseline}" if several else "")
+        for r in rows
+    ]
+    return (
+        f"drops of accuracy detectable with {info['power'] * 100:g}% power (exact McNemar, Holm over "
+        f"{info['tests']} tests): {', '.join(parts)}"
+    )

@@ -16,6 +16,7 @@ at all) is never priced as zero: the cost says "unknown for N lines", and a tria
 run.json's judge records the cost with the prices used and where they came from (`judge.cost`); summary.json
 its totals (`cost`). `run_check.check_usage_and_cost` recomputes them from run.json's usage, never trusting them.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -60,14 +61,20 @@ class PriceTable:
         if model not in self.rows:
             shown = ", ".join(sorted(self.rows)[:8])
             what = f"model {model!r}" if model is not None else "an answers line without a model"
-            raise UserError(f"{self.source}: no price row for {what} (rows: {shown}); fix: add a row "
-                            f"`{model or 'MODEL'}: {{in: ..., out: ...}}` or price it with --price-in/--price-out")
+            raise UserError(
+                f"{self.source}: no price row for {what} (rows: {shown}); fix: add a row "
+                f"`{model or 'MODEL'}: {{in: ..., out: ...}}` or price it with --price-in/--price-out"
+            )
         return model, self.rows[model]
 
 
 def _number(value, where: str, fix: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or not 0 <= value <= MAX_PRICE:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or not 0 <= value <= MAX_PRICE
+    ):
         raise UserError(f"{where} is {value!r}, not a price per million tokens from 0 to {MAX_PRICE:g}; {fix}")
     return float(value)
 
@@ -90,20 +97,30 @@ def read_price_file(path: Path | str) -> PriceTable:
         return f"{path}:{line}" if line else str(path)
 
     if not isinstance(data, dict) or not data:
-        raise UserError(f"{at()}: a price file is a mapping of model name -> prices, not {type(data).__name__}; {FILE_FIX}")
+        raise UserError(
+            f"{at()}: a price file is a mapping of model name -> prices, not {type(data).__name__}; {FILE_FIX}"
+        )
     rows = {}
     for model, row in data.items():
         if not isinstance(model, str) or not model or not model.isprintable() or model == ANY_MODEL:
             raise UserError(f"{at()}: row name {model!r} is not a model name; {FILE_FIX}")
         if not isinstance(row, dict):
-            raise UserError(f"{at(model)}: row {model}: is {type(row).__name__}, not a mapping of in, out, cached_in, currency; {FILE_FIX}")
+            raise UserError(
+                f"{at(model)}: row {model}: is {type(row).__name__}, not a mapping of in, out, cached_in, currency; {FILE_FIX}"
+            )
         unknown = [k for k in row if k not in ROW_KEYS]
         if unknown:
-            raise UserError(f"{at(model, unknown[0])}: row {model}: field {unknown[0]!r} is not one of {', '.join(ROW_KEYS)}; {FILE_FIX}")
+            raise UserError(
+                f"{at(model, unknown[0])}: row {model}: field {unknown[0]!r} is not one of {', '.join(ROW_KEYS)}; {FILE_FIX}"
+            )
         for need in ("in", "out"):
             if need not in row:
                 raise UserError(f"{at(model)}: row {model}: lacks {need!r} (money per million tokens); {FILE_FIX}")
-        got = {k: _number(row[k], f"{at(model, k)}: row {model}: {k}", FILE_FIX) for k in ("in", "out", "cached_in") if k in row}
+        got = {
+            k: _number(row[k], f"{at(model, k)}: row {model}: {k}", FILE_FIX)
+            for k in ("in", "out", "cached_in")
+            if k in row
+        }
         currency = _currency(row.get("currency", "USD"), f"{at(model, 'currency')}: row {model}: currency", FILE_FIX)
         rows[model] = Price(got["in"], got["out"], got.get("cached_in", got["in"]), currency)
     return PriceTable(rows, str(path), hashlib.sha256(path.read_bytes()).hexdigest())
@@ -114,29 +131,46 @@ def table_from_args(args) -> PriceTable | None:
     p_in, p_out = getattr(args, "price_in", None), getattr(args, "price_out", None)
     cached, prices = getattr(args, "price_cached_in", None), getattr(args, "prices", None)
     currency = getattr(args, "currency", None)
-    given = [o for o, v in (("--price-in", p_in), ("--price-out", p_out), ("--price-cached-in", cached), ("--currency", currency))
-             if v is not None]
+    given = [
+        o
+        for o, v in (
+            ("--price-in", p_in),
+            ("--price-out", p_out),
+            ("--price-cached-in", cached),
+            ("--currency", currency),
+        )
+        if v is not None
+    ]
     if prices is not None:
         if given:
-            raise UserError(f"--prices and {given[0]}: give one price table; fix: put the prices in the file, or drop --prices")
+            raise UserError(
+                f"--prices and {given[0]}: give one price table; fix: put the prices in the file, or drop --prices"
+            )
         return read_price_file(prices)
     if not given:
         return None
     if p_in is None or p_out is None:
-        raise UserError(f"{given[0]} without {'--price-in' if p_in is None else '--price-out'}: a price needs both; "
-                        "fix: give --price-in X --price-out Y (money per million prompt / completion tokens)")
+        raise UserError(
+            f"{given[0]} without {'--price-in' if p_in is None else '--price-out'}: a price needs both; "
+            "fix: give --price-in X --price-out Y (money per million prompt / completion tokens)"
+        )
     fix = "fix: give money per million tokens, e.g. --price-in 0.15 --price-out 0.60"
     p_in, p_out = _number(p_in, "--price-in", fix), _number(p_out, "--price-out", fix)
     cached = p_in if cached is None else _number(cached, "--price-cached-in", fix)
-    return PriceTable({ANY_MODEL: Price(p_in, p_out, cached, _currency(currency or "USD", "--currency", fix))}, "command line")
+    return PriceTable(
+        {ANY_MODEL: Price(p_in, p_out, cached, _currency(currency or "USD", "--currency", fix))}, "command line"
+    )
 
 
 def call_cost(counts: dict, price: Price) -> float:
     """The money a call's (or a sum of calls') token counts cost: cached prompt tokens at the cached price,
     reasoning tokens inside the completion tokens."""
     cached = counts.get("cached_tokens", 0)
-    return ((counts["prompt_tokens"] - cached) * price.in_ + cached * price.cached_in
-            + counts["completion_tokens"] * price.out) / PER
+    return (
+        (counts["prompt_tokens"] - cached) * price.in_
+        + cached * price.cached_in
+        + counts["completion_tokens"] * price.out
+    ) / PER
 
 
 def cost_record(answer_set, table: PriceTable, model: str | None = None, trials: int | None = None) -> dict:
@@ -166,18 +200,27 @@ def cost_record(answer_set, table: PriceTable, model: str | None = None, trials:
             per_trial[key] = per_trial.get(key, 0.0) + c
     currencies = sorted({p.currency for p in used.values()})
     if len(currencies) > 1:
-        raise UserError(f"{table.source}: the models of these answers are priced in {', '.join(currencies)}; "
-                        "fix: give their prices in one currency")
+        raise UserError(
+            f"{table.source}: the models of these answers are priced in {', '.join(currencies)}; "
+            "fix: give their prices in one currency"
+        )
     per_task: dict[str, list] = {}
     if trials is None:
         trials = max((t for _tid, t in per_trial), default=-1) + 1
     for (tid, t), c in sorted(per_trial.items()):
         per_task.setdefault(tid, [0.0] * trials)[t] = c
     source = {"source": table.source, **({"sha256": table.sha256} if table.sha256 else {})}
-    return {"currency": currencies[0] if currencies else next(iter(table.rows.values())).currency,
-            "total": total if priced else None, "lines_priced": priced, "lines_unknown": unknown,
-            "by_prompt_type": {k: by_type[k] for k in sorted(by_type)}, "per_task": per_task,
-            "prices": {name: p.row() for name, p in sorted(used.items())}, "unit": "money per million tokens", **source}
+    return {
+        "currency": currencies[0] if currencies else next(iter(table.rows.values())).currency,
+        "total": total if priced else None,
+        "lines_priced": priced,
+        "lines_unknown": unknown,
+        "by_prompt_type": {k: by_type[k] for k in sorted(by_type)},
+        "per_task": per_task,
+        "prices": {name: p.row() for name, p in sorted(used.items())},
+        "unit": "money per million tokens",
+        **source,
+    }
 
 
 def with_cost(provenance: dict, answer_set, table: PriceTable | None, params, model: str | None = None) -> dict:
@@ -205,8 +248,10 @@ def cost_line(cost: dict | None) -> str | None:
     cur = cost["currency"]
     text = f"cost: {money(cost['total'], cur)}"
     if cost["lines_unknown"]:
-        text += (f" for {cost['lines_priced']} lines with usage; unknown for {cost['lines_unknown']} lines "
-                 "(the server sent no usage)")
+        text += (
+            f" for {cost['lines_priced']} lines with usage; unknown for {cost['lines_unknown']} lines "
+            "(the server sent no usage)"
+        )
     parts = [f"{k} {money(v, cur)}" for k, v in cost["by_prompt_type"].items()]
     return text + (f" ({'; '.join(parts)})" if parts else "")
 
@@ -234,9 +279,16 @@ def table_columns(track: str, runs, params) -> list:
     unit = currencies[0] if len(currencies) == 1 else "mixed currencies"
     total = Column(track, "cost", None, f"Cost ({unit})", False, None, False)
     metric, agg = PER_CORRECT
-    label = f"{params.metrics[metric].get('label', metric)} {params.data['aggregations'][agg].get('label', agg)}" \
-        if metric in params.metrics and agg in params.aggregations else None
-    per = Column(track, "cost_per_correct", agg, f"Cost per correct {label} task ({unit})", False, None, False) if label else None
+    label = (
+        f"{params.metrics[metric].get('label', metric)} {params.data['aggregations'][agg].get('label', agg)}"
+        if metric in params.metrics and agg in params.aggregations
+        else None
+    )
+    per = (
+        Column(track, "cost_per_correct", agg, f"Cost per correct {label} task ({unit})", False, None, False)
+        if label
+        else None
+    )
     for r in runs:
         cost = costs[r.name]
         if not isinstance(cost, dict):
@@ -250,7 +302,11 @@ def table_columns(track: str, runs, params) -> list:
         if per:
             overall = next((c for c in r.summary.get("cells", []) if c.get("group") == "overall"), {})
             e = (overall.get("metrics", {}).get(metric) or {}).get(agg) or {}
-            n_correct = round(e["mean"] * e["n"]) if isinstance(e.get("mean"), (int, float)) and isinstance(e.get("n"), int) else None
+            n_correct = (
+                round(e["mean"] * e["n"])
+                if isinstance(e.get("mean"), (int, float)) and isinstance(e.get("n"), int)
+                else None
+            )
             value = per_correct(cost, n_correct)
             why = text if known is None else "no correct task"
             per.cells[r.name] = Cell(value, None, None, None, f"{value:.4g}" if value is not None else why)

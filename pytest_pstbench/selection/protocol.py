@@ -1,6 +1,7 @@
 """Validation of selection protocols (`kind: selection`, e.g. `protocols/vab.yaml`) and typed access
 to their parameters. `pytest_pstbench.core.protocol.load_protocol` calls `validate_selection_protocol`
 for a file with `kind: selection`; everything else reads the parameters through `SelectionParams`."""
+
 from __future__ import annotations
 
 import math
@@ -10,7 +11,15 @@ from pathlib import Path
 from typing import Any
 
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.core.protocol import MAX_SEED, MAX_VERSION, PowerSection, bootstrap_problem, integer_problem, number_problem, power_problem
+from pytest_pstbench.core.protocol import (
+    MAX_SEED,
+    MAX_VERSION,
+    PowerSection,
+    bootstrap_problem,
+    integer_problem,
+    number_problem,
+    power_problem,
+)
 
 PROMPT_TYPES = ("pick_best", "pick_worst", "pick_best_and_worst")
 METRICS = ("top1", "bot1", "tb1")
@@ -57,15 +66,30 @@ def validate_selection_protocol(path: Path, data: Any) -> None:
             raise bad(f"{key} must be a list of seconds >= 0 and <= {MAX_WAIT_S:g}")
 
     data = mapping(data, "the file")
-    for key in ("id", "kind", "candidates", "trials", "prompt_types", "answers", "judge", "metrics",
-                "aggregations", "aggregation", "consensus"):
+    for key in (
+        "id",
+        "kind",
+        "candidates",
+        "trials",
+        "prompt_types",
+        "answers",
+        "judge",
+        "metrics",
+        "aggregations",
+        "aggregation",
+        "consensus",
+    ):
         need(data, key, "")
     if data["kind"] != "selection":
         raise bad("'kind' must be 'selection'")
     if "version" in data:
         check(integer_problem(data["version"], "version", low=1, high=MAX_VERSION))
     cand = mapping(data["candidates"], "candidates")
-    lo, hi, labels = need(cand, "min", "candidates"), need(cand, "max", "candidates"), need(cand, "labels", "candidates")
+    lo, hi, labels = (
+        need(cand, "min", "candidates"),
+        need(cand, "max", "candidates"),
+        need(cand, "labels", "candidates"),
+    )
     if not (isinstance(lo, int) and isinstance(hi, int) and not isinstance(lo, bool) and 2 <= lo <= hi <= MAX_LABELS):
         raise bad(f"candidates.min and candidates.max must be integers with 2 <= min <= max <= {MAX_LABELS}")
     if not isinstance(labels, list) or len(labels) < hi or len(set(map(str, labels))) != len(labels):
@@ -80,11 +104,17 @@ def validate_selection_protocol(path: Path, data: Any) -> None:
         raise bad("trials.permutation.rule must be 'vab-toolkit' (the only rule implemented)")
     distinct_k = need(perm, "redraw_distinct_min_k", "trials.permutation")
     check(integer_problem(distinct_k, "trials.permutation.redraw_distinct_min_k", low=2, high=MAX_LABELS + 1))
-    check(integer_problem(need(perm, "max_redraws", "trials.permutation"), "trials.permutation.max_redraws", low=1, high=MAX_REDRAWS))
+    check(
+        integer_problem(
+            need(perm, "max_redraws", "trials.permutation"), "trials.permutation.max_redraws", low=1, high=MAX_REDRAWS
+        )
+    )
     smallest = max(distinct_k, lo)
     if smallest <= hi and math.factorial(smallest) < count:
-        raise bad(f"trials.count {count} needs distinct orders, but k = {smallest} has only {math.factorial(smallest)} "
-                  f"(trials.permutation.redraw_distinct_min_k); fix: lower trials.count or raise redraw_distinct_min_k")
+        raise bad(
+            f"trials.count {count} needs distinct orders, but k = {smallest} has only {math.factorial(smallest)} "
+            f"(trials.permutation.redraw_distinct_min_k); fix: lower trials.count or raise redraw_distinct_min_k"
+        )
     ptypes = mapping(data["prompt_types"], "prompt_types")
     for p in PROMPT_TYPES:
         spec = mapping(need(ptypes, p, "prompt_types"), f"prompt_types.{p}")
@@ -92,7 +122,10 @@ def validate_selection_protocol(path: Path, data: Any) -> None:
             raise bad(f"prompt_types.{p}.template must be a string")
         min_k = need(spec, "min_k", f"prompt_types.{p}")
         if not isinstance(min_k, int) or not 2 <= min_k <= (3 if p == "pick_best_and_worst" else 2):
-            raise bad(f"prompt_types.{p}.min_k must be 2" + (" or 3 (3: derived from pick_best for k = 2)" if p == "pick_best_and_worst" else ""))
+            raise bad(
+                f"prompt_types.{p}.min_k must be 2"
+                + (" or 3 (3: derived from pick_best for k = 2)" if p == "pick_best_and_worst" else "")
+            )
     answers = mapping(data["answers"], "answers")
     patterns = mapping(need(answers, "patterns", "answers"), "answers.patterns")
     for key in ("best", "worst"):
@@ -111,21 +144,27 @@ def validate_selection_protocol(path: Path, data: Any) -> None:
     attempts = mapping(answers.get("attempts", {"max": 1}), "answers.attempts")
     mx = attempts.get("max", 1)
     if isinstance(mx, bool) or not isinstance(mx, int) or not 1 <= mx <= MAX_ATTEMPTS:
-        raise bad(f"answers.attempts.max must be a positive integer of at most {MAX_ATTEMPTS} (attempts per request, the first included)")
+        raise bad(
+            f"answers.attempts.max must be a positive integer of at most {MAX_ATTEMPTS} (attempts per request, the first included)"
+        )
     seconds(attempts.get("delays_s", []), "answers.attempts.delays_s")
     for r in attempts.get("retry_on", []) or []:
         if r not in ("unparseable", "error"):
             raise bad(f"answers.attempts.retry_on: {r!r} is not one of unparseable, error")
     for key in ("not_retried_statuses", "stop_run_statuses"):
         codes = attempts.get(key, []) or []
-        if not isinstance(codes, list) or any(isinstance(c, bool) or not isinstance(c, int) or not 100 <= c <= 599 for c in codes):
+        if not isinstance(codes, list) or any(
+            isinstance(c, bool) or not isinstance(c, int) or not 100 <= c <= 599 for c in codes
+        ):
             raise bad(f"answers.attempts.{key} must be a list of HTTP status codes (100..599)")
     if not set(attempts.get("stop_run_statuses", []) or []) <= set(attempts.get("not_retried_statuses", []) or []):
         raise bad("answers.attempts.stop_run_statuses must also be listed in answers.attempts.not_retried_statuses")
     http = mapping(attempts.get("http", {"retries": 0}), "answers.attempts.http")
     n = http.get("retries", 0)
     if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_ATTEMPTS:
-        raise bad(f"answers.attempts.http.retries must be an integer >= 0 and <= {MAX_ATTEMPTS} (HTTP calls made again within one attempt)")
+        raise bad(
+            f"answers.attempts.http.retries must be an integer >= 0 and <= {MAX_ATTEMPTS} (HTTP calls made again within one attempt)"
+        )
     for c in http.get("retry_statuses", []) or []:
         if c != "5xx" and (isinstance(c, bool) or not isinstance(c, int) or not 100 <= c <= 599):
             raise bad(f"answers.attempts.http.retry_statuses: {c!r} is not an HTTP status code or '5xx'")
@@ -133,7 +172,11 @@ def validate_selection_protocol(path: Path, data: Any) -> None:
         if r not in ("timeout", "connection"):
             raise bad(f"answers.attempts.http.retry_on: {r!r} is not one of timeout, connection")
     seconds(http.get("backoff_s", []), "answers.attempts.http.backoff_s")
-    check(number_problem(http.get("retry_after_max_s", 0), "answers.attempts.http.retry_after_max_s", low=0, high=MAX_WAIT_S))
+    check(
+        number_problem(
+            http.get("retry_after_max_s", 0), "answers.attempts.http.retry_after_max_s", low=0, high=MAX_WAIT_S
+        )
+    )
     content = mapping(answers.get("content") or {}, "answers.content")
     split = content.get("reasoning_split")
     if split is not None:
@@ -144,7 +187,9 @@ def validate_selection_protocol(path: Path, data: Any) -> None:
             raise bad(f"answers.content.reasoning_split.pattern is not a valid regular expression ({exc})") from None
         for flag in split.get("flags", []) or []:
             if not hasattr(re, str(flag)):
-                raise bad(f"answers.content.reasoning_split.flags: unknown flag {flag!r} (use names of Python's re flags, e.g. DOTALL)")
+                raise bad(
+                    f"answers.content.reasoning_split.flags: unknown flag {flag!r} (use names of Python's re flags, e.g. DOTALL)"
+                )
         g = need(split, "keep_group", "answers.content.reasoning_split")
         if isinstance(g, bool) or not isinstance(g, int) or not 1 <= g <= rx.groups:
             raise bad(f"answers.content.reasoning_split.keep_group must be a group of the pattern (1..{rx.groups})")
@@ -157,8 +202,11 @@ def validate_selection_protocol(path: Path, data: Any) -> None:
         rules = rule if isinstance(rule, dict) else {p: rule for p in PROMPT_TYPES}
         for p in PROMPT_TYPES:
             if rules.get(p) not in RECORD_RULES:
-                raise bad(f"answers.records.{status}" + (f".{p}" if isinstance(rule, dict) else "")
-                          + f" must be one of {', '.join(RECORD_RULES)}")
+                raise bad(
+                    f"answers.records.{status}"
+                    + (f".{p}" if isinstance(rule, dict) else "")
+                    + f" must be one of {', '.join(RECORD_RULES)}"
+                )
     derived = ptypes["pick_best_and_worst"].get("derived_for_k2_from", "pick_best")
     if derived != "pick_best":
         raise bad("prompt_types.pick_best_and_worst.derived_for_k2_from must be pick_best (the only rule implemented)")
@@ -207,7 +255,9 @@ def validate_selection_protocol(path: Path, data: Any) -> None:
         definition = mapping(aggs[name], f"aggregations.{name}").get("definition")
         if definition != _DEFINITION[name]:
             raise bad(f"aggregations.{name}.definition must be {_DEFINITION[name]} (the only rule implemented)")
-    boot = mapping(need(mapping(data["aggregation"], "aggregation"), "bootstrap", "aggregation"), "aggregation.bootstrap")
+    boot = mapping(
+        need(mapping(data["aggregation"], "aggregation"), "bootstrap", "aggregation"), "aggregation.bootstrap"
+    )
     for key in ("confidence", "resamples", "seed"):
         need(boot, key, "aggregation.bootstrap")
     check(bootstrap_problem(boot, "aggregation.bootstrap"))
@@ -221,7 +271,9 @@ def validate_selection_protocol(path: Path, data: Any) -> None:
     th = mapping(need(cons, "thresholds", "consensus"), "consensus.thresholds")
     for k, m in th.items():
         if not (isinstance(k, int) and lo <= k <= hi) or not (isinstance(m, int) and 1 <= m <= n):
-            raise bad(f"consensus.thresholds: {k}: {m}: keys must be integers k in candidates.min..max, values integers 1..n_judges")
+            raise bad(
+                f"consensus.thresholds: {k}: {m}: keys must be integers k in candidates.min..max, values integers 1..n_judges"
+            )
     paper = cons.get("paper_thresholds", []) or []
     if not isinstance(paper, list) or any(k not in th for k in paper):
         raise bad("consensus.paper_thresholds must list k values of consensus.thresholds")
@@ -229,9 +281,14 @@ def validate_selection_protocol(path: Path, data: Any) -> None:
     if "seed" in mc:
         check(integer_problem(mc["seed"], "consensus.monte_carlo.seed", low=0, high=MAX_SEED))
     if "confidence" in mc:
-        check(number_problem(mc["confidence"], "consensus.monte_carlo.confidence", low=0, high=1, low_open=True, high_open=True))
+        check(
+            number_problem(
+                mc["confidence"], "consensus.monte_carlo.confidence", low=0, high=1, low_open=True, high_open=True
+            )
+        )
     if "comparison" in data:  # optional (needed by compare and the gate); when present it is checked now
         from types import SimpleNamespace
+
         comparison_params(SimpleNamespace(path=path, data=data))
 
 
@@ -255,13 +312,16 @@ class ComparisonParams:
 
 def comparison_params(protocol) -> ComparisonParams:
     """The selection protocol's `comparison` section, checked (a bad one names the file and key)."""
+
     def bad(rule: str) -> UserError:
         return UserError(f"{protocol.path}: invalid selection protocol: {rule}")
 
     cfg = protocol.data.get("comparison")
     if not isinstance(cfg, dict):
-        raise bad("missing 'comparison' section (test, outcomes, correction, alpha), needed to compare selection runs; "
-                  "fix: copy it from the shipped protocols/vab.yaml")
+        raise bad(
+            "missing 'comparison' section (test, outcomes, correction, alpha), needed to compare selection runs; "
+            "fix: copy it from the shipped protocols/vab.yaml"
+        )
     for key in (k for k in ("test", "outcomes", "correction", "alpha", "min_counted_fraction") if k not in cfg):
         raise bad(f"missing key 'comparison.{key}'")
     if cfg["test"] not in _TESTS:
@@ -269,7 +329,12 @@ def comparison_params(protocol) -> ComparisonParams:
     if cfg["correction"] not in _CORRECTIONS:
         raise bad(f"comparison.correction must be {' or '.join(_CORRECTIONS)} (the only correction implemented)")
     outcomes = cfg["outcomes"]
-    if not isinstance(outcomes, list) or not outcomes or any(o not in OUTCOMES for o in outcomes) or len(set(outcomes)) != len(outcomes):
+    if (
+        not isinstance(outcomes, list)
+        or not outcomes
+        or any(o not in OUTCOMES for o in outcomes)
+        or len(set(outcomes)) != len(outcomes)
+    ):
         raise bad(f"comparison.outcomes must be a non-empty list of distinct outcomes among {', '.join(OUTCOMES)}")
     alpha, frac = cfg["alpha"], cfg["min_counted_fraction"]
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
@@ -279,8 +344,17 @@ def comparison_params(protocol) -> ComparisonParams:
     if "power" in cfg and power_problem(cfg["power"], "comparison.power"):  # optional (selection/power.py)
         raise bad(power_problem(cfg["power"], "comparison.power"))
     if "baseline_correlation" in (cfg.get("power") or {}):  # a field the engine cannot honour is refused
-        raise bad("comparison.power.baseline_correlation plans paired runs only (a selection MDE uses the observed discordance); fix: drop it")
-    return ComparisonParams(str(cfg["test"]), tuple(outcomes), str(cfg["correction"]), float(alpha), float(frac), PowerSection.of(cfg.get("power")))
+        raise bad(
+            "comparison.power.baseline_correlation plans paired runs only (a selection MDE uses the observed discordance); fix: drop it"
+        )
+    return ComparisonParams(
+        str(cfg["test"]),
+        tuple(outcomes),
+        str(cfg["correction"]),
+        float(alpha),
+        float(frac),
+        PowerSection.of(cfg.get("power")),
+    )
 
 
 @dataclass(frozen=True)
@@ -290,7 +364,7 @@ class SelectionParams:
     protocol: Any
 
     @classmethod
-    def of(cls, protocol) -> "SelectionParams":
+    def of(cls, protocol) -> SelectionParams:
         if protocol.data.get("kind") != "selection":
             raise UserError(
                 f"{protocol.path}: protocol {protocol.id} is not a selection protocol (kind: selection); "
@@ -364,17 +438,25 @@ class SelectionParams:
     @property
     def attempts(self) -> dict:
         a = self.data["answers"].get("attempts") or {}
-        return {"max": int(a.get("max", 1)), "delays_s": list(a.get("delays_s", [])), "retry_on": list(a.get("retry_on", [])),
-                "not_retried_statuses": list(a.get("not_retried_statuses", []) or []),
-                "stop_run_statuses": list(a.get("stop_run_statuses", []) or [])}
+        return {
+            "max": int(a.get("max", 1)),
+            "delays_s": list(a.get("delays_s", [])),
+            "retry_on": list(a.get("retry_on", [])),
+            "not_retried_statuses": list(a.get("not_retried_statuses", []) or []),
+            "stop_run_statuses": list(a.get("stop_run_statuses", []) or []),
+        }
 
     @property
     def http_retries(self) -> dict:
         """answers.attempts.http: HTTP calls made again within one attempt (none when absent)."""
         h = (self.data["answers"].get("attempts") or {}).get("http") or {}
-        return {"retries": int(h.get("retries", 0)), "retry_statuses": list(h.get("retry_statuses", []) or []),
-                "retry_on": list(h.get("retry_on", []) or []), "backoff_s": [float(x) for x in h.get("backoff_s", []) or []],
-                "retry_after_max_s": float(h.get("retry_after_max_s", 0))}
+        return {
+            "retries": int(h.get("retries", 0)),
+            "retry_statuses": list(h.get("retry_statuses", []) or []),
+            "retry_on": list(h.get("retry_on", []) or []),
+            "backoff_s": [float(x) for x in h.get("backoff_s", []) or []],
+            "retry_after_max_s": float(h.get("retry_after_max_s", 0)),
+        }
 
     @property
     def reasoning_split(self) -> tuple[re.Pattern, int, tuple[str, ...]] | None:
@@ -385,7 +467,11 @@ class SelectionParams:
         flags = 0
         for name in split.get("flags", []) or []:
             flags |= getattr(re, str(name))
-        return re.compile(str(split["pattern"]), flags), int(split["keep_group"]), tuple(split.get("separate_fields", []) or [])
+        return (
+            re.compile(str(split["pattern"]), flags),
+            int(split["keep_group"]),
+            tuple(split.get("separate_fields", []) or []),
+        )
 
     @property
     def message(self) -> dict | None:

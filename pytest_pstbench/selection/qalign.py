@@ -15,6 +15,7 @@ judge records the words, their weights, the task, num_trials, pyiqa's version an
 revision (the commit of `q-future/one-align` that was loaded: the config's commit hash, or the Hugging Face
 cache's `refs/main`).
 """
+
 from __future__ import annotations
 
 import difflib
@@ -42,7 +43,9 @@ def paper_aesthetic_score(logits) -> float:
     except (TypeError, ValueError):
         values = []
     if len(values) != len(WORDS) or not all(math.isfinite(v) for v in values):
-        raise ValueError(f"Q-Align's aesthetic score needs five finite logits (excellent, good, fair, poor, bad), got {logits!r}")
+        raise ValueError(
+            f"Q-Align's aesthetic score needs five finite logits (excellent, good, fair, poor, bad), got {logits!r}"
+        )
     top = max(values)
     exps = [math.exp(v - top) for v in values]  # shifted by the largest: no overflow, the same softmax
     return math.fsum(w * e for w, e in zip(WORD_WEIGHTS, exps)) / math.fsum(exps)
@@ -83,14 +86,16 @@ def _aesthetic_adapter(spec: str):
             raise UserError(
                 f"--judge {spec}: pyiqa {version}'s qalign metric does not expose Q-Align's logits (net.preprocess and "
                 "net.model.score, as pyiqa 0.1.16 does); fix: install pyiqa 0.1.16, or use --judge pyiqa:qalign "
-                "(pyiqa's own Q-Align quality score)")
+                "(pyiqa's own Q-Align quality score)"
+            )
 
         def forward(x) -> list[float]:
             scores = []
             with torch.backends.cudnn.flags(enabled=True, benchmark=False, deterministic=True), torch.no_grad():
                 for i in range(x.shape[0]):  # Q-Align takes one image per call
-                    out = model.score(None, task_=TASK, input_="image", return_dict=True,
-                                      image_tensor=net.preprocess(x[i:i + 1]))
+                    out = model.score(
+                        None, task_=TASK, input_="image", return_dict=True, image_tensor=net.preprocess(x[i : i + 1])
+                    )
                     logits = out["logits"].detach().to("cpu", torch.float64).reshape(-1).tolist()
                     scores.append(paper_aesthetic_score(logits))
             return scores
@@ -107,7 +112,7 @@ def _aesthetic_adapter(spec: str):
             "model_repository": REPOSITORY,
             "model_revision": model_revision(model),
             "input": "RGB float32 in [0, 1], one image per call (pyiqa's Q-Align preprocessing: padded to a square, "
-                     "CLIP-resized); the five words' logits from model.score(return_dict=True), the score in float64",
+            "CLIP-resized); the five words' logits from model.score(return_dict=True), the score in float64",
         }
         return forward, provenance
 
@@ -120,12 +125,14 @@ def paper_scorer(spec: str, *, device: str = "cpu"):
     from pytest_pstbench.selection.iqa import pyiqa_scorer
     from pytest_pstbench.selection.paper_rewards import MISSING, MODELS, missing_message
 
-    name = spec[len(PREFIX):]
+    name = spec[len(PREFIX) :]
     if name == "qalign":
         return pyiqa_scorer(spec, device=device, metric_name="qalign", adapt=_aesthetic_adapter(spec))
     if name in MISSING:
         raise UserError(missing_message(spec, name))
     close = difflib.get_close_matches(name, MODELS, n=2)
     hint = f" (did you mean {', '.join(close)}?)" if close else ""
-    raise UserError(f"--judge {spec}: the paper's reward models are {', '.join(MODELS)}{hint}; fix: give vab-paper:qalign "
-                    "(the one reachable here) or another of those names")
+    raise UserError(
+        f"--judge {spec}: the paper's reward models are {', '.join(MODELS)}{hint}; fix: give vab-paper:qalign "
+        "(the one reachable here) or another of those names"
+    )

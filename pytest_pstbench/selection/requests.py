@@ -7,6 +7,7 @@ a text part "\\nImage X:" and the image as a `data:image/jpeg;base64` URL of the
 the run's model, temperature and max_tokens and its `--extra-body` fields. `ImageURLs` encodes each image
 once per run (thread-safe).
 """
+
 from __future__ import annotations
 
 import base64
@@ -57,7 +58,11 @@ def request_body(settings, params, task, order, ptype, urls: ImageURLs) -> bytes
             content.append({"type": "image_url", "image_url": {"url": urls(Path(part["path"]))}})
         else:
             content.append(part)
-    request = {"model": settings.model, "messages": [{"role": "user", "content": content}],
-               "temperature": settings.temperature, "max_tokens": settings.max_tokens}
+    request = {
+        "model": settings.model,
+        "messages": [{"role": "user", "content": content}],
+        "temperature": settings.temperature,
+        "max_tokens": settings.max_tokens,
+    }
     request.update(dict(settings.extra_body))
     return json.dumps(request).encode("utf-8")

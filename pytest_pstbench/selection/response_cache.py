@@ -13,6 +13,7 @@ run replayed from a cache is one sample, not a new one); `--no-cache` turns it o
 be kept (a full disk, an unwritable $PSTBENCH_CACHE) is still written to the answers file, and run.json says why it
 was not cached. `pstbench cache prune --responses` removes entries.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -63,21 +64,34 @@ class ResponseCache:
             return None
         message = entry.get("message") if isinstance(entry, dict) else None
         usage = entry.get("usage") if isinstance(entry, dict) else None
-        if (entry.get("key") if isinstance(entry, dict) else None) != key or not isinstance(message, dict) \
-                or not isinstance(message.get("content"), str) or line_problem(usage):
+        if (
+            (entry.get("key") if isinstance(entry, dict) else None) != key
+            or not isinstance(message, dict)
+            or not isinstance(message.get("content"), str)
+            or line_problem(usage)
+        ):
             return None
         with self._lock:
             self.hits += 1
         return Reply(message, usage, entry.get("usage_problem"))
 
     def put(self, key: str, reply) -> None:
-        entry = {"format": FORMAT, "key": key, "message": reply.message, "usage": reply.usage,
-                 "usage_problem": reply.usage_problem}
+        entry = {
+            "format": FORMAT,
+            "key": key,
+            "message": reply.message,
+            "usage": reply.usage,
+            "usage_problem": reply.usage_problem,
+        }
         path = self._path(key)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(path, dumps_json(entry), what="a cached model answer",
-                         fix="free some space, pass --no-cache, or set PSTBENCH_CACHE to a writable folder")
+            write_atomic(
+                path,
+                dumps_json(entry),
+                what="a cached model answer",
+                fix="free some space, pass --no-cache, or set PSTBENCH_CACHE to a writable folder",
+            )
         except (OSError, UserError) as exc:  # the answer is paid for and goes to the answers file all the same
             with self._lock:
                 self.unwritable = self.unwritable or str(exc).splitlines()[0][:300]
@@ -92,7 +106,9 @@ class ResponseCache:
         return out
 
 
-def prune_responses(root: Path | None = None, older_than_days: float | None = None, dry_run: bool = False) -> tuple[int, int]:
+def prune_responses(
+    root: Path | None = None, older_than_days: float | None = None, dry_run: bool = False
+) -> tuple[int, int]:
     """Remove cached answers (all, or those not written for `older_than_days` days): (removed, bytes)."""
     import time
 

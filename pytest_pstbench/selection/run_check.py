@@ -9,6 +9,7 @@ summary.json's cells from those outcomes (`accuracy.aggregate`, the bootstrap in
 makes it exact). Completeness is what the files show: a task whose every trial is missing or an API error
 was not answered, and a run with such a task is not complete, whatever run.json says.
 """
+
 from __future__ import annotations
 
 import math
@@ -18,8 +19,11 @@ from pytest_pstbench.core.errors import UserError
 
 FIX = "fix: score that run again with this kit (or give another baseline)"
 NO_ANSWER = "no answer: every trial of every prompt type is missing or an API error"
-PICK_COLUMNS = {"pick_best": (("best", "best_t"),), "pick_worst": (("worst", "worst_t"),),
-          "pick_best_and_worst": (("best", "bw_best_t"), ("worst", "bw_worst_t"))}
+PICK_COLUMNS = {
+    "pick_best": (("best", "best_t"),),
+    "pick_worst": (("worst", "worst_t"),),
+    "pick_best_and_worst": (("best", "bw_best_t"), ("worst", "bw_worst_t")),
+}
 
 
 @dataclass(frozen=True)
@@ -62,18 +66,28 @@ def trial_statuses(run, params) -> dict[tuple[str, int, str], str]:
         raise UserError(f"{where}: answers.problems is not a list of the trials that are not ok; {FIX}")
     out: dict[tuple[str, int, str], str] = {}
     for i, p in enumerate(problems):
-        ok = (isinstance(p, dict) and isinstance(p.get("task"), str) and isinstance(p.get("trial"), int)
-              and not isinstance(p.get("trial"), bool) and 0 <= p["trial"] < params.trials
-              and p.get("prompt_type") in PICK_COLUMNS and p.get("status") in (MISSING, UNPARSEABLE, ERROR))
+        ok = (
+            isinstance(p, dict)
+            and isinstance(p.get("task"), str)
+            and isinstance(p.get("trial"), int)
+            and not isinstance(p.get("trial"), bool)
+            and 0 <= p["trial"] < params.trials
+            and p.get("prompt_type") in PICK_COLUMNS
+            and p.get("status") in (MISSING, UNPARSEABLE, ERROR)
+        )
         key = (p["task"], p["trial"], p["prompt_type"]) if ok else None
         if not ok or key in out:
-            raise UserError(f"{where}: answers.problems[{i}] is {p!r}, not one trial (task, trial, prompt_type) with status "
-                            f"missing, unparseable or error, listed once; {FIX}")
+            raise UserError(
+                f"{where}: answers.problems[{i}] is {p!r}, not one trial (task, trial, prompt_type) with status "
+                f"missing, unparseable or error, listed once; {FIX}"
+            )
         out[key] = p["status"]
     counts = {s: sum(1 for v in out.values() if v == s) for s in (MISSING, UNPARSEABLE, ERROR)}
     for status, n in counts.items():
         if answers.get(status) != n:
-            raise UserError(f"{where}: answers.{status} is {answers.get(status)!r} but answers.problems lists {n}; {FIX}")
+            raise UserError(
+                f"{where}: answers.{status} is {answers.get(status)!r} but answers.problems lists {n}; {FIX}"
+            )
     return out
 
 
@@ -92,9 +106,14 @@ def rebuilt(run, params, answers_out: list | None = None) -> tuple[list[RowTask]
         if row.get("error"):
             continue
         k = _int(row.get("k", ""), params.k_min, params.k_max + 1, f"{f}: task {tid}: k")
-        task = RowTask(tid, row.get("domain", ""), row.get("topic", ""), k,
-                       _int(row.get("best", ""), 0, k, f"{f}: task {tid}: best"),
-                       _int(row.get("worst", ""), 0, k, f"{f}: task {tid}: worst"))
+        task = RowTask(
+            tid,
+            row.get("domain", ""),
+            row.get("topic", ""),
+            k,
+            _int(row.get("best", ""), 0, k, f"{f}: task {tid}: best"),
+            _int(row.get("worst", ""), 0, k, f"{f}: task {tid}: worst"),
+        )
         answers: dict[str, list[dict]] = {}
         for ptype in params.prompt_types_for(k):
             trials = []
@@ -107,8 +126,10 @@ def rebuilt(run, params, answers_out: list | None = None) -> tuple[list[RowTask]
                     picks[which] = None if cell == "" else _int(cell, 0, k, f"{f}: task {tid}: {col}{t}")
                 status = statuses.get((tid, t, ptype), OK)
                 if status == OK and any(v is None for v in picks.values()):
-                    raise UserError(f"{f}: task {tid}: trial {t} {ptype} has no pick but run.json answers.problems "
-                                    f"does not list it as missing, unparseable or an error; {FIX}")
+                    raise UserError(
+                        f"{f}: task {tid}: trial {t} {ptype} has no pick but run.json answers.problems "
+                        f"does not list it as missing, unparseable or an error; {FIX}"
+                    )
                 trials.append(answer_record(picks.get("best"), picks.get("worst"), status))
             answers[ptype] = trials
         answers = complete_derived(task, answers, params)
@@ -117,8 +138,10 @@ def rebuilt(run, params, answers_out: list | None = None) -> tuple[list[RowTask]
                 for which, col in PICK_COLUMNS["pick_best_and_worst"]:
                     shown = row.get(f"{col}{t}")
                     if shown != ("" if a[which] is None else str(a[which])):
-                        raise UserError(f"{f}: task {tid}: {col}{t} is {shown!r} but it is derived from pick_best "
-                                        f"({'' if a[which] is None else a[which]!r}); {FIX}")
+                        raise UserError(
+                            f"{f}: task {tid}: {col}{t} is {shown!r} but it is derived from pick_best "
+                            f"({'' if a[which] is None else a[which]!r}); {FIX}"
+                        )
         if unanswered(answers, params, k):
             no_answer.append(tid)
             continue
@@ -129,12 +152,16 @@ def rebuilt(run, params, answers_out: list | None = None) -> tuple[list[RowTask]
                 if col not in row:
                     raise UserError(f"{f}: no column {col}; fix: score the run again under this protocol")
                 if row[col] not in ("0", "1", "-"):
-                    raise UserError(f"{f}: task {tid}: {col} is {row[col]!r}, expected 0, 1 or - (task not scored?); "
-                                    "fix: score the run again")
+                    raise UserError(
+                        f"{f}: task {tid}: {col} is {row[col]!r}, expected 0, 1 or - (task not scored?); "
+                        "fix: score the run again"
+                    )
                 want = str(int(rec["correct"])) if rec["rule"] == "counted" else "-"
                 if row[col] != want:
-                    raise UserError(f"{f}: task {tid}: {col} is {row[col]} but its picks and labels give {want} "
-                                    f"(run.json answers.problems for the trials that are not ok); {FIX}")
+                    raise UserError(
+                        f"{f}: task {tid}: {col} is {row[col]} but its picks and labels give {want} "
+                        f"(run.json answers.problems for the trials that are not ok); {FIX}"
+                    )
         tasks.append(task)
         outcomes.append(out)
         if answers_out is not None:
@@ -144,8 +171,12 @@ def rebuilt(run, params, answers_out: list | None = None) -> tuple[list[RowTask]
 
 def _same(stated, expected) -> bool:
     if isinstance(expected, float):
-        return (isinstance(stated, (int, float)) and not isinstance(stated, bool) and math.isfinite(stated)
-                and math.isclose(stated, expected, rel_tol=1e-9, abs_tol=1e-12))
+        return (
+            isinstance(stated, (int, float))
+            and not isinstance(stated, bool)
+            and math.isfinite(stated)
+            and math.isclose(stated, expected, rel_tol=1e-9, abs_tol=1e-12)
+        )
     if isinstance(expected, list):
         return isinstance(stated, list) and len(stated) == len(expected) and all(map(_same, stated, expected))
     return type(stated) is type(expected) and stated == expected
@@ -163,16 +194,21 @@ def _check_entry(path, where: str, stated, expected, ci: bool) -> None:
         raise UserError(f"{path}: {where} is {stated!r}, not the entry per_task.csv gives; {FIX}")
     if not ci:
         low, high, pm = (stated.get(k) for k in CI_KEYS)
-        if ((None in (low, high, pm)) != (expected.get("mean") is None)
-                or (None not in (low, high, pm) and not (low <= high and math.isclose(pm, (high - low) / 2, rel_tol=1e-9,
-                                                                                      abs_tol=1e-12)))):
-            raise UserError(f"{path}: {where} CI [{low!r}, {high!r}] ± {pm!r} is not an interval with pm half its width "
-                            f"(null only where per_task.csv counts nothing); {FIX}")
+        if (None in (low, high, pm)) != (expected.get("mean") is None) or (
+            None not in (low, high, pm)
+            and not (low <= high and math.isclose(pm, (high - low) / 2, rel_tol=1e-9, abs_tol=1e-12))
+        ):
+            raise UserError(
+                f"{path}: {where} CI [{low!r}, {high!r}] ± {pm!r} is not an interval with pm half its width "
+                f"(null only where per_task.csv counts nothing); {FIX}"
+            )
         stated = {k: v for k, v in stated.items() if k not in CI_KEYS}
         expected = {k: v for k, v in expected.items() if k not in CI_KEYS}
     for key in sorted(set(stated) | set(expected), key=lambda k: (k != "mean", k)):
         if not _same(stated.get(key, KeyError), expected.get(key, KeyError)):
-            raise UserError(f"{path}: {where} {key} is {stated.get(key)!r} but per_task.csv gives {expected.get(key)!r}; {FIX}")
+            raise UserError(
+                f"{path}: {where} {key} is {stated.get(key)!r} but per_task.csv gives {expected.get(key)!r}; {FIX}"
+            )
 
 
 def check_summary_cells(path, cells, tasks: list[RowTask], outcomes: list[dict], params) -> None:
@@ -193,8 +229,13 @@ def check_summary_cells(path, cells, tasks: list[RowTask], outcomes: list[dict],
                 _check_entry(path, f"{where}: {m} {agg}", ((mine.get("metrics") or {}).get(m) or {}).get(agg), e, ci)
         for part, aggs in (cell.get("tb1_parts") or {}).items():
             for agg, e in aggs.items():
-                _check_entry(path, f"{where}: tb1_parts {part} {agg}", ((mine.get("tb1_parts") or {}).get(part) or {}).get(agg),
-                             e, ci)
+                _check_entry(
+                    path,
+                    f"{where}: tb1_parts {part} {agg}",
+                    ((mine.get("tb1_parts") or {}).get(part) or {}).get(agg),
+                    e,
+                    ci,
+                )
     if stated:
         group, value = next(iter(stated))
         raise UserError(f"{path}: cell {group}={value} has no task in per_task.csv; {FIX}")
@@ -208,7 +249,13 @@ def check_labels_against_track(run, track) -> None:
         task, row = tasks.get(tid), run.rows[tid]
         if task is None:
             raise UserError(f"{f}: task {tid} is not a task of track {track.id}; {FIX}")
-        for col, want in (("domain", task.domain), ("topic", task.topic), ("k", task.k), ("best", task.best), ("worst", task.worst)):
+        for col, want in (
+            ("domain", task.domain),
+            ("topic", task.topic),
+            ("k", task.k),
+            ("best", task.best),
+            ("worst", task.worst),
+        ):
             if row.get(col) != str(want):
                 raise UserError(f"{f}: task {tid}: {col} is {row.get(col)} but track {track.id} says {want}; {FIX}")
 
@@ -221,7 +268,9 @@ def seeds(run) -> dict[str, object]:
     if listed == "all":
         listed = list(run.task_ids)
     if not isinstance(listed, list) or not all(isinstance(t, str) and t in run.rows for t in listed):
-        raise UserError(f"{where}: int_seeds is {run.run.get('int_seeds')!r}, not \"all\" or a list of the run's task ids; {FIX}")
+        raise UserError(
+            f'{where}: int_seeds is {run.run.get("int_seeds")!r}, not "all" or a list of the run\'s task ids; {FIX}'
+        )
     out: dict[str, object] = {tid: tid for tid in run.task_ids}
     for tid in listed:
         try:
@@ -255,8 +304,11 @@ def check_position_bias(run, tasks: list[RowTask], answers: list[dict], params, 
 
 def _same_tree(stated, expected) -> bool:
     if isinstance(expected, dict):
-        return (isinstance(stated, dict) and set(stated) == set(expected)
-                and all(_same_tree(stated[k], v) for k, v in expected.items()))
+        return (
+            isinstance(stated, dict)
+            and set(stated) == set(expected)
+            and all(_same_tree(stated[k], v) for k, v in expected.items())
+        )
     if isinstance(expected, list):
         return isinstance(stated, list) and len(stated) == len(expected) and all(map(_same_tree, stated, expected))
     return _same(stated, expected)
@@ -276,9 +328,15 @@ def check_usage_and_cost(run) -> None:
     stated, cost = run.summary.get("cost", KeyError), judge.get("cost", KeyError)
     if stated is KeyError and cost is KeyError:
         return
-    if not isinstance(cost, dict) or stated is KeyError or not _same_tree(stated, {k: cost.get(k) for k in SUMMARY_KEYS}):
-        raise UserError(f"{path}: cost is not run.json's judge.cost totals (currency, total, lines_priced, lines_unknown, "
-                        f"by_prompt_type), or only one of them has a cost; {FIX}")
+    if (
+        not isinstance(cost, dict)
+        or stated is KeyError
+        or not _same_tree(stated, {k: cost.get(k) for k in SUMMARY_KEYS})
+    ):
+        raise UserError(
+            f"{path}: cost is not run.json's judge.cost totals (currency, total, lines_priced, lines_unknown, "
+            f"by_prompt_type), or only one of them has a cost; {FIX}"
+        )
 
     def bad(rule: str) -> UserError:
         return UserError(f"{where}: judge.cost {rule}; {FIX}")
@@ -294,29 +352,38 @@ def check_usage_and_cost(run) -> None:
     if usage is KeyError and not priced:  # no line records usage (a file written by hand): nothing priced
         pass
     elif priced != lines[0] or unknown != lines[1] + lines[2]:
-        raise bad(f"prices {priced} lines and leaves {unknown} unknown, but judge.usage has {lines[0]} lines with usage "
-                  f"and {lines[1] + lines[2]} without")
+        raise bad(
+            f"prices {priced} lines and leaves {unknown} unknown, but judge.usage has {lines[0]} lines with usage "
+            f"and {lines[1] + lines[2]} without"
+        )
     if (total is None) != (priced == 0) or (total is not None and not amount(total)):
         raise bad(f"total is {total!r}: a sum of money where some line has usage, null where none has")
     by_type, per_task, prices = cost.get("by_prompt_type"), cost.get("per_task"), cost.get("prices")
-    if not isinstance(by_type, dict) or not all(amount(v) for v in by_type.values()) \
-            or not math.isclose(sum(by_type.values()), total or 0.0, rel_tol=1e-9, abs_tol=1e-12):
+    if (
+        not isinstance(by_type, dict)
+        or not all(amount(v) for v in by_type.values())
+        or not math.isclose(sum(by_type.values()), total or 0.0, rel_tol=1e-9, abs_tol=1e-12)
+    ):
         raise bad("by_prompt_type does not add up to its total")
-    if not isinstance(per_task, dict) or not all(t in run.rows and isinstance(v, list) and all(c is None or amount(c) for c in v)
-                                                 for t, v in per_task.items()):
+    if not isinstance(per_task, dict) or not all(
+        t in run.rows and isinstance(v, list) and all(c is None or amount(c) for c in v) for t, v in per_task.items()
+    ):
         raise bad("per_task is not the run's tasks -> a cost (or null) per trial")
     known = [c for v in per_task.values() for c in v if c is not None]
     if not unknown and not math.isclose(sum(known), total or 0.0, rel_tol=1e-9, abs_tol=1e-12):
         raise bad(f"per_task adds up to {sum(known)!r}, not its total {total!r}")
-    if not isinstance(prices, dict) or not all(isinstance(p, dict) and all(amount(p.get(k)) for k in ("in", "out", "cached_in"))
-                                               for p in prices.values()):
+    if not isinstance(prices, dict) or not all(
+        isinstance(p, dict) and all(amount(p.get(k)) for k in ("in", "out", "cached_in")) for p in prices.values()
+    ):
         raise bad("prices is not model -> in, out, cached_in (money per million tokens)")
     if len(prices) == 1 and priced:  # one price row: every priced line is the usage x that price
         row = next(iter(prices.values()))
         price = Price(row["in"], row["out"], row["cached_in"], str(row.get("currency")))
         try:
-            want = {"total": call_cost(counts["tokens"], price),
-                    **{k: call_cost(v, price) for k, v in counts["by_prompt_type"].items()}}
+            want = {
+                "total": call_cost(counts["tokens"], price),
+                **{k: call_cost(v, price) for k, v in counts["by_prompt_type"].items()},
+            }
         except (KeyError, TypeError, AttributeError):
             raise bad("prices lines but judge.usage holds no token counts to price") from None
         got = {"total": total, **by_type}

@@ -3,6 +3,7 @@ pytest plugin's --pstbench-answers / --pstbench-model / --pstbench-judge): what 
 answers file's parsed answers, or a scoring function), what run.json records as the judge, the run's
 default name and the label of its tables.
 """
+
 from __future__ import annotations
 
 import re
@@ -27,8 +28,15 @@ def model_run_name(model: str) -> str:
     return re.sub(r"[^A-Za-z0-9._+-]", "_", model.rsplit("/", 1)[-1]) or "model"
 
 
-def answers_judge(path: Path, track, params, *, model: str | None = None, model_api: dict | None = None,
-                  answer_set: AnswerSet | None = None) -> RunJudge:
+def answers_judge(
+    path: Path,
+    track,
+    params,
+    *,
+    model: str | None = None,
+    model_api: dict | None = None,
+    answer_set: AnswerSet | None = None,
+) -> RunJudge:
     """An answers file as the judge: named after the file (its stem, its name). A model's answers
     (`model`, asked at the endpoint whose settings are `model_api`) are named after the model, and
     run.json's judge adds the endpoint's settings and the protocol's attempt limits. `answer_set`: the
@@ -47,6 +55,11 @@ def function_judge(spec: str, base: Path, params, device: str = "cpu") -> RunJud
     after the function (`pyiqa-NAME`, `vab-paper-NAME`), labelled with the spec."""
     judge = load_judge(spec, base=base, default_num_trials=int(params.judge["num_trials"]), device=device)
     prov = judge.provenance
-    name = (f"pyiqa-{prov['metric']}" if prov.get("kind") == "pyiqa" else f"vab-paper-{prov['model']}"
-            if prov.get("kind") == "vab-paper" else prov.get("function", "judge"))
+    name = (
+        f"pyiqa-{prov['metric']}"
+        if prov.get("kind") == "pyiqa"
+        else f"vab-paper-{prov['model']}"
+        if prov.get("kind") == "vab-paper"
+        else prov.get("function", "judge")
+    )
     return RunJudge(None, judge, prov, name, spec)

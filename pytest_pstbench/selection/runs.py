@@ -1,6 +1,7 @@
 """The selection kind's run format: `per_task.csv` (one row per task in track order: its labels, each
 trial's answers and correctness, the scores, an error), `summary.json`, `run.json`, written and read
 through the run store (core/store/folder.py)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -19,6 +19,7 @@ Run files under `results/<track>/<name>/`, the folder replaced as a whole under 
 * `run.json`: protocol id + sha256, track, dataset revision, judge provenance, answer counts
   (expected, missing, unparseable, error, the parser, and each problem), failures, completeness, environment, command.
 """
+
 from __future__ import annotations
 
 import csv
@@ -66,9 +67,19 @@ PACKAGES = ("numpy", "pillow", "scikit-image")  # what a selection run computes 
 class SelectionSession:
     """The state of one run of a judge over a selection track. The CLI and the plugin drive it."""
 
-    def __init__(self, track, protocol, *, name: str, results_dir: Path | str = "results", judge: dict | None = None,
-                 command: str | None = None, votes: Path | str | None = None, human: dict | None = None,
-                 stopped: str | None = None):
+    def __init__(
+        self,
+        track,
+        protocol,
+        *,
+        name: str,
+        results_dir: Path | str = "results",
+        judge: dict | None = None,
+        command: str | None = None,
+        votes: Path | str | None = None,
+        human: dict | None = None,
+        stopped: str | None = None,
+    ):
         from pytest_pstbench.core.store import names as _runs
 
         _runs.check_run_name(name)
@@ -85,13 +96,17 @@ class SelectionSession:
         self.command = command if command is not None else " ".join(sys.argv)
         self.baselines: list[dict] = []  # a gated session's baselines (pinned records), set by the pytest frame
         self.results: dict[str, TaskResult] = {}
-        self.stopped = stopped  # why the model run stopped before asking everything (its budget): the run is not complete
+        self.stopped = (
+            stopped  # why the model run stopped before asking everything (its budget): the run is not complete
+        )
         self.unanswered: list[str] = []  # tasks whose every trial is missing or an API error (set by finish)
         # results computed in other processes (pytest-xdist workers): [(their environment, worker id, task id)]
         self.computed_in: list[tuple[dict, str | None, str]] | None = None
         # the human reference row: from the votes file given, else the track's (`votes:`); computed (and a bad
         # votes file refused) before anything is scored; `human`: that row already computed (`votes_and_human`)
-        self.votes, self.human = (Path(votes), human) if human is not None else votes_and_human(track, self.params, votes)
+        self.votes, self.human = (
+            (Path(votes), human) if human is not None else votes_and_human(track, self.params, votes)
+        )
 
     @property
     def run_dir(self) -> Path:
@@ -121,11 +136,15 @@ class SelectionSession:
 
         order = [t for t in self.track.tasks if t.id in self.results]
         if not order:
-            raise UserError(f"track {self.track.id}: no task was scored, so no run files were written; fix: check the judge or answers")
+            raise UserError(
+                f"track {self.track.id}: no task was scored, so no run files were written; fix: check the judge or answers"
+            )
         from pytest_pstbench.selection.run_check import unanswered
 
         # a task whose every trial is missing or an API error was not answered: not scored, and the run not complete
-        self.unanswered = [t.id for t in order if self.results[t.id].ok and unanswered(self.results[t.id].answers, self.params, t.k)]
+        self.unanswered = [
+            t.id for t in order if self.results[t.id].ok and unanswered(self.results[t.id].answers, self.params, t.k)
+        ]
         scored = [t for t in order if self.results[t.id].ok and t.id not in self.unanswered]
         correct = {t.id: trial_outcomes(t, self.results[t.id].answers, self.params) for t in scored}
         cells = aggregate(scored, [correct[t.id] for t in scored], self.params) if scored else []
@@ -147,9 +166,14 @@ class SelectionSession:
         from pytest_pstbench.selection.permutations import orders_for
         from pytest_pstbench.selection.position_bias import summary_of
 
-        summary["position_bias"] = summary_of(scored, [self.results[t.id].answers for t in scored],
-                                              [orders_for(t, self.params) for t in scored], self.params, self.protocol,
-                                              self.human is not None)
+        summary["position_bias"] = summary_of(
+            scored,
+            [self.results[t.id].answers for t in scored],
+            [orders_for(t, self.params) for t in scored],
+            self.params,
+            self.protocol,
+            self.human is not None,
+        )
         if "usage" in self.judge:  # a model run's token totals (run.json judge.usage) and cost (judge.cost)
             summary["usage"] = self.judge["usage"]
         if "cost" in self.judge:
@@ -222,7 +246,15 @@ class SelectionSession:
                     elif a["status"] == ERROR:
                         errors += 1
                     if a["status"] != OK:
-                        problems.append({"task": task.id, "trial": t, "prompt_type": ptype, "status": a["status"], "detail": a["detail"]})
+                        problems.append(
+                            {
+                                "task": task.id,
+                                "trial": t,
+                                "prompt_type": ptype,
+                                "status": a["status"],
+                                "detail": a["detail"],
+                            }
+                        )
         not_scored = [t.id for t in self.track.tasks if t.id not in self.results]
         deviations = []
         if not_scored:
@@ -230,10 +262,19 @@ class SelectionSession:
         if self.unanswered:
             deviations.append({"kind": "tasks_not_answered", "tasks": list(self.unanswered)})
         if missing or unparseable or errors:
-            rules = {st: {p: self.params.record_rule(st, p) for p in ("pick_best", "pick_worst", "pick_best_and_worst")}
-                     for st in (MISSING, ERROR, UNPARSEABLE)}
-            deviations.append({"kind": "answers_not_ok", "missing": missing, "unparseable": unparseable, "error": errors,
-                               "records": rules})
+            rules = {
+                st: {p: self.params.record_rule(st, p) for p in ("pick_best", "pick_worst", "pick_best_and_worst")}
+                for st in (MISSING, ERROR, UNPARSEABLE)
+            }
+            deviations.append(
+                {
+                    "kind": "answers_not_ok",
+                    "missing": missing,
+                    "unparseable": unparseable,
+                    "error": errors,
+                    "records": rules,
+                }
+            )
         if self.stopped:
             deviations.append({"kind": "run_stopped", "reason": self.stopped})
         if self.track.info.get("revision_override"):  # fetched with --revision X --allow-other-revision
@@ -253,12 +294,23 @@ class SelectionSession:
             "n_scored": len(scored),
             "trials": self.params.trials,
             "judge": self.judge,
-            "answers": {"expected": expected, "missing": missing, "unparseable": unparseable, "error": errors,
-                        "parser": {"patterns": self.params.data["answers"]["patterns"], "match": self.params.answer_match,
-                                   "flags": list(self.params.data["answers"].get("flags") or [])},
-                        "problems": problems},
-            "failures": [{"task": t.id, "message": self.results[t.id].error or NO_ANSWER} for t in order
-                         if not self.results[t.id].ok or t.id in self.unanswered],
+            "answers": {
+                "expected": expected,
+                "missing": missing,
+                "unparseable": unparseable,
+                "error": errors,
+                "parser": {
+                    "patterns": self.params.data["answers"]["patterns"],
+                    "match": self.params.answer_match,
+                    "flags": list(self.params.data["answers"].get("flags") or []),
+                },
+                "problems": problems,
+            },
+            "failures": [
+                {"task": t.id, "message": self.results[t.id].error or NO_ANSWER}
+                for t in order
+                if not self.results[t.id].ok or t.id in self.unanswered
+            ],
             "deviations": deviations,
             "environment": env,
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -270,7 +322,11 @@ class SelectionSession:
         if int_seeds:  # tasks whose permutation seed is an int (their display orders; summary.json position_bias)
             record["int_seeds"] = "all" if len(int_seeds) == len(self.track.tasks) else int_seeds
         if self.votes is not None:  # the human reference row's votes (summary.json `human`)
-            record["human"] = {"votes": str(self.votes), "sha256": self.human["votes_sha256"], "experts": self.human["experts"]}
+            record["human"] = {
+                "votes": str(self.votes),
+                "sha256": self.human["votes_sha256"],
+                "experts": self.human["experts"],
+            }
         return record
 
 

@@ -34,6 +34,7 @@ Definitions (docs/selection.md "Protocol study" says the same with a worked exam
   the protocol's `aggregation.bootstrap` (confidence, resamples, seed; one stream per mean).
   Differences are ranking - scoring, per task, and bootstrapped the same way.
 """
+
 from __future__ import annotations
 
 import math
@@ -133,12 +134,19 @@ def task_statistics(t: StudyTask, m: int) -> dict:
             votes["scoring"]["worst"][i] += share
         consistency[who] = float(best_shares.get(best_rank, Fraction(0)))
     defined = [v for v in taus.values() if v is not None]
-    row = {"task_id": t.task_id, "n_images": len(t.images), "n_annotators": n_ann, "majority": m,
-           "kendall_tau_b": sum(defined) / len(defined) if defined else None,
-           "tau_undefined": len(taus) - len(defined),
-           "top1_self_consistency": sum(consistency.values()) / n_ann,
-           "w_scoring": kendall_w([average_ranks([t.scores[a][i] for i in t.images], descending=True) for a in t.annotators]),
-           "w_ranking": kendall_w([[Fraction(t.ranks[a][i]) for i in t.images] for a in t.annotators])}
+    row = {
+        "task_id": t.task_id,
+        "n_images": len(t.images),
+        "n_annotators": n_ann,
+        "majority": m,
+        "kendall_tau_b": sum(defined) / len(defined) if defined else None,
+        "tau_undefined": len(taus) - len(defined),
+        "top1_self_consistency": sum(consistency.values()) / n_ann,
+        "w_scoring": kendall_w(
+            [average_ranks([t.scores[a][i] for i in t.images], descending=True) for a in t.annotators]
+        ),
+        "w_ranking": kendall_w([[Fraction(t.ranks[a][i]) for i in t.images] for a in t.annotators]),
+    }
     for p in PROTOCOLS:
         best = _reached(votes[p]["best"], m)
         worst = _reached(votes[p]["worst"], m)
@@ -157,12 +165,16 @@ def task_statistics(t: StudyTask, m: int) -> dict:
 
 def _check_options(majority, max_w, names: dict) -> None:
     if majority is not None and (isinstance(majority, bool) or not isinstance(majority, int) or majority < 1):
-        raise UserError(f"{names['majority'].format(majority)}: must be a whole number of annotators, at least 1 "
-                        "(or leave it out: a strict majority of each task's annotators)")
+        raise UserError(
+            f"{names['majority'].format(majority)}: must be a whole number of annotators, at least 1 "
+            "(or leave it out: a strict majority of each task's annotators)"
+        )
     if max_w is not None:
         if isinstance(max_w, bool) or not isinstance(max_w, (int, float)) or not 0 < max_w <= 1:
-            raise UserError(f"{names['max_w'].format(max_w)}: must be a number in (0, 1] (Kendall's W lies in [0, 1]; "
-                            "the paper drops tasks with W >= 0.825)")
+            raise UserError(
+                f"{names['max_w'].format(max_w)}: must be a number in (0, 1] (Kendall's W lies in [0, 1]; "
+                "the paper drops tasks with W >= 0.825)"
+            )
 
 
 def _mean(values, boot: dict) -> dict:
@@ -172,7 +184,9 @@ def _mean(values, boot: dict) -> dict:
     xs = [float(v) for v in values if v is not None]
     if not xs:
         return {"mean": None, "ci_low": None, "ci_high": None, "n": 0}
-    ci = bootstrap_mean_ci(xs, confidence=float(boot["confidence"]), resamples=int(boot["resamples"]), seed=int(boot["seed"]))
+    ci = bootstrap_mean_ci(
+        xs, confidence=float(boot["confidence"]), resamples=int(boot["resamples"]), seed=int(boot["seed"])
+    )
     return {"mean": ci.mean, "ci_low": ci.ci_low, "ci_high": ci.ci_high, "n": len(xs)}
 
 
@@ -187,8 +201,14 @@ def _wilcoxon(diffs: list[float]) -> dict:
     return {"statistic": res.statistic, "p": res.pvalue, "n_nonzero": res.n_nonzero}
 
 
-def run_study(path: Path | str, *, protocol=None, majority: int | None = None, max_w: float | None = None,
-              names: dict | None = None) -> dict:
+def run_study(
+    path: Path | str,
+    *,
+    protocol=None,
+    majority: int | None = None,
+    max_w: float | None = None,
+    names: dict | None = None,
+) -> dict:
     """The study of the annotations CSV `path` under the selection protocol `protocol` (a loaded protocol
     or an id/path; default vab: its bootstrap and candidate-set sizes) -> the dict written as study.json.
     `names` maps the options to how messages name them (format strings; default the CLI's, `--majority {}`)."""
@@ -206,22 +226,28 @@ def run_study(path: Path | str, *, protocol=None, majority: int | None = None, m
     tasks = read_annotations(path, k_range=(params.k_min, params.k_max), protocol_id=protocol.id)
     fewest = min(tasks, key=lambda t: len(t.annotators))
     if majority is not None and majority > len(fewest.annotators):
-        raise UserError(f"{names['majority'].format(majority)}: task {fewest.task_id} has only {len(fewest.annotators)} annotators; "
-                        f"fix: give at most {len(fewest.annotators)} (or leave it out: a strict majority of each task's annotators)")
+        raise UserError(
+            f"{names['majority'].format(majority)}: task {fewest.task_id} has only {len(fewest.annotators)} annotators; "
+            f"fix: give at most {len(fewest.annotators)} (or leave it out: a strict majority of each task's annotators)"
+        )
     rows = [task_statistics(t, majority if majority is not None else len(t.annotators) // 2 + 1) for t in tasks]
     for r in rows:
         r["kept"] = max_w is None or r["w_scoring"] is None or r["w_scoring"] < max_w
     kept = [r for r in rows if r["kept"]]
     if not kept:
         lowest = min(r["w_scoring"] for r in rows)
-        raise UserError(f"{names['max_w'].format(max_w)}: drops every task (the lowest Kendall's W of the score rankings is "
-                        f"{lowest:.4f}); fix: give a larger W")
+        raise UserError(
+            f"{names['max_w'].format(max_w)}: drops every task (the lowest Kendall's W of the score rankings is "
+            f"{lowest:.4f}); fix: give a larger W"
+        )
     annotators = list(dict.fromkeys(a for t in tasks for a in t.annotators))
     counts = sorted({r["n_annotators"] for r in kept})
     if majority is not None:
         rule = f"{majority} of {counts[0]}" if len(counts) == 1 else f"{majority} of each task's annotators"
     else:
-        rule = (f"{counts[0] // 2 + 1} of {counts[0]}" if len(counts) == 1 else "floor(n/2) + 1 of each task's n annotators") + " (strict majority)"
+        rule = (
+            f"{counts[0] // 2 + 1} of {counts[0]}" if len(counts) == 1 else "floor(n/2) + 1 of each task's n annotators"
+        ) + " (strict majority)"
 
     def diff(p_values, q_values):
         return [float(a) - float(b) for a, b in zip(p_values, q_values)]
@@ -233,9 +259,12 @@ def run_study(path: Path | str, *, protocol=None, majority: int | None = None, m
         c = sum(1 for x, y in zip(hit["ranking"], hit["scoring"]) if y and not x)
         p = mcnemar_exact(b, c)
         pvalues.append(p)
-        reproducibility[lab] = {"ranking": _mean(hit["ranking"], boot), "scoring": _mean(hit["scoring"], boot),
-                                "difference": _mean(diff(hit["ranking"], hit["scoring"]), boot),
-                                "mcnemar": {"b": b, "c": c, "p": p}}
+        reproducibility[lab] = {
+            "ranking": _mean(hit["ranking"], boot),
+            "scoring": _mean(hit["scoring"], boot),
+            "difference": _mean(diff(hit["ranking"], hit["scoring"]), boot),
+            "mcnemar": {"b": b, "c": c, "p": p},
+        }
     for lab, p in zip(LABELS, pvalues):
         reproducibility[lab]["mcnemar"]["p_bonferroni"] = min(1.0, p * len(pvalues))
     ent = {p: [r[f"entropy_{p}"] for r in kept] for p in PROTOCOLS}
@@ -246,49 +275,88 @@ def run_study(path: Path | str, *, protocol=None, majority: int | None = None, m
             by_annotator[a].append(r)
     for a in annotators:
         mine = by_annotator[a]
-        per_annotator[a] = {"tasks": len(mine),
-                            "kendall_tau_b": _mean([r["_taus"][a] for r in mine], boot),
-                            "tau_undefined": sum(1 for r in mine if r["_taus"][a] is None),
-                            "top1_self_consistency": _mean([r["_consistency"][a] for r in mine], boot)}
+        per_annotator[a] = {
+            "tasks": len(mine),
+            "kendall_tau_b": _mean([r["_taus"][a] for r in mine], boot),
+            "tau_undefined": sum(1 for r in mine if r["_taus"][a] is None),
+            "top1_self_consistency": _mean([r["_consistency"][a] for r in mine], boot),
+        }
     digest = tasks.sha256  # of the bytes read (a pipe, `<(...)`, is read once: csvfile.Read)
     return {
         "study": "ranking vs scoring (VAB paper section 2, appendix F)",
         "annotations": {"path": str(path), "sha256": digest},
         "protocol": {"id": protocol.id, "sha256": protocol.sha256},
-        "bootstrap": {"method": "percentile", "confidence": float(boot["confidence"]), "resamples": int(boot["resamples"]),
-                      "seed": int(boot["seed"]), "over": "tasks"},
-        "definitions": {"ties_in_scores": "split: t images tied at an annotator's top (bottom) score get 1/t of its best (worst) vote each",
-                        "kendall_tau": "tau-b (tie-corrected) between scores and direct ranks; undefined when all scores of the annotator's task are equal",
-                        "reached": "one image has >= majority votes and no other as many; both: best and worst reached on two different images",
-                        "entropy": "Shannon entropy of the best-vote shares, natural log (nats)",
-                        "kendall_w": "with the tie correction (average ranks for tied scores)",
-                        "mcnemar": "exact two-sided binomial on discordant tasks; Bonferroni over best, worst, both",
-                        "wilcoxon": "scipy.stats.wilcoxon of per-task entropy ranking - scoring, two-sided, zero_method wilcox, method auto; not corrected",
-                        "differences": "ranking - scoring, per task"},
+        "bootstrap": {
+            "method": "percentile",
+            "confidence": float(boot["confidence"]),
+            "resamples": int(boot["resamples"]),
+            "seed": int(boot["seed"]),
+            "over": "tasks",
+        },
+        "definitions": {
+            "ties_in_scores": "split: t images tied at an annotator's top (bottom) score get 1/t of its best (worst) vote each",
+            "kendall_tau": "tau-b (tie-corrected) between scores and direct ranks; undefined when all scores of the annotator's task are equal",
+            "reached": "one image has >= majority votes and no other as many; both: best and worst reached on two different images",
+            "entropy": "Shannon entropy of the best-vote shares, natural log (nats)",
+            "kendall_w": "with the tie correction (average ranks for tied scores)",
+            "mcnemar": "exact two-sided binomial on discordant tasks; Bonferroni over best, worst, both",
+            "wilcoxon": "scipy.stats.wilcoxon of per-task entropy ranking - scoring, two-sided, zero_method wilcox, method auto; not corrected",
+            "differences": "ranking - scoring, per task",
+        },
         "majority": {"given": majority, "rule": rule},
         "max_w": max_w,
         "tasks": {"read": len(rows), "kept": len(kept), "dropped": [r["task_id"] for r in rows if not r["kept"]]},
         "annotators": annotators,
-        "fidelity": {"kendall_tau_b": _mean([r["kendall_tau_b"] for r in kept], boot),
-                     "tau_undefined": sum(r["tau_undefined"] for r in kept),
-                     "top1_self_consistency": _mean([r["top1_self_consistency"] for r in kept], boot),
-                     "per_annotator": per_annotator},
+        "fidelity": {
+            "kendall_tau_b": _mean([r["kendall_tau_b"] for r in kept], boot),
+            "tau_undefined": sum(r["tau_undefined"] for r in kept),
+            "top1_self_consistency": _mean([r["top1_self_consistency"] for r in kept], boot),
+            "per_annotator": per_annotator,
+        },
         "reproducibility": reproducibility,
         "distinguishability": {
-            "entropy": {"ranking": _mean(ent["ranking"], boot), "scoring": _mean(ent["scoring"], boot),
-                        "difference": _mean(diff(ent["ranking"], ent["scoring"]), boot),
-                        "wilcoxon": _wilcoxon(diff(ent["ranking"], ent["scoring"]))},
-            "unanimous": {"ranking": _mean(uni["ranking"], boot), "scoring": _mean(uni["scoring"], boot),
-                          "difference": _mean(diff(uni["ranking"], uni["scoring"]), boot)}},
-        "kendall_w": {"scoring": _mean([r["w_scoring"] for r in kept], boot),
-                      "ranking": _mean([r["w_ranking"] for r in kept], boot)},
+            "entropy": {
+                "ranking": _mean(ent["ranking"], boot),
+                "scoring": _mean(ent["scoring"], boot),
+                "difference": _mean(diff(ent["ranking"], ent["scoring"]), boot),
+                "wilcoxon": _wilcoxon(diff(ent["ranking"], ent["scoring"])),
+            },
+            "unanimous": {
+                "ranking": _mean(uni["ranking"], boot),
+                "scoring": _mean(uni["scoring"], boot),
+                "difference": _mean(diff(uni["ranking"], uni["scoring"]), boot),
+            },
+        },
+        "kendall_w": {
+            "scoring": _mean([r["w_scoring"] for r in kept], boot),
+            "ranking": _mean([r["w_ranking"] for r in kept], boot),
+        },
         "per_task": [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows],
     }
 
 
-CSV_COLUMNS = ("task_id", "kept", "n_images", "n_annotators", "majority", "w_scoring", "w_ranking", "kendall_tau_b",
-               "tau_undefined", "top1_self_consistency", "best_ranking", "best_scoring", "worst_ranking", "worst_scoring",
-               "both_ranking", "both_scoring", "entropy_ranking", "entropy_scoring", "unanimous_ranking", "unanimous_scoring")
+CSV_COLUMNS = (
+    "task_id",
+    "kept",
+    "n_images",
+    "n_annotators",
+    "majority",
+    "w_scoring",
+    "w_ranking",
+    "kendall_tau_b",
+    "tau_undefined",
+    "top1_self_consistency",
+    "best_ranking",
+    "best_scoring",
+    "worst_ranking",
+    "worst_scoring",
+    "both_ranking",
+    "both_scoring",
+    "entropy_ranking",
+    "entropy_scoring",
+    "unanimous_ranking",
+    "unanimous_scoring",
+)
 
 
 def study_csv(result: dict) -> str:
@@ -321,5 +389,9 @@ def write_study(result: dict, out_dir: Path | str) -> None:
     from pytest_pstbench.core.files.write import write_files
 
     text = json.dumps(result, indent=2, allow_nan=False) + "\n"
-    write_files(Path(out_dir), {"study.csv": study_csv(result), "study.json": text}, what="the study's files",
-                fix="free some space or give --out another folder")
+    write_files(
+        Path(out_dir),
+        {"study.csv": study_csv(result), "study.json": text},
+        what="the study's files",
+        fix="free some space or give --out another folder",
+    )

@@ -1,7 +1,7 @@
 """Terminal tables of the selection kind: a run's tables (one per aggregation, ap@1 and pass^3, one row per
 cell), the comparison table of `pstbench compare` and the gate, and the metrics of `pstbench ls metrics`."""
-from __future__ import annotations
 
+from __future__ import annotations
 
 from pytest_pstbench.core.text import cell as cell_text
 
@@ -64,8 +64,11 @@ def human_tables(summary: dict, params, decimals: int = 3, tablefmt: str = "simp
         rows = []
         for cell in human["cells"]:
             n, total = cell["n_tasks"], of.get((cell["group"], cell["value"]))
-            row = [cell_text(_cell_name(cell), tablefmt), str(cell["n_experts"]),
-                   str(n) if total in (None, n) else f"{n} of {total}"]
+            row = [
+                cell_text(_cell_name(cell), tablefmt),
+                str(cell["n_experts"]),
+                str(n) if total in (None, n) else f"{n} of {total}",
+            ]
             for m in params.metrics:
                 e = cell["metrics"][m][agg]
                 row.append("-" if e["mean"] is None else f"{e['mean']:.{decimals}f} ± {e['pm']:.{decimals}f}")
@@ -80,9 +83,11 @@ def human_tables(summary: dict, params, decimals: int = 3, tablefmt: str = "simp
     blocks = []
     for aggs, rows in groups.values():
         label = " = ".join(params.data["aggregations"][a].get("label", a) for a in aggs)
-        blocks.append(f"{cell_text(human['label'], tablefmt)}, {label} (mean over experts ± half the {conf:g}% bootstrap CI over experts)\n"
-                      + ("\n" if tablefmt == "github" else "")
-                      + tabulate(rows, headers=headers, tablefmt=tablefmt, disable_numparse=True))
+        blocks.append(
+            f"{cell_text(human['label'], tablefmt)}, {label} (mean over experts ± half the {conf:g}% bootstrap CI over experts)\n"
+            + ("\n" if tablefmt == "github" else "")
+            + tabulate(rows, headers=headers, tablefmt=tablefmt, disable_numparse=True)
+        )
     return "\n\n".join(blocks) + "\n" + human_line(human)
 
 
@@ -91,16 +96,20 @@ def human_line(human: dict) -> str:
     from pytest_pstbench.selection.human import coverage, plural
 
     on = coverage(human) or plural(human["tasks"], "task")
-    parts = [f"human: {plural(human['judgments'], 'expert-task vote')} of {plural(human['experts'], 'expert')} on {on}, "
-             "each against the consensus of the other experts (threshold one below the full panel's)"]
+    parts = [
+        f"human: {plural(human['judgments'], 'expert-task vote')} of {plural(human['experts'], 'expert')} on {on}, "
+        "each against the consensus of the other experts (threshold one below the full panel's)"
+    ]
     if human["excluded_no_consensus"]:
         parts.append(f"{human['excluded_no_consensus']} left out (no consensus among the others)")
     if human["tasks_without_votes"]:
         parts.append(f"{plural(len(human['tasks_without_votes']), 'task')} without votes")
     if human["label_disagreements"]:
         n = len(human["label_disagreements"])
-        parts.append(f"{plural(n, 'task')} whose full-panel consensus is not the track's label "
-                     f"({', '.join(map(str, human['label_disagreements'][:5]))}{', ...' if n > 5 else ''})")
+        parts.append(
+            f"{plural(n, 'task')} whose full-panel consensus is not the track's label "
+            f"({', '.join(map(str, human['label_disagreements'][:5]))}{', ...' if n > 5 else ''})"
+        )
     return "; ".join(parts)
 
 
@@ -136,8 +145,11 @@ def extras_table(summary: dict, params, decimals: int = 3) -> str:
             row.append(f(cell["metrics"][m]["ap@1"]["per_trial"][0]))
         body.append(row)
     headers = ["cell", "TB best p^3", "TB best ap@1", "TB worst p^3", "TB worst ap@1"] + [
-        f"{params.metrics[m].get('label', m)} t0" for m in params.metrics]
-    return "inside best+worst answers; trial-0 accuracy\n" + tabulate(body, headers=headers, tablefmt="simple", disable_numparse=True)
+        f"{params.metrics[m].get('label', m)} t0" for m in params.metrics
+    ]
+    return "inside best+worst answers; trial-0 accuracy\n" + tabulate(
+        body, headers=headers, tablefmt="simple", disable_numparse=True
+    )
 
 
 # ---- comparing judges (`pstbench compare` on selection runs, the baseline gate) --------------------
@@ -160,24 +172,40 @@ def comparison_table(comp, params, tablefmt: str = "simple") -> str:
     body = []
     powered = [r.detectable for r in comp.rows if getattr(r, "detectable", None)]
     for r in comp.rows:
-        body.append([
-            params.metrics[r.metric].get("label", r.metric),
-            aggs.get(r.outcome, {}).get("label", r.outcome),
-            cell_text(r.baseline, tablefmt),
-            cell_text(r.candidate, tablefmt),
-            str(r.n),
-            f"{r.b}/{r.c}",
-            f"{r.both_right}/{r.both_wrong}",
-            f"{r.acc_baseline:.3f}",
-            f"{r.acc_candidate:.3f}",
-            f"{r.diff:+.3f}",
-            f"{r.pvalue:.4g}",
-            f"{r.p_holm:.4g}",
-            *([mde_text(r)] if powered else []),
-            r.verdict,  # last: CI scripts read the verdict from the last column
-        ])
-    headers = ["metric", "outcome", "baseline", "candidate", "n", "b/c", "both right/wrong", "acc base", "acc cand",
-               "diff", "p", "p (Holm)", *([f"MDE drop ({powered[0]['power'] * 100:g}% power)"] if powered else []), "verdict"]
+        body.append(
+            [
+                params.metrics[r.metric].get("label", r.metric),
+                aggs.get(r.outcome, {}).get("label", r.outcome),
+                cell_text(r.baseline, tablefmt),
+                cell_text(r.candidate, tablefmt),
+                str(r.n),
+                f"{r.b}/{r.c}",
+                f"{r.both_right}/{r.both_wrong}",
+                f"{r.acc_baseline:.3f}",
+                f"{r.acc_candidate:.3f}",
+                f"{r.diff:+.3f}",
+                f"{r.pvalue:.4g}",
+                f"{r.p_holm:.4g}",
+                *([mde_text(r)] if powered else []),
+                r.verdict,  # last: CI scripts read the verdict from the last column
+            ]
+        )
+    headers = [
+        "metric",
+        "outcome",
+        "baseline",
+        "candidate",
+        "n",
+        "b/c",
+        "both right/wrong",
+        "acc base",
+        "acc cand",
+        "diff",
+        "p",
+        "p (Holm)",
+        *([f"MDE drop ({powered[0]['power'] * 100:g}% power)"] if powered else []),
+        "verdict",
+    ]
     return tabulate(body, headers=headers, tablefmt=tablefmt, disable_numparse=True)
 
 
@@ -191,7 +219,8 @@ def comparison_footer(comp) -> str:
 def metric_table(data: dict) -> tuple[list[list], list[str]]:
     """`pstbench ls metrics` of a selection protocol (its parsed data): a row per metric (label, the prompt type,
     when an answer is correct) and the headings."""
-    rows = [[name, e.get("label", ""), e.get("prompt_type", ""), e.get("correct", "")]
-            for name, e in ((n, v if isinstance(v, dict) else {}) for n, v in data["metrics"].items())]
+    rows = [
+        [name, e.get("label", ""), e.get("prompt_type", ""), e.get("correct", "")]
+        for name, e in ((n, v if isinstance(v, dict) else {}) for n, v in data["metrics"].items())
+    ]
     return rows, ["metric", "label", "prompt type", "correct when the answer is the consensus"]
-

@@ -11,12 +11,15 @@ An answers line (`pstbench vab run`) carries what its request cost over every an
 (`usage`, the sum), or `usage: null` with `usage_note` saying why it is not known. `totals` sums the lines of an
 answers file, per run and per prompt type, and counts the lines whose usage is not known or not recorded.
 """
+
 from __future__ import annotations
 
 COUNTS = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens")
 REQUIRED = ("prompt_tokens", "completion_tokens")
-_DETAILS = {"reasoning_tokens": ("completion_tokens_details", "reasoning_tokens"),
-            "cached_tokens": ("prompt_tokens_details", "cached_tokens")}
+_DETAILS = {
+    "reasoning_tokens": ("completion_tokens_details", "reasoning_tokens"),
+    "cached_tokens": ("prompt_tokens_details", "cached_tokens"),
+}
 MAX_TOKENS_PER_CALL = 100_000_000  # a count above this is not a call's usage (a server's garbage)
 NO_USAGE = "the server sent no usage"
 CACHED = "cached"  # an answers line answered from the response cache: no call, no tokens spent by this run

@@ -4,6 +4,7 @@ right to wrong (every trial right in the baseline, not every trial in the candid
 the candidate got wrong, most first, then in track order; a task right in both, wrong in both, or gained is
 never listed.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -25,8 +26,11 @@ def lost_tasks(base, cand, metric: str, protocol, n: int) -> list[LostTask]:
     params = SelectionParams.of(protocol)
     trials = params.trials
     a, b = _passes(base, metric, params), _passes(cand, metric, params)
-    lost = [LostTask(metric, tid, a[tid][1], b[tid][1], trials)
-            for tid in base.task_ids if tid in a and tid in b and a[tid][0] == 1 and b[tid][0] == 0]
+    lost = [
+        LostTask(metric, tid, a[tid][1], b[tid][1], trials)
+        for tid in base.task_ids
+        if tid in a and tid in b and a[tid][0] == 1 and b[tid][0] == 0
+    ]
     lost.sort(key=lambda t: t.right_candidate)  # stable: track order among equals
     return lost[:n]
 
@@ -38,8 +42,13 @@ def _passes(run, metric: str, params) -> dict[str, tuple[int | None, int]]:
     from pytest_pstbench.selection.run_check import rebuilt
 
     tasks, outcomes, _ = rebuilt(run, params)
-    return {t.id: (pass_value(o[metric], "correct", params.trials),
-                   sum(1 for r in o[metric] if r["rule"] == COUNTED and r["correct"])) for t, o in zip(tasks, outcomes)}
+    return {
+        t.id: (
+            pass_value(o[metric], "correct", params.trials),
+            sum(1 for r in o[metric] if r["rule"] == COUNTED and r["correct"]),
+        )
+        for t, o in zip(tasks, outcomes)
+    }
 
 
 def gate_worst(row, base, cand, protocol, n: int, files: dict | None = None):
@@ -49,8 +58,11 @@ def gate_worst(row, base, cand, protocol, n: int, files: dict | None = None):
 
     lost = lost_tasks(base, cand, row.metric, protocol, n)
     return WorstItems(
-        title=(f"{row.metric} against baseline run {base.name}: {len(lost)} task{'' if len(lost) == 1 else 's'} whose "
-               "pass^3 outcome went from right (baseline) to wrong (candidate), most trials lost first"),
+        title=(
+            f"{row.metric} against baseline run {base.name}: {len(lost)} task{'' if len(lost) == 1 else 's'} whose "
+            "pass^3 outcome went from right (baseline) to wrong (candidate), most trials lost first"
+        ),
         headers=("task", "baseline trials right", "candidate trials right"),
         rows=tuple((t.task, f"{t.right_baseline}/{t.trials}", f"{t.right_candidate}/{t.trials}") for t in lost),
-        note="" if lost else "no task went from right to wrong on pass^3 (the candidate lost single trials only)")
+        note="" if lost else "no task went from right to wrong on pass^3 (the candidate lost single trials only)",
+    )

@@ -1,5 +1,6 @@
 """The public Python API (`import pytest_pstbench as pst`, issue #24): cheap import, the README example,
 and each function checked against the CLI's run files."""
+
 from __future__ import annotations
 
 import contextlib
@@ -10,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from helpers.protocols import protocol_without_lpips
 from helpers.tracks import make_outputs, make_track
+
 from pytest_pstbench.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,7 +72,10 @@ def test_score_folder_equals_the_cli(small, tmp_path):
     outcome = pst.score(track, outputs, protocol=proto, results="api", method_info={"code": "x@1"})
     assert outcome.complete and outcome.run_dir == Path("api") / "small" / "m"
     assert outcome.run["method"] == {"code": "x@1"}
-    assert main(["score", "--track", str(track), "--outputs", str(outputs), "--protocol", str(proto), "--results", "cli"]) == 0
+    assert (
+        main(["score", "--track", str(track), "--outputs", str(outputs), "--protocol", str(proto), "--results", "cli"])
+        == 0
+    )
     for f in ("metrics.csv", "summary.json"):
         assert (tmp_path / "api/small/m" / f).read_bytes() == (tmp_path / "cli/small/m" / f).read_bytes()
     run = pst.load_run(outcome.run_dir)
@@ -100,8 +104,12 @@ def test_score_arrays_and_compare_with_margins(small):
 
     track, outputs, proto = small
     good = pst.score(track, outputs, protocol=proto, name="good")
-    darker = {pid: np.clip(pst.load_image(outputs / f"{pid}.png", protocol=proto, role="output").astype(int) - 40, 0, 255)
-              .astype(np.uint8) for pid in pst.track(track).pair_ids}
+    darker = {
+        pid: np.clip(
+            pst.load_image(outputs / f"{pid}.png", protocol=proto, role="output").astype(int) - 40, 0, 255
+        ).astype(np.uint8)
+        for pid in pst.track(track).pair_ids
+    }
     dark = pst.score(track, darker, protocol=proto, name="dark")
     assert dark.complete and dark.summary["metrics"]["psnr"]["mean"] < good.summary["metrics"]["psnr"]["mean"]
     comp = pst.compare(dark.run_dir, good.run_dir, metrics=["psnr"])
@@ -120,9 +128,15 @@ def test_api_errors_are_one_line_user_errors(small):
     track, outputs, proto = small
     with pytest.raises(pst.UserError) as exc:
         pst.score(track, {"p01": np.zeros((4, 4, 3), np.uint8)})
-    assert str(exc.value) == ("score(outputs=<arrays>): a run of arrays has no folder to be named after; "
-                              "fix: pass name=, e.g. score(track, outputs, name='my-method')")
-    with pytest.raises(pst.UserError, match=r"^metric 'nope': not a metric of protocol pstbench \(.*\); fix: use one of psnr, ssim"):
+    assert str(exc.value) == (
+        "score(outputs=<arrays>): a run of arrays has no folder to be named after; "
+        "fix: pass name=, e.g. score(track, outputs, name='my-method')"
+    )
+    with pytest.raises(
+        pst.UserError, match=r"^metric 'nope': not a metric of protocol pstbench \(.*\); fix: use one of psnr, ssim"
+    ):
         pst.metric("nope")
-    with pytest.raises(pst.UserError, match=r"^metric ssim: the output is float64 \(4, 4, 3\), not a uint8 HxWx3 RGB array; fix: "):
+    with pytest.raises(
+        pst.UserError, match=r"^metric ssim: the output is float64 \(4, 4, 3\), not a uint8 HxWx3 RGB array; fix: "
+    ):
         pst.metric("ssim")(np.zeros((4, 4, 3)), np.zeros((4, 4, 3), np.uint8))

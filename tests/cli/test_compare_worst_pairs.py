@@ -1,6 +1,7 @@
 """Issue #45 item 9 (compare's part): `pstbench compare A B --worst N` lists, per tested metric, the N
 pairs the candidate lost most on: both values, the loss in the metric's worse direction, the pair's
 files when the track is here. Checked against a hand computation from the runs' metrics.csv."""
+
 from __future__ import annotations
 
 import csv
@@ -9,6 +10,7 @@ import json
 from helpers.protocols import protocol_without_lpips
 from helpers.scoring import score_cli
 from helpers.tracks import make_outputs, make_track
+
 from pytest_pstbench.cli import main as cli_main
 
 
@@ -34,8 +36,24 @@ def _column(path, metric):
 def test_worst_pairs_equal_a_hand_computation(tmp_path, capsys):
     proto, runs = _runs(tmp_path)
     capsys.readouterr()
-    assert cli_main(["compare", str(runs / "base"), str(runs / "cand"), "--protocol", str(proto), "--metrics", "psnr",
-                     "delta_e00", "--worst", "3", "--json"]) == 0
+    assert (
+        cli_main(
+            [
+                "compare",
+                str(runs / "base"),
+                str(runs / "cand"),
+                "--protocol",
+                str(proto),
+                "--metrics",
+                "psnr",
+                "delta_e00",
+                "--worst",
+                "3",
+                "--json",
+            ]
+        )
+        == 0
+    )
     worst = json.loads(capsys.readouterr().out)["worst"]
     for metric, higher_is_better in (("psnr", True), ("delta_e00", False)):
         a, b = _column(runs / "base" / "metrics.csv", metric), _column(runs / "cand" / "metrics.csv", metric)
@@ -57,8 +75,22 @@ def test_worst_text_and_refusals(tmp_path, capsys):
     assert "worst pairs (--worst 1: per metric, the pairs the candidate made worse, largest loss first)" in out
     assert "(content and style files not shown: track small is not available here by its id)" in out
     # the reverse direction: nothing is worse in the candidate
-    assert cli_main(["compare", str(runs / "cand"), str(runs / "base"), "--protocol", str(proto), "--metrics", "psnr",
-                     "--worst", "2"]) == 0
+    assert (
+        cli_main(
+            [
+                "compare",
+                str(runs / "cand"),
+                str(runs / "base"),
+                "--protocol",
+                str(proto),
+                "--metrics",
+                "psnr",
+                "--worst",
+                "2",
+            ]
+        )
+        == 0
+    )
     assert "worst pairs (--worst 2): no pair is worse in the candidate on any tested metric" in capsys.readouterr().out
     for bad in ("0", "-1", "x"):
         try:

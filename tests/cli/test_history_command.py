@@ -7,6 +7,7 @@ The runs are written by hand in the documented formats (helpers.paired_runs.writ
 are computed here with scipy.stats.wilcoxon on the same pairs (the protocol's tie threshold, zero_method,
 alternative and method) and Holm's step-down by hand.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,10 +19,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy.stats import wilcoxon
-
 from helpers.hub_server import FakeHub, point_at
 from helpers.paired_runs import PROTOCOL, scores_from, write_run
+from scipy.stats import wilcoxon
+
 from pytest_pstbench.cli import main as cli_main
 
 N = 20
@@ -45,8 +46,14 @@ def cli(capsys, *args):
 
 
 def git(repo: Path, *args, date: str | None = None) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@example.org", **({"GIT_COMMITTER_DATE": date, "GIT_AUTHOR_DATE": date} if date else {})}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.org",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.org",
+        **({"GIT_COMMITTER_DATE": date, "GIT_AUTHOR_DATE": date} if date else {}),
+    }
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env).stdout
 
 
@@ -126,7 +133,12 @@ def test_git_history_reports_exactly_the_planted_step(tmp_path, capsys):
     (step,) = h["steps"]
     sha, date, message, _ = made[2]
     assert (step["commit"], step["date"], step["message"], step["metric"], step["direction"]) == (
-        sha, date, "faster LUT", "psnr", "worse")
+        sha,
+        date,
+        "faster LUT",
+        "psnr",
+        "worse",
+    )
     k = 1 * len(ranked) + ranked.index("psnr")
     assert step["p"] == pytest.approx(family[k], rel=1e-12)
     assert step["p_holm"] == pytest.approx(adjusted[k], rel=1e-12)
@@ -148,8 +160,12 @@ def test_protocol_change_is_a_break_and_an_incomplete_run_is_left_out(tmp_path, 
     """issue #41: a run under another protocol starts a new segment (never tested across); an incomplete run is
     left out and named with its reason; uncommitted changes are ignored and said."""
     v2 = _other_protocol(tmp_path)
-    series = [*SERIES[:2], ("half run", BASE, None, False), ("protocol v2", BASE, v2, True),
-              ("after", SERIES[1][1], v2, True)]
+    series = [
+        *SERIES[:2],
+        ("half run", BASE, None, False),
+        ("protocol v2", BASE, v2, True),
+        ("after", SERIES[1][1], v2, True),
+    ]
     repo, made = make_repo(tmp_path, series)
     (repo / RUN / "metrics.csv").write_text("edited, not committed\n")
     code, out, err = cli(capsys, "history", repo / RUN, "--json")
@@ -183,13 +199,29 @@ def test_the_hub_history_gives_the_git_history_and_reads_each_commit_once(tmp_pa
     parent = None
     for i, (sha, date, message, files) in enumerate(made):
         extra = {"README.md": f"commit {i}".encode()}
-        hub.add_commit("me/board", sha, {**{f"{RUN}/{n}": b for n, b in files.items()}, **extra}, refs=("main",),
-                       lfs=False, parent=parent, title=message, date=date)
+        hub.add_commit(
+            "me/board",
+            sha,
+            {**{f"{RUN}/{n}": b for n, b in files.items()}, **extra},
+            refs=("main",),
+            lfs=False,
+            parent=parent,
+            title=message,
+            date=date,
+        )
         parent = sha
         if i == 1:  # a commit that touches only the README: not a point
             noise = "d" * 40
-            hub.add_commit("me/board", noise, {**{f"{RUN}/{n}": b for n, b in files.items()}, "README.md": b"x"},
-                           refs=("main",), lfs=False, parent=parent, title="readme", date=date)
+            hub.add_commit(
+                "me/board",
+                noise,
+                {**{f"{RUN}/{n}": b for n, b in files.items()}, "README.md": b"x"},
+                refs=("main",),
+                lfs=False,
+                parent=parent,
+                title="readme",
+                date=date,
+            )
             parent = noise
     code, out, err = cli(capsys, "history", repo / RUN, "--json")
     assert code == 0, err
@@ -199,8 +231,12 @@ def test_the_hub_history_gives_the_git_history_and_reads_each_commit_once(tmp_pa
     remote = json.loads(out)
 
     def same(h):
-        return ([(p["commit"], p["date"], p["message"], p["metrics"]) for p in h["points"]],
-                [{k: v for k, v in s.items() if k != "source"} for s in h["steps"]], h["breaks"], h["left_out"])
+        return (
+            [(p["commit"], p["date"], p["message"], p["metrics"]) for p in h["points"]],
+            [{k: v for k, v in s.items() if k != "source"} for s in h["steps"]],
+            h["breaks"],
+            h["left_out"],
+        )
 
     assert same(remote) == same(local)
     before = len(hub.log)
@@ -214,7 +250,10 @@ def test_the_hub_history_gives_the_git_history_and_reads_each_commit_once(tmp_pa
 def test_explicit_series_and_plots(tmp_path, capsys):
     """issue #41: run folders given in order are a series; --plot writes one PNG per metric, replaced whole."""
     root = tmp_path / "runs"
-    folders = [write_run(root, f"v{i}", scores_from({"psnr": np.asarray(psnr)}, N)) for i, (_m, psnr, _p, _c) in enumerate(SERIES)]
+    folders = [
+        write_run(root, f"v{i}", scores_from({"psnr": np.asarray(psnr)}, N))
+        for i, (_m, psnr, _p, _c) in enumerate(SERIES)
+    ]
     code, out, err = cli(capsys, "history", *folders, "--json", "--plot", tmp_path / "plots", "--metric", "psnr")
     assert code == 0, err
     h = json.loads(out)
@@ -223,12 +262,15 @@ def test_explicit_series_and_plots(tmp_path, capsys):
     assert (tmp_path / "plots" / "psnr.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.parametrize("args, words", [
-    (["{tmp}"], "not a run folder inside a git repository"),
-    (["hf://nope"], "SOURCE"),
-    (["{run}", "{run}", "--metric", "nosuch"], "--metric nosuch"),
-    (["{run}", "{run}", "--plot", "{run}"], "--plot"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["{tmp}"], "not a run folder inside a git repository"),
+        (["hf://nope"], "SOURCE"),
+        (["{run}", "{run}", "--metric", "nosuch"], "--metric nosuch"),
+        (["{run}", "{run}", "--plot", "{run}"], "--plot"),
+    ],
+)
 def test_bad_input_is_one_line(tmp_path, capsys, args, words):
     """issue #41: a source that is not a git run folder, a bad URI, an unknown metric, a --plot folder that
     holds other files: one line each, no traceback."""
@@ -247,14 +289,27 @@ def test_hub_history_names_an_incomplete_run_and_a_deleted_path_and_caches_them(
     stage = tmp_path / "stage"
     stage.mkdir()
     repo = stage / "r"
-    plan = [("ok 1", SERIES[0][1], True), ("half", SERIES[0][1] + 0.5, False), ("ok 2", SERIES[1][1], True),
-            ("deleted", None, True), ("ok 3", SERIES[2][1], True)]
+    plan = [
+        ("ok 1", SERIES[0][1], True),
+        ("half", SERIES[0][1] + 0.5, False),
+        ("ok 2", SERIES[1][1], True),
+        ("deleted", None, True),
+        ("ok 3", SERIES[2][1], True),
+    ]
     parent, shas = None, []
     for i, (message, psnr, complete) in enumerate(plan):
         files = {} if psnr is None else {f"{RUN}/{n}": b for n, b in put_run(repo, psnr, None, complete, stage).items()}
         sha = f"{i + 1:x}" * 40
-        hub.add_commit("me/board", sha, {**files, "README.md": message.encode()}, refs=("main",), lfs=False,
-                       parent=parent, title=message, date=f"2026-10-{i + 1:02d}T00:00:00Z")
+        hub.add_commit(
+            "me/board",
+            sha,
+            {**files, "README.md": message.encode()},
+            refs=("main",),
+            lfs=False,
+            parent=parent,
+            title=message,
+            date=f"2026-10-{i + 1:02d}T00:00:00Z",
+        )
         parent = sha
         shas.append(sha)
     code, out, err = cli(capsys, "history", f"hf://datasets/me/board/{RUN}", "--json")
@@ -275,6 +330,7 @@ def test_selection_runs_in_order_are_tested_with_mcnemar(tmp_path, capsys):
     """issue #41 (selection runs): a judge's accuracy per point with its interval, McNemar between consecutive points
     as `compare` makes it, Holm over the whole history: the history's p_holm are compare's over the same tests."""
     from helpers.selection_runs import BAD, GOOD, pattern, score
+
     from pytest_pstbench.core.protocol import load_protocol
     from pytest_pstbench.selection.compare import compare_two, finish_comparison
     from pytest_pstbench.selection.protocol import SelectionParams
@@ -284,8 +340,10 @@ def test_selection_runs_in_order_are_tested_with_mcnemar(tmp_path, capsys):
     demo = resolve_selection_track("vab-demo")
     protocol = load_protocol("vab")
     params = SelectionParams.of(protocol)
-    runs = [score(tmp_path, n, demo, params, pattern(seed, rates))
-            for n, seed, rates in (("g1", 1, GOOD), ("b1", 2, BAD), ("g2", 3, GOOD))]
+    runs = [
+        score(tmp_path, n, demo, params, pattern(seed, rates))
+        for n, seed, rates in (("g1", 1, GOOD), ("b1", 2, BAD), ("g2", 3, GOOD))
+    ]
     capsys.readouterr()
     code, out, err = cli(capsys, "history", *runs, "--json")
     assert code == 0, err
@@ -294,7 +352,9 @@ def test_selection_runs_in_order_are_tested_with_mcnemar(tmp_path, capsys):
     rows = compare_two(loaded[0], loaded[1], protocol) + compare_two(loaded[1], loaded[2], protocol)
     comp = finish_comparison(rows, protocol)
     assert h["n_tests"] == len(rows)
-    want = sorted((f"{r.metric}.{r.outcome}", r.verdict, r.p_holm) for r in comp.rows if r.verdict in ("worse", "better"))
+    want = sorted(
+        (f"{r.metric}.{r.outcome}", r.verdict, r.p_holm) for r in comp.rows if r.verdict in ("worse", "better")
+    )
     got = sorted((s["metric"], s["direction"], s["p_holm"]) for s in h["steps"])
     assert got == want and got
     top = h["points"][0]["metrics"]
@@ -312,8 +372,16 @@ def test_a_force_pushed_branch_gives_the_new_history_and_reuses_the_commits_in_b
 
     def publish(sha, parent, message, psnr, day):
         files = {f"{RUN}/{n}": b for n, b in put_run(repo, psnr, None, True, stage).items()}
-        hub.add_commit("me/board", sha, {**files, "README.md": message.encode()}, refs=("main",), lfs=False,
-                       parent=parent, title=message, date=f"2026-10-{day:02d}T00:00:00Z")
+        hub.add_commit(
+            "me/board",
+            sha,
+            {**files, "README.md": message.encode()},
+            refs=("main",),
+            lfs=False,
+            parent=parent,
+            title=message,
+            date=f"2026-10-{day:02d}T00:00:00Z",
+        )
 
     shared = ["a" * 40, "b" * 40, "c" * 40]
     old, new = ["d" * 40, "e" * 40], ["f" * 40, "0" * 39 + "1"]

@@ -2,6 +2,7 @@
 stderr, naming the commits the call before listed that are gone from the first-parent history; the rest of the
 series (the branch's current history) is shown; a third call says nothing more. Both sources: a local git
 repository (reset and committed anew) and the local Hub server (tests/helpers/hub_server.FakeHub)."""
+
 from __future__ import annotations
 
 import json
@@ -11,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from helpers.hub_server import FakeHub, point_at
 from helpers.paired_runs import scores_from, write_run
+
 from pytest_pstbench.cli import main as cli_main
 
 N = 12
@@ -29,8 +30,13 @@ def cli(capsys, *args):
 
 
 def git(repo: Path, *args) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@example.org"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.org",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.org",
+    }
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env).stdout
 
 
@@ -90,8 +96,16 @@ def test_a_force_pushed_hub_branch_is_said_in_one_line(tmp_path, capsys, monkeyp
 
         def publish(sha, parent, i):
             files = {f"{RUN}/{n}": b for n, b in run_files(tmp_path, i).items()}
-            hub.add_commit("me/board", sha, files, refs=("main",), lfs=False, parent=parent, title=f"change {i}",
-                           date=f"2026-10-{i + 1:02d}T00:00:00Z")
+            hub.add_commit(
+                "me/board",
+                sha,
+                files,
+                refs=("main",),
+                lfs=False,
+                parent=parent,
+                title=f"change {i}",
+                date=f"2026-10-{i + 1:02d}T00:00:00Z",
+            )
 
         shas, parent = [f"{i + 1:x}" * 40 for i in range(4)], None
         for i, sha in enumerate(shas):

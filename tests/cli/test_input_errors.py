@@ -1,6 +1,7 @@
 """Issue #32 items 22, 10 and 15: bad input that reached the kit as a traceback (or as numbers) is one
 line naming what is wrong and the fix: a malformed HF_ENDPOINT, arrays too small for a metric, an output
 PNG whose EXIF Orientation tag is malformed. Found by the third audit (#32)."""
+
 from __future__ import annotations
 
 import pytest
@@ -9,12 +10,15 @@ from pytest_pstbench.cli import main
 
 
 # ---- item 22: HF_ENDPOINT -------------------------------------------------------------------------------
-@pytest.mark.parametrize("endpoint, rule", [
-    ("http://[::1", "Invalid IPv6 URL"),
-    ("http://127.0.0.1:70000", "Port out of range"),
-    ("http://127.0.0.1:port", "Port"),
-    ("localhost:8080", "expected http(s)://HOST[:PORT]"),
-])
+@pytest.mark.parametrize(
+    "endpoint, rule",
+    [
+        ("http://[::1", "Invalid IPv6 URL"),
+        ("http://127.0.0.1:70000", "Port out of range"),
+        ("http://127.0.0.1:port", "Port"),
+        ("localhost:8080", "expected http(s)://HOST[:PORT]"),
+    ],
+)
 def test_malformed_hf_endpoint_is_one_line(tmp_path, monkeypatch, capsys, endpoint, rule):
     monkeypatch.setenv("HF_ENDPOINT", endpoint)
     monkeypatch.setenv("PSTBENCH_DATA", str(tmp_path / "data"))
@@ -90,8 +94,14 @@ def _exif_orientation(typ: int, count: int, value4: bytes) -> bytes:
     """A little-endian TIFF block with one IFD entry: Orientation (0x0112) of the given TIFF type."""
     import struct
 
-    return (b"II*\x00" + struct.pack("<I", 8) + struct.pack("<H", 1) + struct.pack("<HHI", 0x0112, typ, count) + value4
-            + struct.pack("<I", 0))
+    return (
+        b"II*\x00"
+        + struct.pack("<I", 8)
+        + struct.pack("<H", 1)
+        + struct.pack("<HHI", 0x0112, typ, count)
+        + value4
+        + struct.pack("<I", 0)
+    )
 
 
 BAD_ORIENTATIONS = {
@@ -106,10 +116,10 @@ BAD_ORIENTATIONS = {
 def test_malformed_exif_orientation_is_that_files_one_line_error(tmp_path, monkeypatch, capsys, case):
     import json
 
-    from PIL import Image
-
     from helpers.protocols import protocol_without_lpips
     from helpers.tracks import make_outputs, make_track
+    from PIL import Image
+
     monkeypatch.chdir(tmp_path)
     manifest = make_track(tmp_path / "track", n=3)
     outputs = make_outputs(manifest, tmp_path / "outputs")
@@ -117,7 +127,23 @@ def test_malformed_exif_orientation_is_that_files_one_line_error(tmp_path, monke
     exif, shown = BAD_ORIENTATIONS[case]
     bad = outputs / "p02.png"
     Image.open(bad).convert("RGB").save(bad, exif=exif)
-    assert main(["score", "--track", str(manifest), "--outputs", str(outputs), "--no-cache", "--protocol", str(proto), "--name", "m"]) == 1
+    assert (
+        main(
+            [
+                "score",
+                "--track",
+                str(manifest),
+                "--outputs",
+                str(outputs),
+                "--no-cache",
+                "--protocol",
+                str(proto),
+                "--name",
+                "m",
+            ]
+        )
+        == 1
+    )
     err = capsys.readouterr().err
     assert "Traceback" not in err
     lines = [line for line in err.splitlines() if str(bad) in line]

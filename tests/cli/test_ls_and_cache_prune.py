@@ -1,4 +1,5 @@
 """`pstbench --version`, `pstbench ls ...` and `pstbench cache prune` (issue #24)."""
+
 from __future__ import annotations
 
 import json
@@ -10,8 +11,8 @@ import yaml
 
 from pytest_pstbench import __version__
 from pytest_pstbench.cli import main
-from pytest_pstbench.paired import scorecache as cache_mod
 from pytest_pstbench.core.protocol import protocols_dir
+from pytest_pstbench.paired import scorecache as cache_mod
 
 
 def _out(capsys, *argv) -> tuple[int, str, str]:
@@ -38,11 +39,17 @@ def _first_column(out: str) -> list[str]:
 def test_ls_lists_what_the_yaml_files_define(capsys):
     code, out, _ = _out(capsys, "ls", "protocols")
     assert code == 0
-    assert sorted(_first_column(out)) == sorted(yaml.safe_load(p.read_text())["id"] for p in protocols_dir().glob("*.yaml"))
+    assert sorted(_first_column(out)) == sorted(
+        yaml.safe_load(p.read_text())["id"] for p in protocols_dir().glob("*.yaml")
+    )
     code, out, _ = _out(capsys, "ls", "variants")
     assert _first_column(out) == sorted(p.stem for p in (protocols_dir() / "variants").glob("*.yaml"))
     code, out, _ = _out(capsys, "ls", "tracks")
-    remote = [tid for p in (protocols_dir() / "tracks").glob("*.yaml") for tid in (yaml.safe_load(p.read_text()).get("tracks") or {})]
+    remote = [
+        tid
+        for p in (protocols_dir() / "tracks").glob("*.yaml")
+        for tid in (yaml.safe_load(p.read_text()).get("tracks") or {})
+    ]
     assert sorted(_first_column(out)) == sorted(["demo", "vab-demo", *remote]) and "pst50-paired" in remote
 
 
@@ -54,8 +61,10 @@ def test_ls_metrics_shows_direction_and_ranked(capsys):
     assert rows["lpips"].split()[-2:] == ["lower", "yes"]
     assert rows["hcorr_style"].split()[3:] == ["style", "higher", "no", "(reported)"]
     code, out, err = _out(capsys, "ls", "metrics", "--protocol", "nope")
-    assert code == 2 and err == ("pstbench: error: --protocol nope: no such protocol; fix: use one of "
-                                 f"{', '.join(sorted(p.stem for p in protocols_dir().glob('*.yaml')))}, or the path of a protocol YAML\n")
+    assert code == 2 and err == (
+        "pstbench: error: --protocol nope: no such protocol; fix: use one of "
+        f"{', '.join(sorted(p.stem for p in protocols_dir().glob('*.yaml')))}, or the path of a protocol YAML\n"
+    )
 
 
 @pytest.fixture
@@ -86,7 +95,9 @@ def test_cache_prune_dry_run_then_prune(cache, capsys):
     assert code == 0
     assert out.splitlines() == [
         f"score cache {c.root}: would remove 3 of 4 entries ({0:.1f} MiB); kept 2",
-        "  1: leftover temporary file", "  1: made by another engine or package versions", "  1: unreadable or damaged",
+        "  1: leftover temporary file",
+        "  1: made by another engine or package versions",
+        "  1: unreadable or damaged",
         "  kept 1 entries written before entries recorded their engine (removed by --older-than DAYS or --all)",
     ]
     assert all(c.path(k).is_file() for k in keys.values()) and tmp.is_file()  # nothing removed
@@ -102,4 +113,7 @@ def test_cache_prune_dry_run_then_prune(cache, capsys):
 
 def test_cache_prune_bad_days_is_one_line(cache, capsys):
     code, out, err = _out(capsys, "cache", "prune", "--older-than", "-1")
-    assert code == 2 and err == "pstbench: error: --older-than -1: expected a number of days >= 0; fix: e.g. --older-than 30\n"
+    assert (
+        code == 2
+        and err == "pstbench: error: --older-than -1: expected a number of days >= 0; fix: e.g. --older-than 30\n"
+    )

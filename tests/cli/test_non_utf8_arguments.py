@@ -1,5 +1,6 @@
 """A path with a byte that is not UTF-8 (as the OS gives it: os.fsdecode(b'out\\xff')) is refused before any work,
 in one line, by every command and the pytest face; the one writer refuses such text too (issue #44 case 20)."""
+
 from __future__ import annotations
 
 import os
@@ -7,9 +8,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from helpers.protocols import protocol_without_lpips
 from helpers.tracks import make_outputs, make_track
+
 from pytest_pstbench.cli import main
 from pytest_pstbench.core.errors import UserError
 
@@ -36,17 +37,54 @@ def world(tmp_path_factory):
     bad_outs = name(root, b"outs\xff")
     make_outputs(manifest, Path(bad_outs), strength=0.3)
     good = make_outputs(manifest, root / "good", strength=0.3)
-    assert main(["score", "--track", str(manifest), "--outputs", str(good), "--name", "a", "--results",
-                 str(root / "results"), "--protocol", str(proto), "--no-cache"]) == 0
-    return {"root": root, "manifest": manifest, "proto": proto, "bad_outs": bad_outs, "good": good,
-            "run": root / "results" / "small" / "a"}
+    assert (
+        main(
+            [
+                "score",
+                "--track",
+                str(manifest),
+                "--outputs",
+                str(good),
+                "--name",
+                "a",
+                "--results",
+                str(root / "results"),
+                "--protocol",
+                str(proto),
+                "--no-cache",
+            ]
+        )
+        == 0
+    )
+    return {
+        "root": root,
+        "manifest": manifest,
+        "proto": proto,
+        "bad_outs": bad_outs,
+        "good": good,
+        "run": root / "results" / "small" / "a",
+    }
 
 
 def test_score_refuses_an_outputs_folder_whose_name_is_not_utf8_before_scoring(world, tmp_path, capsys):
     """Issue #44 case 20: it ended in a traceback writing run.json, after scoring every pair."""
     capsys.readouterr()
-    code = main(["score", "--track", str(world["manifest"]), "--outputs", world["bad_outs"], "--name", "b",
-                 "--results", str(tmp_path / "results"), "--protocol", str(world["proto"]), "--no-cache"])
+    code = main(
+        [
+            "score",
+            "--track",
+            str(world["manifest"]),
+            "--outputs",
+            world["bad_outs"],
+            "--name",
+            "b",
+            "--results",
+            str(tmp_path / "results"),
+            "--protocol",
+            str(world["proto"]),
+            "--no-cache",
+        ]
+    )
     line = one_line(capsys, code)  # no progress line: nothing was scored
     assert "outs\\xff" in line and "not UTF-8" in line and "fix:" in line
     assert not (tmp_path / "results").exists()
@@ -60,8 +98,20 @@ def test_vab_score_refuses_an_answers_file_whose_name_is_not_utf8(tmp_path, caps
     answers = name(tmp_path, b"answers\xe9.jsonl")
     Path(answers).write_text('{"task_id": "x", "trial": 0, "prompt_type": "a", "response": "BEST: 1"}\n')
     capsys.readouterr()
-    code = main(["vab", "score", "--track", str(demo.manifest), "--answers", answers, "--name", "g",
-                 "--results", str(tmp_path / "results")])
+    code = main(
+        [
+            "vab",
+            "score",
+            "--track",
+            str(demo.manifest),
+            "--answers",
+            answers,
+            "--name",
+            "g",
+            "--results",
+            str(tmp_path / "results"),
+        ]
+    )
     assert "answers\\xe9.jsonl" in one_line(capsys, code)
     assert not (tmp_path / "results").exists()
 
@@ -101,8 +151,12 @@ def test_the_writer_refuses_text_that_is_not_utf8(tmp_path):
 def test_the_pytest_face_refuses_such_an_argument_before_any_work(world, pytester):
     """Issue #44 case 20: `--pstbench-outputs` with a name that is not UTF-8 is a usage error, not a traceback."""
     pytester.makepyfile(test_m="def test_x(pstbench_pair):\n    pass\n")
-    result = pytester.runpytest_inprocess(f"--pstbench-track={world['manifest']}", f"--pstbench-outputs={world['bad_outs']}",
-                                          f"--pstbench-protocol={world['proto']}", f"--pstbench-results={pytester.path / 'r'}")
+    result = pytester.runpytest_inprocess(
+        f"--pstbench-track={world['manifest']}",
+        f"--pstbench-outputs={world['bad_outs']}",
+        f"--pstbench-protocol={world['proto']}",
+        f"--pstbench-results={pytester.path / 'r'}",
+    )
     text = result.stdout.str() + result.stderr.str()
     assert result.ret == pytest.ExitCode.USAGE_ERROR and "Traceback" not in text
     assert "outs\\xff" in text and "not UTF-8" in text

@@ -1,4 +1,5 @@
 """One option table (pytest_pstbench/options.py) serves both front doors, help written once."""
+
 from __future__ import annotations
 
 import argparse
@@ -20,7 +21,11 @@ def test_score_takes_every_scoring_option_with_the_tables_help():
         assert action.help == o.help + o.cli_note, o.name
         assert isinstance(action, argparse._StoreTrueAction) == (o.kind == "flag"), o.name
         assert isinstance(action, argparse._AppendAction) == (o.kind == "list"), o.name
-    assert actions["--track"].required and actions["--results"].default == "results" and actions["--device"].default == "cpu"
+    assert (
+        actions["--track"].required
+        and actions["--results"].default == "results"
+        and actions["--device"].default == "cpu"
+    )
 
 
 def test_the_plugin_takes_every_option_of_the_table(pytester):

@@ -1,4 +1,5 @@
 """The `pstbench` command: score, demo, run file formats, bad input."""
+
 from __future__ import annotations
 
 import csv
@@ -6,9 +7,9 @@ import json
 
 import numpy as np
 import pytest
+from helpers.tracks import make_outputs, make_track
 from PIL import Image
 
-from helpers.tracks import make_outputs, make_track
 from pytest_pstbench.cli import main
 from pytest_pstbench.core.protocol import load_protocol
 
@@ -26,7 +27,9 @@ def env(tmp_path, monkeypatch):
 def test_score_writes_run_files_in_the_documented_formats(env, tmp_path, capsys):
     manifest, outputs = env
     (outputs / "method.yaml").write_text("code: https://example.org/m@abc123\nsettings: {steps: 3}\n")
-    assert main(["score", "--track", str(manifest), "--outputs", str(outputs), "--method-info", "weights=sha256:ff"]) == 0
+    assert (
+        main(["score", "--track", str(manifest), "--outputs", str(outputs), "--method-info", "weights=sha256:ff"]) == 0
+    )
     out = capsys.readouterr().out
     lines = out.splitlines()
     assert lines[0].startswith("track: small   protocol: pstbench   dataset: small@") and lines[0].endswith("n=4")
@@ -53,6 +56,7 @@ def test_score_writes_run_files_in_the_documented_formats(env, tmp_path, capsys)
     assert run["method"] == {"code": "https://example.org/m@abc123", "settings": {"steps": 3}, "weights": "sha256:ff"}
     assert [o["pair"] for o in run["outputs"]] == ["p01", "p02", "p03", "p04"]
     import hashlib
+
     assert run["outputs"][0]["sha256"] == hashlib.sha256((outputs / "p01.png").read_bytes()).hexdigest()
     for key in ("python", "torch", "lpips", "scikit-image", "numpy", "pytest_pstbench", "device"):
         assert key in run["environment"]
@@ -106,9 +110,18 @@ def test_allow_resize_is_recorded(env, tmp_path):
         (["--track", "nonesuch", "--outputs", "."], "--track nonesuch: unknown track"),
         (["--track", "{manifest}", "--outputs", "missing-dir"], "missing-dir: outputs folder not found"),
         (["--track", "{tmp}/nope.yaml", "--outputs", "."], "nope.yaml: track manifest not found"),
-        (["--track", "{manifest}", "--outputs", "{outputs}", "--device", "tpu"], "--device 'tpu': expected cpu or cuda"),
-        (["--track", "{manifest}", "--outputs", "{outputs}", "--method-info", "novalue"], "--method-info 'novalue': expected key=value"),
-        (["--track", "{manifest}", "--outputs", "{outputs}", "--protocol", "nonesuch"], "nonesuch.yaml: protocol file not found"),
+        (
+            ["--track", "{manifest}", "--outputs", "{outputs}", "--device", "tpu"],
+            "--device 'tpu': expected cpu or cuda",
+        ),
+        (
+            ["--track", "{manifest}", "--outputs", "{outputs}", "--method-info", "novalue"],
+            "--method-info 'novalue': expected key=value",
+        ),
+        (
+            ["--track", "{manifest}", "--outputs", "{outputs}", "--protocol", "nonesuch"],
+            "nonesuch.yaml: protocol file not found",
+        ),
     ],
 )
 def test_user_errors_exit_2_one_line_nothing_written(env, tmp_path, capsys, argv, message):

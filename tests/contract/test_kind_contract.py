@@ -4,6 +4,7 @@ Each kind supplies a track, the pytest options that score it completely, the opt
 which some items fail, and the names of its run files; every test below runs against both. A third
 track kind joins by adding one `Kind` here.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -13,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers.tracks import make_outputs, make_track
 from PIL import Image
 
-from helpers.tracks import make_outputs, make_track
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
 JUDGES = Path(__file__).resolve().parents[2] / "examples" / "judges" / "no_reference.py"
@@ -38,15 +39,22 @@ def _paired(root: Path) -> Kind:
     good = make_outputs(manifest, root / "good")
     bad = make_outputs(manifest, root / "bad")
     (bad / "p02.png").unlink()
-    return Kind("paired", str(manifest), [f"--pstbench-outputs={good}", "--pstbench-no-cache"],
-                [f"--pstbench-outputs={bad}", "--pstbench-no-cache"], ("metrics.csv", "summary.json"), 4,
-                "pytest_pstbench.paired.session:RunSession")
+    return Kind(
+        "paired",
+        str(manifest),
+        [f"--pstbench-outputs={good}", "--pstbench-no-cache"],
+        [f"--pstbench-outputs={bad}", "--pstbench-no-cache"],
+        ("metrics.csv", "summary.json"),
+        4,
+        "pytest_pstbench.paired.session:RunSession",
+    )
 
 
 def _selection(root: Path) -> Kind:
     from pytest_pstbench.selection.tracks import resolve_selection_track
 
     track = resolve_selection_track("vab-demo")
+
     def digest(path):
         return hashlib.sha256(np.ascontiguousarray(np.asarray(Image.open(path).convert("RGB"))).tobytes()).hexdigest()
 
@@ -61,9 +69,16 @@ def _selection(root: Path) -> Kind:
         "        raise ValueError('cannot judge this one')\n"
         "    return float(np.asarray(image, dtype=np.float64).std())\n"
     )
-    return Kind("selection", "vab-demo", [f"--pstbench-judge={JUDGES}:sharpness"], [f"--pstbench-judge={judge}:score"],
-                ("per_task.csv", "summary.json"), len(track.tasks), "pytest_pstbench.selection.session:SelectionSession",
-                n_failing)
+    return Kind(
+        "selection",
+        "vab-demo",
+        [f"--pstbench-judge={JUDGES}:sharpness"],
+        [f"--pstbench-judge={judge}:score"],
+        ("per_task.csv", "summary.json"),
+        len(track.tasks),
+        "pytest_pstbench.selection.session:SelectionSession",
+        n_failing,
+    )
 
 
 @pytest.fixture(params=["paired", "selection"])
@@ -162,5 +177,7 @@ def test_run_json_carries_its_format_and_a_newer_format_is_refused(pytester, kin
     capsys.readouterr()
     assert main(["compare", str(a), str(b)]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == (f"pstbench: error: {b / 'run.json'}: run.json has format {RUN_FORMAT + 1}, written by a newer "
-                   f"pytest-pstbench (this one reads formats up to {RUN_FORMAT}); fix: upgrade pytest-pstbench")
+    assert err == (
+        f"pstbench: error: {b / 'run.json'}: run.json has format {RUN_FORMAT + 1}, written by a newer "
+        f"pytest-pstbench (this one reads formats up to {RUN_FORMAT}); fix: upgrade pytest-pstbench"
+    )

@@ -1,4 +1,5 @@
 """bootstrap_mean_ci: hand-derived intervals and an independent re-implementation of the documented resampling."""
+
 from __future__ import annotations
 
 import numpy as np

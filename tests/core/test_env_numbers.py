@@ -1,6 +1,7 @@
 """Numbers read from environment variables (timeouts, the Hub's limits): one reader (core.envvars.env_number)
 and one rule. Found by the duplicate scan of issue #39 (three readers of the same shape); a 5000-digit
 PSTBENCH_HUB_MAX_FILE_BYTES was a traceback (int() refuses more than 4300 digits) before."""
+
 from __future__ import annotations
 
 import pytest
@@ -21,7 +22,9 @@ READERS = [
 
 
 @pytest.mark.parametrize("reader,name,default,expects,example,zero_ok,whole", READERS, ids=[r[1] for r in READERS])
-def test_one_rule_for_every_number_in_the_environment(monkeypatch, reader, name, default, expects, example, zero_ok, whole):
+def test_one_rule_for_every_number_in_the_environment(
+    monkeypatch, reader, name, default, expects, example, zero_ok, whole
+):
     monkeypatch.delenv(name, raising=False)
     assert reader() == default
     monkeypatch.setenv(name, "")
@@ -29,7 +32,11 @@ def test_one_rule_for_every_number_in_the_environment(monkeypatch, reader, name,
     monkeypatch.setenv(name, "7")
     assert reader() == 7 and isinstance(reader(), int if whole else float)
     good = ["2.5"] if not whole else []
-    bad = ["-1", "nan", "inf", "-inf", "1e400", "x", "9" * 5000, " 7", "+7"] + (["2.5", "1e3"] if whole else []) + ([] if zero_ok else ["0"])
+    bad = (
+        ["-1", "nan", "inf", "-inf", "1e400", "x", "9" * 5000, " 7", "+7"]
+        + (["2.5", "1e3"] if whole else [])
+        + ([] if zero_ok else ["0"])
+    )
     for value in good:
         monkeypatch.setenv(name, value)
         assert reader() == float(value)
@@ -40,7 +47,10 @@ def test_one_rule_for_every_number_in_the_environment(monkeypatch, reader, name,
             continue
         with pytest.raises(UserError) as exc:
             reader()
-        assert str(exc.value) == f"{name}={value!r}: expected a number of {expects}; fix: set it to e.g. {example} or unset it"
+        assert (
+            str(exc.value)
+            == f"{name}={value!r}: expected a number of {expects}; fix: set it to e.g. {example} or unset it"
+        )
     if zero_ok:
         monkeypatch.setenv(name, "0")
         assert reader() == 0

@@ -2,6 +2,7 @@
 (core/files/yamlfile.py, core/files/jsonfile.py): YAML aliases that multiply, deep nesting and huge integers are
 one-line errors (a cache miss for a cache entry), never a multi-megabyte run.json or a RecursionError.
 Found by the third audit (#32)."""
+
 from __future__ import annotations
 
 import ast
@@ -12,9 +13,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-
 from helpers.protocols import protocol_without_lpips
 from helpers.tracks import make_outputs, make_track
+
 from pytest_pstbench.cli import main
 from pytest_pstbench.core.errors import UserError
 
@@ -22,7 +23,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "pytest_pstbench"
 
 # 6 lines of 9 aliases each: 249 bytes of YAML that expand to 9**6 strings once written out as JSON
 LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
-    f"{n}: &{n} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n" for p, n in zip("abcde", "bcdef"))
+    f"{n}: &{n} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n" for p, n in zip("abcde", "bcdef")
+)
 DEEP_YAML = "settings: " + "[" * 3000 + "]" * 3000 + "\n"
 
 
@@ -38,13 +40,37 @@ def _one_line_error(capsys, *words):
 
 # ---- one loader each: nothing else in the package parses YAML or JSON --------------------------------
 
-_YAML_LOADING = {"load", "safe_load", "full_load", "unsafe_load", "load_all", "safe_load_all", "full_load_all",
-                 "unsafe_load_all", "compose", "compose_all", "parse", "scan", "Loader", "SafeLoader", "FullLoader",
-                 "UnsafeLoader", "BaseLoader", "CLoader", "CSafeLoader", "CFullLoader", "CUnsafeLoader", "CBaseLoader"}
+_YAML_LOADING = {
+    "load",
+    "safe_load",
+    "full_load",
+    "unsafe_load",
+    "load_all",
+    "safe_load_all",
+    "full_load_all",
+    "unsafe_load_all",
+    "compose",
+    "compose_all",
+    "parse",
+    "scan",
+    "Loader",
+    "SafeLoader",
+    "FullLoader",
+    "UnsafeLoader",
+    "BaseLoader",
+    "CLoader",
+    "CSafeLoader",
+    "CFullLoader",
+    "CUnsafeLoader",
+    "CBaseLoader",
+}
 _JSON_LOADING = {"load", "loads", "JSONDecoder", "decoder", "scanner"}
 _CSV_LOADING = {"reader", "DictReader", "Sniffer"}
-_LOADERS = {"yaml": ("core/files/yamlfile.py", _YAML_LOADING), "json": ("core/files/jsonfile.py", _JSON_LOADING),
-            "csv": ("core/files/csvfile.py", _CSV_LOADING)}
+_LOADERS = {
+    "yaml": ("core/files/yamlfile.py", _YAML_LOADING),
+    "json": ("core/files/jsonfile.py", _JSON_LOADING),
+    "csv": ("core/files/csvfile.py", _CSV_LOADING),
+}
 
 
 def direct_loading(tree: ast.AST, rel: str) -> list[str]:
@@ -73,20 +99,35 @@ def test_no_yaml_or_json_is_parsed_outside_the_one_loader():
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = path.relative_to(PACKAGE).as_posix()
         found += direct_loading(ast.parse(path.read_text(encoding="utf-8")), rel)
-    assert found == [], ("parse YAML with core.files.yamlfile.read_yaml/parse_yaml, JSON with core.files.jsonfile.read_json/loads "
-                         "and CSV with core.files.csvfile.read_csv")
+    assert found == [], (
+        "parse YAML with core.files.yamlfile.read_yaml/parse_yaml, JSON with core.files.jsonfile.read_json/loads "
+        "and CSV with core.files.csvfile.read_csv"
+    )
 
 
 def test_the_guard_sees_each_form_of_direct_loading():
-    cases = ["import yaml\nyaml.safe_load('a')", "import json as j\nj.loads('1')", "from json import loads",
-             "from yaml import CSafeLoader", "import json\njson.JSONDecoder().decode('1')", "import csv\ncsv.DictReader([])",
-             "from csv import reader"]
+    cases = [
+        "import yaml\nyaml.safe_load('a')",
+        "import json as j\nj.loads('1')",
+        "from json import loads",
+        "from yaml import CSafeLoader",
+        "import json\njson.JSONDecoder().decode('1')",
+        "import csv\ncsv.DictReader([])",
+        "from csv import reader",
+    ]
     for src in cases:
         assert direct_loading(ast.parse(src), "x.py"), src
-    assert direct_loading(ast.parse("import json\njson.dumps(1)\nimport yaml\nyaml.safe_dump(1)\nimport csv\ncsv.writer(None)"), "x.py") == []
+    assert (
+        direct_loading(
+            ast.parse("import json\njson.dumps(1)\nimport yaml\nyaml.safe_dump(1)\nimport csv\ncsv.writer(None)"),
+            "x.py",
+        )
+        == []
+    )
 
 
 # ---- YAML -----------------------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def scored(tmp_path, monkeypatch):
@@ -101,12 +142,15 @@ def _score(manifest, outputs, proto, *extra):
     return main(["score", "--track", str(manifest), "--outputs", str(outputs), "--protocol", str(proto), *extra])
 
 
-@pytest.mark.parametrize("text, words", [
-    (LAUGHS, ("method.yaml", "its aliases expand it by more than 10000 values", "fix:")),
-    (DEEP_YAML, ("method.yaml", "nested deeper than 64 levels", "fix:")),
-    ("seed: " + "7" * 5000 + "\n", ("method.yaml", "not a valid YAML method.yaml", "fix")),
-    ("seed: 0x" + "f" * 100000 + "\n", ("method.yaml", "an integer of more than 64 digits (line 1)", "fix:")),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        (LAUGHS, ("method.yaml", "its aliases expand it by more than 10000 values", "fix:")),
+        (DEEP_YAML, ("method.yaml", "nested deeper than 64 levels", "fix:")),
+        ("seed: " + "7" * 5000 + "\n", ("method.yaml", "not a valid YAML method.yaml", "fix")),
+        ("seed: 0x" + "f" * 100000 + "\n", ("method.yaml", "an integer of more than 64 digits (line 1)", "fix:")),
+    ],
+)
 def test_method_yaml_aliases_depth_and_huge_numbers_are_one_line_errors(scored, tmp_path, capsys, text, words):
     manifest, outputs, proto = scored
     (outputs / "method.yaml").write_text(text)
@@ -128,7 +172,9 @@ def test_protocol_alias_and_depth_are_refused(tmp_path):
     from pytest_pstbench.core.protocol import load_protocol
 
     base = protocol_without_lpips(tmp_path / "p.yaml").read_text()
-    (tmp_path / "alias.yaml").write_text(base + "notes:\n" + "".join("  " + line + "\n" for line in LAUGHS.splitlines()))
+    (tmp_path / "alias.yaml").write_text(
+        base + "notes:\n" + "".join("  " + line + "\n" for line in LAUGHS.splitlines())
+    )
     with pytest.raises(UserError, match=r"alias.yaml: not accepted as a YAML protocol: its aliases expand it by more"):
         load_protocol(tmp_path / "alias.yaml")
     (tmp_path / "deep.yaml").write_text(base + "notes: " + "{a: " * 200 + "1" + "}" * 200 + "\n")
@@ -139,7 +185,9 @@ def test_protocol_alias_and_depth_are_refused(tmp_path):
 def test_a_recursive_alias_and_aliases_nesting_too_deep_are_refused(tmp_path):
     from pytest_pstbench.core.files.yamlfile import parse_yaml
 
-    with pytest.raises(UserError, match=r"f.yaml: not accepted as a YAML file: the alias \*a \(line 1\) is inside the value"):
+    with pytest.raises(
+        UserError, match=r"f.yaml: not accepted as a YAML file: the alias \*a \(line 1\) is inside the value"
+    ):
         parse_yaml("a: &a [1, *a]\n", "f.yaml", "file")
     deep = "a: &a " + "[" * 40 + "1" + "]" * 40 + "\nb: " + "[" * 30 + "*a" + "]" * 30 + "\n"
     with pytest.raises(UserError, match="nested deeper than 64 levels once its aliases are expanded"):
@@ -160,14 +208,19 @@ def test_a_few_aliases_and_ordinary_files_read_as_before(tmp_path):
 
 # ---- JSON -----------------------------------------------------------------------------------------------
 
+
 def test_json_loader_bounds():
     from pytest_pstbench.core.files.jsonfile import JSONLimitError, loads
 
     text = '{"a": [1, -2, 3.5, "[[[{{{", null, true, NaN], "b": {"c": "\\"]]"}}'
     assert repr(loads(text)) == repr(json.loads(text))
-    assert loads(b'[1]') == [1]
-    for bad, rule in [("[" * 65 + "]" * 65, "nested deeper than 64 levels"), ("[" * 100000, "nested deeper"),
-                      ("1" * 65, "an integer of 65 digits"), ("[-" + "1" * 5000 + "]", "an integer of 5000 digits")]:
+    assert loads(b"[1]") == [1]
+    for bad, rule in [
+        ("[" * 65 + "]" * 65, "nested deeper than 64 levels"),
+        ("[" * 100000, "nested deeper"),
+        ("1" * 65, "an integer of 65 digits"),
+        ("[-" + "1" * 5000 + "]", "an integer of 5000 digits"),
+    ]:
         with pytest.raises(JSONLimitError, match=rule):
             loads(bad)
     assert loads("[" * 64 + "]" * 64) is not None
@@ -239,9 +292,16 @@ def test_a_huge_integer_in_an_answers_file_is_one_line_error(tmp_path, capsys):
 
     manifest = build_vab_demo(tmp_path / "vab-demo", size=(32, 24))
     answers = tmp_path / "a.jsonl"
-    answers.write_text(json.dumps({"task_id": "x", "prompt_type": "pick_best", "response": "BEST: A"})[:-1]
-                       + ', "trial": ' + "1" * 5000 + "}\n")
+    answers.write_text(
+        json.dumps({"task_id": "x", "prompt_type": "pick_best", "response": "BEST: A"})[:-1]
+        + ', "trial": '
+        + "1" * 5000
+        + "}\n"
+    )
     capsys.readouterr()
-    assert main(["vab", "score", "--track", str(manifest), "--answers", str(answers), "--results", str(tmp_path / "r")]) == 2
+    assert (
+        main(["vab", "score", "--track", str(manifest), "--answers", str(answers), "--results", str(tmp_path / "r")])
+        == 2
+    )
     _one_line_error(capsys, "a.jsonl:1", "an integer of 5000 digits")
     assert not (tmp_path / "r").exists() or not list((tmp_path / "r").rglob("run.json"))

@@ -3,30 +3,31 @@
 The one-sided test of the margin-shifted differences is checked against `scipy.stats.wilcoxon` called
 directly on differences shifted and tied by hand; margin 0 against a golden `compare --json` output
 written before margins existed."""
+
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
-import contextlib
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.stats
-from PIL import Image
 import yaml
-
+from helpers.paired_runs import scores_from, write_run
 from helpers.protocols import protocol_without_lpips
 from helpers.tracks import make_outputs, make_track
-from helpers.paired_runs import scores_from, write_run
+from PIL import Image
+
 from pytest_pstbench.cli import main as cli_main
-from pytest_pstbench.paired.compare import BETTER, WITHIN_MARGIN, WORSE_BEYOND_MARGIN, compare_runs
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.gate import margins_to_apply, parse_margins
 from pytest_pstbench.core.protocol import load_protocol
-from pytest_pstbench.paired.runs import load_run
 from pytest_pstbench.core.stats import holm
+from pytest_pstbench.paired.compare import BETTER, WITHIN_MARGIN, WORSE_BEYOND_MARGIN, compare_runs
+from pytest_pstbench.paired.runs import load_run
 
 GOLDEN = Path(__file__).parent / "golden" / "compare_margin0.json"
 PROTOCOL = load_protocol()
@@ -39,11 +40,24 @@ def golden_runs(root: Path) -> list[Path]:
     pa = rng.normal(25, 2, n)
     lp = rng.uniform(0.1, 0.3, n)
     de = rng.uniform(3, 8, n)
-    ss = rng.uniform(.5, .9, n)
+    ss = rng.uniform(0.5, 0.9, n)
     a = write_run(root, "a", scores_from({"psnr": pa, "lpips": lp, "delta_e00": de, "ssim": ss}, n))
-    b = write_run(root, "b", scores_from({"psnr": pa - rng.normal(0.3, 0.4, n), "lpips": lp + rng.normal(0.01, 0.01, n),
-                                           "delta_e00": de + rng.normal(0, .2, n), "ssim": ss}, n))
-    c = write_run(root, "c", scores_from({"psnr": pa + 0.5, "lpips": lp - 0.002, "delta_e00": de, "ssim": ss - .01}, n))
+    b = write_run(
+        root,
+        "b",
+        scores_from(
+            {
+                "psnr": pa - rng.normal(0.3, 0.4, n),
+                "lpips": lp + rng.normal(0.01, 0.01, n),
+                "delta_e00": de + rng.normal(0, 0.2, n),
+                "ssim": ss,
+            },
+            n,
+        ),
+    )
+    c = write_run(
+        root, "c", scores_from({"psnr": pa + 0.5, "lpips": lp - 0.002, "delta_e00": de, "ssim": ss - 0.01}, n)
+    )
     return [a, b, c]
 
 
@@ -126,7 +140,9 @@ def test_within_and_beyond_margin_verdicts(tmp_path, hib_metric, sign):
     plain = {r.metric: r for r in compare_runs(runs).rows}[hib_metric]
     assert plain.verdict == "worse"
     within = {r.metric: r for r in compare_runs(runs, margins={hib_metric: 0.5}).rows}[hib_metric]
-    assert within.verdict == WITHIN_MARGIN and within.pvalue == pytest.approx(1.0)  # every shifted diff on the good side
+    assert within.verdict == WITHIN_MARGIN and within.pvalue == pytest.approx(
+        1.0
+    )  # every shifted diff on the good side
     beyond = compare_runs(runs, margins={hib_metric: 0.05})
     row = {r.metric: r for r in beyond.rows}[hib_metric]
     assert row.verdict == WORSE_BEYOND_MARGIN and row.pvalue == pytest.approx(1 / 2**n)  # exact one-sided
@@ -182,8 +198,10 @@ def test_margin_refused_for_selection_runs(tmp_path, capsys):
 
     with pytest.raises(UserError) as exc:
         pst.compare(tmp_path / "b", tmp_path / "a", margins={"top1": 0.1})
-    assert str(exc.value) == ("compare(margins=...): margins are implemented for paired runs (Wilcoxon), not for "
-                              "selection runs (McNemar); fix: drop margins")
+    assert str(exc.value) == (
+        "compare(margins=...): margins are implemented for paired runs (Wilcoxon), not for "
+        "selection runs (McNemar); fix: drop margins"
+    )
 
 
 def test_parse_margins_duplicates():
@@ -206,6 +224,7 @@ def test_one_margin_path_for_the_cli_the_plugin_and_the_api():
 
 # ---- the pytest gate on a local track with outputs shifted by a known amount --------------------------
 
+
 def _brighten(src: Path, out: Path, by: int) -> Path:
     out.mkdir(parents=True)
     for f in sorted(src.glob("*.png")):
@@ -226,31 +245,72 @@ def test_gate_margin_on_brightened_outputs(pytester):
     proto = protocol_without_lpips(pytester.path / "proto.yaml")
     results = pytester.path / "results"
     for outputs, name in ((good, "baseline"), (bright, "bright")):
-        assert cli_main(["score", "--track", str(manifest), "--outputs", str(outputs), "--name", name,
-                         "--results", str(results), "--protocol", str(proto), "--no-cache"]) in (0,)
+        assert cli_main(
+            [
+                "score",
+                "--track",
+                str(manifest),
+                "--outputs",
+                str(outputs),
+                "--name",
+                name,
+                "--results",
+                str(results),
+                "--protocol",
+                str(proto),
+                "--no-cache",
+            ]
+        ) in (0,)
     baseline, cand = results / "small" / "baseline", results / "small" / "bright"
     a, b = _per_pair(baseline, "delta_e00"), _per_pair(cand, "delta_e00")
     d = np.array([b[p] - a[p] for p in a])
     assert (d > 0).all()  # brighter is worse in ΔE00 (lower is better) on every pair
     small, large = float(d.min()) / 2, float(d.max()) * 1.5  # beyond every pair's loss / above every pair's loss
-    base = ("-p", "no:cacheprovider", f"--pstbench-track={manifest}", f"--pstbench-protocol={proto}",
-            f"--pstbench-outputs={bright}", f"--pstbench-baseline={baseline}", "--pstbench-gate-metrics=delta_e00",
-            "--pstbench-name=cand")
+    base = (
+        "-p",
+        "no:cacheprovider",
+        f"--pstbench-track={manifest}",
+        f"--pstbench-protocol={proto}",
+        f"--pstbench-outputs={bright}",
+        f"--pstbench-baseline={baseline}",
+        "--pstbench-gate-metrics=delta_e00",
+        "--pstbench-name=cand",
+    )
     r = pytester.runpytest_subprocess(*base, f"--pstbench-gate-margin=delta_e00={large:.6g}")
     assert r.ret == 0, r.stdout.str()
-    r.stdout.fnmatch_lines([f"*baseline gate (paired Wilcoxon, Holm, alpha 0.05; one-sided beyond the margins delta_e00={float(f'{large:.6g}'):g})*",
-                            "*margin*mean diff*", "*ΔE00↓*baseline*cand*within margin*", "*pstbench gate passed*"])
+    r.stdout.fnmatch_lines(
+        [
+            f"*baseline gate (paired Wilcoxon, Holm, alpha 0.05; one-sided beyond the margins delta_e00={float(f'{large:.6g}'):g})*",
+            "*margin*mean diff*",
+            "*ΔE00↓*baseline*cand*within margin*",
+            "*pstbench gate passed*",
+        ]
+    )
     r = pytester.runpytest_subprocess(*base, f"--pstbench-gate-margin=delta_e00={small:.6g}")
     assert r.ret == pytest.ExitCode.TESTS_FAILED
-    r.stdout.fnmatch_lines(["*ΔE00↓*baseline*cand*worse beyond margin*",
-                            "*pstbench gate FAILED: ΔE00↓ (delta_e00) is significantly worse than baseline run baseline by more than the margin*"])
+    r.stdout.fnmatch_lines(
+        [
+            "*ΔE00↓*baseline*cand*worse beyond margin*",
+            "*pstbench gate FAILED: ΔE00↓ (delta_e00) is significantly worse than baseline run baseline by more than the margin*",
+        ]
+    )
     # without a margin the same candidate fails as before
     r = pytester.runpytest_subprocess(*base)
     assert r.ret == pytest.ExitCode.TESTS_FAILED
     r.stdout.fnmatch_lines(["*ΔE00↓*baseline*cand*worse*"])
     # the gate's p-value is scipy's on the shifted differences (read back through compare --json)
-    code, out = _cli("compare", str(baseline), str(results / "small" / "cand"), "--metrics", "delta_e00",
-                     "--margin", f"delta_e00={small:.6g}", "--json", "--protocol", str(proto))
+    code, out = _cli(
+        "compare",
+        str(baseline),
+        str(results / "small" / "cand"),
+        "--metrics",
+        "delta_e00",
+        "--margin",
+        f"delta_e00={small:.6g}",
+        "--json",
+        "--protocol",
+        str(proto),
+    )
     assert code == 0
     row = json.loads(out)["tests"][0]
     thr = yaml.safe_load(proto.read_text())["comparison"]["tie_threshold"]["delta_e00"]
@@ -271,21 +331,32 @@ def test_gate_margin_on_brightened_outputs(pytester):
     r.stdout.fnmatch_lines(["*ΔE00↓*baseline*cand*within margin*", "*pstbench gate passed*"])
     # the pstbench_compare fixture takes the same margins
     ini.unlink()
-    pytester.makepyfile(test_cmp=f"""
+    pytester.makepyfile(
+        test_cmp=f"""
         def test_margins(pstbench_compare):
             cand, base = r"{cand}", r"{baseline}"
             assert not pstbench_compare(cand, base, metrics=["delta_e00"], margins={{"delta_e00": {large!r}}}).worse
             worse = pstbench_compare(cand, base, metrics=["delta_e00"], margins={{"delta_e00": {small!r}}}).worse
             assert [(r.metric, r.verdict) for r in worse] == [("delta_e00", "worse beyond margin")]
-    """)
+    """
+    )
     pytester.runpytest_subprocess("-p", "no:cacheprovider", "test_cmp.py").assert_outcomes(passed=1)
 
 
 def test_gate_margin_refused_on_a_selection_track(pytester):
     judges = Path(__file__).resolve().parents[2] / "examples" / "judges" / "no_reference.py"
-    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--pstbench-track=vab-demo",
-                                      f"--pstbench-judge={judges}:sharpness", "--pstbench-gate-margin=top1=0.1")
+    r = pytester.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        "--pstbench-track=vab-demo",
+        f"--pstbench-judge={judges}:sharpness",
+        "--pstbench-gate-margin=top1=0.1",
+    )
     assert r.ret == pytest.ExitCode.USAGE_ERROR
-    r.stderr.fnmatch_lines(["*--pstbench-gate-margin: not supported for selection tracks (margins are implemented for "
-                            "the paired Wilcoxon gate, not for McNemar tests of judges); fix: drop the option*"])
+    r.stderr.fnmatch_lines(
+        [
+            "*--pstbench-gate-margin: not supported for selection tracks (margins are implemented for "
+            "the paired Wilcoxon gate, not for McNemar tests of judges); fix: drop the option*"
+        ]
+    )
     assert "Traceback" not in r.stderr.str() + r.stdout.str()

@@ -1,4 +1,5 @@
 """run.json `git`: commit, branch and dirty flag of the outputs' and the working folder's repositories (issue #24)."""
+
 from __future__ import annotations
 
 import json
@@ -6,9 +7,9 @@ import shutil
 import subprocess
 
 import pytest
-
 from helpers.protocols import protocol_without_lpips
 from helpers.tracks import make_outputs, make_track
+
 from pytest_pstbench.cli import main
 from pytest_pstbench.core.environment import git_info
 
@@ -16,9 +17,18 @@ pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
 
 def _git(repo, *args) -> str:
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@x",
-           "HOME": str(repo), "GIT_CONFIG_NOSYSTEM": "1", "PATH": "/usr/bin:/bin:/usr/local/bin"}
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env).stdout.strip()
+    env = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@x",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@x",
+        "HOME": str(repo),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "PATH": "/usr/bin:/bin:/usr/local/bin",
+    }
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env
+    ).stdout.strip()
 
 
 @pytest.fixture
@@ -35,8 +45,24 @@ def method_repo(tmp_path):
 
 
 def _score(tmp_path, track, outputs, proto, name) -> dict:
-    assert main(["score", "--track", str(track), "--outputs", str(outputs), "--protocol", str(proto),
-                 "--results", str(tmp_path / "results"), "--name", name]) == 0
+    assert (
+        main(
+            [
+                "score",
+                "--track",
+                str(track),
+                "--outputs",
+                str(outputs),
+                "--protocol",
+                str(proto),
+                "--results",
+                str(tmp_path / "results"),
+                "--name",
+                name,
+            ]
+        )
+        == 0
+    )
     return json.loads((tmp_path / "results" / "small" / name / "run.json").read_text())["git"]
 
 

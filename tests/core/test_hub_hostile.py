@@ -4,9 +4,9 @@ and time; a damaged reply, a branch named like a commit, another mirror, no netw
 HTTP header can carry each end in one line. The pulls that must fail run in a subprocess with a time limit,
 so that a client without the caps fails the test instead of hanging it.
 """
+
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
@@ -14,7 +14,6 @@ import sys
 import time
 
 import pytest
-
 from helpers.hub_server import FakeHub, point_at
 
 SHA = "1" * 40
@@ -25,10 +24,16 @@ TOKEN = "hf_pstbenchHOSTILEtoken0123456789"
 def run_files(tag: str, size: int = 0) -> dict[str, bytes]:
     """What a run folder's files look like to the Hub (their content is never read by these tests' pulls)."""
     run = json.dumps({"name": tag, "pad": "x" * size}).encode()
-    return {"run.json": run, "summary.json": b'{"tag": "%s"}' % tag.encode(), "metrics.csv": b"item,psnr\n1,%d\n" % len(tag)}
+    return {
+        "run.json": run,
+        "summary.json": b'{"tag": "%s"}' % tag.encode(),
+        "metrics.csv": b"item,psnr\n1,%d\n" % len(tag),
+    }
 
 
-def publish(hub: FakeHub, sha: str = SHA, files: dict[str, bytes] | None = None, refs=("main",), **kwargs) -> dict[str, bytes]:
+def publish(
+    hub: FakeHub, sha: str = SHA, files: dict[str, bytes] | None = None, refs=("main",), **kwargs
+) -> dict[str, bytes]:
     files = files if files is not None else {f"t/a/{n}": d for n, d in run_files("a").items()}
     hub.add_commit("me/board", sha, files, refs=refs, lfs=False, **kwargs)
     return files
@@ -40,7 +45,12 @@ def hub(tmp_path, monkeypatch):
     point_at(h, tmp_path, monkeypatch)
     monkeypatch.delenv("HF_TOKEN", raising=False)  # and no token file: HF_HOME is this test's
     monkeypatch.setenv("PSTBENCH_CACHE", str(tmp_path / "cache"))
-    for name in ("PSTBENCH_HUB_MAX_FILE_BYTES", "PSTBENCH_HUB_DEADLINE", "PSTBENCH_HUB_MAX_LISTING", "PSTBENCH_NETWORK_TIMEOUT"):
+    for name in (
+        "PSTBENCH_HUB_MAX_FILE_BYTES",
+        "PSTBENCH_HUB_DEADLINE",
+        "PSTBENCH_HUB_MAX_LISTING",
+        "PSTBENCH_NETWORK_TIMEOUT",
+    ):
         monkeypatch.delenv(name, raising=False)
     yield h
     h.stop()
@@ -51,8 +61,18 @@ def pstbench(*args: str, limit: float = 60) -> tuple[int, str, str, float]:
     a command still running after `limit` seconds fails the test."""
     t0 = time.monotonic()
     try:
-        r = subprocess.run([sys.executable, "-c", "import sys; from pytest_pstbench.cli import main; sys.exit(main(sys.argv[1:]))",
-                            *args], capture_output=True, text=True, timeout=limit, env=dict(os.environ))
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys; from pytest_pstbench.cli import main; sys.exit(main(sys.argv[1:]))",
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=limit,
+            env=dict(os.environ),
+        )
     except subprocess.TimeoutExpired:
         pytest.fail(f"pstbench {' '.join(args)} was still running after {limit} s")
     return r.returncode, r.stdout, r.stderr, time.monotonic() - t0
@@ -76,7 +96,10 @@ def test_a_body_larger_than_listed_is_stopped_at_the_listed_size(hub):
     hub.corrupt["t/a/run.json"] = b" " * 30_000_000  # listed at a few bytes, served as 30 MB
     code, out, err, took = pstbench("runs", "pull", URI)
     assert code == 2 and out == "" and one_line(err), err
-    assert "bytes the Hub's listing gives for it while downloading t/a/run.json" in err and "PSTBENCH_HUB_MAX_FILE_BYTES" in err
+    assert (
+        "bytes the Hub's listing gives for it while downloading t/a/run.json" in err
+        and "PSTBENCH_HUB_MAX_FILE_BYTES" in err
+    )
     assert "Traceback" not in err and took < 30
 
 
@@ -113,7 +136,10 @@ def test_a_dripped_or_huge_listing_page_stops_at_the_deadline_or_the_page_cap(hu
 
 def test_an_entry_cap_holds_on_full_pages(hub, monkeypatch):
     hub.page_size = 50
-    publish(hub, files={f"t/a/{i:04d}.txt": b"%d" % i for i in range(300)} | {f"t/a/{n}": d for n, d in run_files("a").items()})
+    publish(
+        hub,
+        files={f"t/a/{i:04d}.txt": b"%d" % i for i in range(300)} | {f"t/a/{n}": d for n, d in run_files("a").items()},
+    )
     monkeypatch.setenv("PSTBENCH_HUB_MAX_LISTING", "120")
     code, _, err, _ = pstbench("runs", "pull", URI)
     assert code == 2 and one_line(err) and "more than 120 entries" in err and "PSTBENCH_HUB_MAX_LISTING" in err, err
@@ -129,8 +155,10 @@ def test_a_dripped_download_stops_at_the_deadline(hub, monkeypatch):
     assert "downloading t/a/run.json took longer than" in err and "PSTBENCH_HUB_DEADLINE" in err and took < 20
 
 
-@pytest.mark.parametrize("name, value", [("PSTBENCH_HUB_DEADLINE", "soon"), ("PSTBENCH_HUB_MAX_LISTING", "-3"),
-                                         ("PSTBENCH_HUB_MAX_LISTING", "1.5")])
+@pytest.mark.parametrize(
+    "name, value",
+    [("PSTBENCH_HUB_DEADLINE", "soon"), ("PSTBENCH_HUB_MAX_LISTING", "-3"), ("PSTBENCH_HUB_MAX_LISTING", "1.5")],
+)
 def test_a_bad_limit_is_one_line(hub, monkeypatch, name, value):
     publish(hub)
     monkeypatch.setenv(name, value)
@@ -139,27 +167,52 @@ def test_a_bad_limit_is_one_line(hub, monkeypatch, name, value):
 
 
 # ---- 13: damaged replies -----------------------------------------------------------------------------------
-@pytest.mark.parametrize("path, body, what", [
-    ("/api/datasets/me/board/revision/main", b"<html>busy</html>", "its body is not JSON"),
-    ("/api/datasets/me/board/revision/main", b"[1, 2]", "wrong type"),
-    (f"/api/datasets/me/board/tree/{SHA}/t", b"not json", "its body is not JSON"),
-    (f"/api/datasets/me/board/tree/{SHA}/t", b'{"error": "nope"}', "not a list"),
-    (f"/api/datasets/me/board/tree/{SHA}/t", json.dumps([{"type": "file", "path": "t/a/run.json", "size": "big",
-                                                          "oid": "a" * 40}]).encode(), "without a size in bytes"),
-    (f"/api/datasets/me/board/tree/{SHA}/t", json.dumps([{"type": "file", "path": "t/a/run.json"}]).encode(),
-     "without a size in bytes"),
-    (f"/api/datasets/me/board/tree/{SHA}/t", json.dumps([{"type": "file", "path": "t/a/run.json", "size": 3,
-                                                          "oid": "a" * 40, "lfs": {"oid": 7}}]).encode(), "without a sha256"),
-    (f"/api/datasets/me/board/tree/{SHA}/t", json.dumps([["t/a/run.json"]]).encode(), "has no path or type"),
-], ids=["revision-not-json", "revision-a-list", "tree-not-json", "tree-a-dict", "size-a-string", "keys-missing",
-        "lfs-without-sha256", "entry-a-list"])
+@pytest.mark.parametrize(
+    "path, body, what",
+    [
+        ("/api/datasets/me/board/revision/main", b"<html>busy</html>", "its body is not JSON"),
+        ("/api/datasets/me/board/revision/main", b"[1, 2]", "wrong type"),
+        (f"/api/datasets/me/board/tree/{SHA}/t", b"not json", "its body is not JSON"),
+        (f"/api/datasets/me/board/tree/{SHA}/t", b'{"error": "nope"}', "not a list"),
+        (
+            f"/api/datasets/me/board/tree/{SHA}/t",
+            json.dumps([{"type": "file", "path": "t/a/run.json", "size": "big", "oid": "a" * 40}]).encode(),
+            "without a size in bytes",
+        ),
+        (
+            f"/api/datasets/me/board/tree/{SHA}/t",
+            json.dumps([{"type": "file", "path": "t/a/run.json"}]).encode(),
+            "without a size in bytes",
+        ),
+        (
+            f"/api/datasets/me/board/tree/{SHA}/t",
+            json.dumps(
+                [{"type": "file", "path": "t/a/run.json", "size": 3, "oid": "a" * 40, "lfs": {"oid": 7}}]
+            ).encode(),
+            "without a sha256",
+        ),
+        (f"/api/datasets/me/board/tree/{SHA}/t", json.dumps([["t/a/run.json"]]).encode(), "has no path or type"),
+    ],
+    ids=[
+        "revision-not-json",
+        "revision-a-list",
+        "tree-not-json",
+        "tree-a-dict",
+        "size-a-string",
+        "keys-missing",
+        "lfs-without-sha256",
+        "entry-a-list",
+    ],
+)
 def test_a_damaged_reply_is_one_line(hub, path, body, what):
     publish(hub)
     hub.replies[path] = body
     uri = "hf://datasets/me/board@main/t" if "/revision/" in path else f"hf://datasets/me/board@{SHA}/t"
     code, out, err, _ = pstbench("runs", "pull", uri)
     assert code == 2 and out == "" and one_line(err), err
-    assert f"error: {uri}: the Hub at {hub.url} sent a damaged reply while " in err and what in err and "fix: check" in err
+    assert (
+        f"error: {uri}: the Hub at {hub.url} sent a damaged reply while " in err and what in err and "fix: check" in err
+    )
 
 
 # ---- 14: a revision that looks like a commit is that commit -----------------------------------------------
@@ -182,13 +235,19 @@ def test_another_endpoint_is_not_served_what_the_first_sent(hub, monkeypatch):
     first = publish(hub)
     other = FakeHub().start()
     try:
-        other.add_commit("me/board", SHA, {f"t/a/{n}": d for n, d in run_files("mirror").items()}, refs=("main",), lfs=False)
+        other.add_commit(
+            "me/board", SHA, {f"t/a/{n}": d for n, d in run_files("mirror").items()}, refs=("main",), lfs=False
+        )
         run = pull(URI).runs[0]
         assert (run.path / "run.json").read_bytes() == first["t/a/run.json"]
         monkeypatch.setenv("HF_ENDPOINT", other.url)
         run = pull(URI).runs[0]
         assert (run.path / "run.json").read_bytes() == other.repos["me/board"].commits[SHA].files["t/a/run.json"]
-        assert other.downloads() and sorted(other.downloads()) == ["t/a/metrics.csv", "t/a/run.json", "t/a/summary.json"]
+        assert other.downloads() and sorted(other.downloads()) == [
+            "t/a/metrics.csv",
+            "t/a/run.json",
+            "t/a/summary.json",
+        ]
         hub.log.clear()  # the first Hub spelled another way: its cache, no request
         monkeypatch.setenv("HF_ENDPOINT", hub.url.replace("http://", "HTTP://") + "/")
         run = pull(URI).runs[0]
@@ -243,7 +302,11 @@ def test_a_non_ascii_token_is_one_line_in_pull_and_push(hub, monkeypatch, tmp_pa
     publish(hub)
     monkeypatch.setenv("HF_TOKEN", "hf_caf\u00e9" + "x" * 30)
     code, out, err, _ = pstbench("runs", "pull", URI)
-    assert code == 2 and one_line(err) and "HF_TOKEN: holds a character that is not printable ASCII (position 7 of 37)" in err, err
+    assert (
+        code == 2
+        and one_line(err)
+        and "HF_TOKEN: holds a character that is not printable ASCII (position 7 of 37)" in err
+    ), err
     assert "\u00e9" not in err and "hf_caf" not in err
     f = tmp_path / "run.json"
     f.write_bytes(b"{}")
@@ -267,8 +330,9 @@ def test_a_non_ascii_token_is_one_line_in_the_gate(pytester, gated_track, hub, m
     pinned = re.search(r"^pinned: (\S+)$", capsys.readouterr().out, re.M).group(1)
     shutil.rmtree(os.path.join(os.environ["PSTBENCH_CACHE"], "hub-runs"))  # the gate must pull it
     monkeypatch.setenv("HF_TOKEN", "hf_caf\u00e9" + "x" * 30)
-    r = pytester.runpytest_subprocess(*s.base, f"--pstbench-outputs={s.good}", "--pstbench-name=cand",
-                                      f"--pstbench-baseline={pinned}")
+    r = pytester.runpytest_subprocess(
+        *s.base, f"--pstbench-outputs={s.good}", "--pstbench-name=cand", f"--pstbench-baseline={pinned}"
+    )
     everything = r.stdout.str() + r.stderr.str()
     assert r.ret == pytest.ExitCode.USAGE_ERROR and "INTERNALERROR" not in everything and "Traceback" not in everything
     assert "HF_TOKEN: holds a character that is not printable ASCII" in r.stderr.str()

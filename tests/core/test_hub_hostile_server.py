@@ -5,6 +5,7 @@ a byte cap, a 429 asking for a day's wait included; and only a reply the kit can
 bug of the kit's own. The commands run in a subprocess with a time limit, so that a client without the bounds
 fails the test instead of hanging it.
 """
+
 from __future__ import annotations
 
 import os
@@ -13,7 +14,6 @@ import sys
 import time
 
 import pytest
-
 from helpers.hub_server import FakeHub, point_at
 
 SHA = "1" * 40
@@ -29,7 +29,10 @@ def hub(tmp_path, monkeypatch):
     monkeypatch.setenv("PSTBENCH_CACHE", str(tmp_path / "cache"))
     for name, value in LIMITS.items():
         monkeypatch.setenv(name, value)
-    files = {f"t/a/{n}": d for n, d in {"run.json": b'{"name": "a"}', "summary.json": b"{}", "metrics.csv": b"item\n"}.items()}
+    files = {
+        f"t/a/{n}": d
+        for n, d in {"run.json": b'{"name": "a"}', "summary.json": b"{}", "metrics.csv": b"item\n"}.items()
+    }
     h.add_commit("me/board", SHA, files, refs=["main"], lfs=False)
     h.tokens.add(TOKEN)
     yield h
@@ -42,7 +45,9 @@ def python(code: str, limit: float = 30) -> tuple[int, str, str, float]:
     `limit` seconds fails the test."""
     t0 = time.monotonic()
     try:
-        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=limit, env=dict(os.environ))
+        r = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=limit, env=dict(os.environ)
+        )
     except subprocess.TimeoutExpired:
         pytest.fail(f"still running after {limit} s:\n{code}")
     return r.returncode, r.stdout, r.stderr, time.monotonic() - t0
@@ -54,13 +59,18 @@ def pstbench(*args: str) -> tuple[int, str, str, float]:
 
 def core(call: str) -> tuple[int, str, str, float]:
     """A core call whose UserError is printed as the command line would (one line, `pstbench: error: ...`)."""
-    return python("import sys\nfrom pytest_pstbench.core.errors import UserError\ntry:\n"
-                  f"    print({call})\nexcept UserError as exc:\n    sys.exit(f'pstbench: error: {{exc}}')\n")
+    return python(
+        "import sys\nfrom pytest_pstbench.core.errors import UserError\ntry:\n"
+        f"    print({call})\nexcept UserError as exc:\n    sys.exit(f'pstbench: error: {{exc}}')\n"
+    )
 
 
 def one_line(err: str) -> bool:
-    return len([ln for ln in err.splitlines() if ln.startswith("pstbench: error:")]) == 1 and "Traceback" not in err \
+    return (
+        len([ln for ln in err.splitlines() if ln.startswith("pstbench: error:")]) == 1
+        and "Traceback" not in err
         and TOKEN not in err
+    )
 
 
 def test_a_dripped_revision_reply_keeps_the_deadline(hub):
@@ -77,7 +87,10 @@ def test_a_flooded_revision_reply_stops_at_its_cap(hub):
     hub.hostile, hub.hostile_paths = "floods-body", {"/revision/"}
     code, out, err, took = pstbench("runs", "pull", "hf://datasets/me/board@main/t/a")
     assert code == 2 and one_line(err), err
-    assert "bytes" in err and "PSTBENCH_HUB_MAX_LISTING" in err and "resolving revision main" in err and took < 8, (took, err)
+    assert "bytes" in err and "PSTBENCH_HUB_MAX_LISTING" in err and "resolving revision main" in err and took < 8, (
+        took,
+        err,
+    )
 
 
 @pytest.mark.parametrize("how", ["throttles", "drips"])
@@ -97,9 +110,11 @@ def test_push_checks_its_path_within_the_deadline(hub, how):
     read a dripped page whole."""
     hub.hostile, hub.hostile_paths = how, {"/tree/"}
     target = "hf://datasets/me/board/t/a"  # there: its listing is answered (a missing path is a plain 404)
-    code, out, err, took = core(f"__import__('pytest_pstbench.core.hub.push', fromlist=['x']).push_files("
-                                f"__import__('pytest_pstbench.core.hub.push', fromlist=['x']).push_target({target!r}), "
-                                f"{target!r}, [], described='a run')")
+    code, out, err, took = core(
+        f"__import__('pytest_pstbench.core.hub.push', fromlist=['x']).push_files("
+        f"__import__('pytest_pstbench.core.hub.push', fromlist=['x']).push_target({target!r}), "
+        f"{target!r}, [], described='a run')"
+    )
     assert code != 0 and one_line(err), err
     assert "checking t/a" in err and "already exists" not in err and took < 8, (took, err)
     assert hub.commits_made == []
@@ -109,9 +124,11 @@ def test_the_commit_listing_is_capped(hub):
     """Issue #44, Hub: the commit listing (a commit prefix resolved by listing the commits) followed an endless
     chain of pages."""
     hub.hostile, hub.hostile_paths = "floods-pages", {"/commits/"}
-    code, out, err, took = core("__import__('pytest_pstbench.core.hub.listing', fromlist=['x']).repo_commits("
-                                "__import__('pytest_pstbench.core.hub.uri', fromlist=['x']).parse_uri('hf://datasets/me/board/t', 'run').subject, 'listing the commits', "
-                                "'me/board')")
+    code, out, err, took = core(
+        "__import__('pytest_pstbench.core.hub.listing', fromlist=['x']).repo_commits("
+        "__import__('pytest_pstbench.core.hub.uri', fromlist=['x']).parse_uri('hf://datasets/me/board/t', 'run').subject, 'listing the commits', "
+        "'me/board')"
+    )
     assert code != 0 and one_line(err), err
     assert "PSTBENCH_HUB_MAX_LISTING" in err and took < 8, (took, err)
 
@@ -123,9 +140,11 @@ def test_a_damaged_revision_or_commit_reply_is_one_line_without_the_token(hub, h
     hub.hostile = how
     code, out, err, took = pstbench("runs", "pull", "hf://datasets/me/board@main/t/a")
     assert code == 2 and one_line(err) and "damaged reply while resolving revision main" in err, err
-    code, out, err, took = core("__import__('pytest_pstbench.core.hub.listing', fromlist=['x']).repo_commits("
-                                "__import__('pytest_pstbench.core.hub.uri', fromlist=['x']).parse_uri('hf://datasets/me/board/t', 'run').subject, 'listing the commits', "
-                                "'me/board')")
+    code, out, err, took = core(
+        "__import__('pytest_pstbench.core.hub.listing', fromlist=['x']).repo_commits("
+        "__import__('pytest_pstbench.core.hub.uri', fromlist=['x']).parse_uri('hf://datasets/me/board/t', 'run').subject, 'listing the commits', "
+        "'me/board')"
+    )
     assert code != 0 and one_line(err) and "listing the commits" in err, err
 
 

@@ -3,6 +3,7 @@ item 1): `pstbench data fetch pst50` with a host name that does not resolve fail
 within 30 s ... set PSTBENCH_NETWORK_TIMEOUT ... to wait longer", which cannot help. Each case is made on this
 machine (tests/helpers/unreachable.py) and run through the real commands; the fixes named are then tried.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -12,9 +13,9 @@ import sys
 import time
 
 import pytest
-
 from helpers.hub_server import TLS_CERT, FakeHub, make_pst50_files
 from helpers.unreachable import KINDS, TIMEOUT_VAR, UNRESOLVED, endpoint, says
+
 from pytest_pstbench.cli import main as cli_main
 
 PST50_SHA = "6ed86e3" + hashlib.sha1(b"pst50").hexdigest()[:33]  # the commit the pst50 manifest pins starts 6ed86e3
@@ -93,8 +94,13 @@ def test_an_untrusted_certificate_names_the_variable_that_trusts_it(env, capsys)
         code, last, _ = run(capsys, *FETCH)
         assert code == 2 and says("tls", hub.url, last) == [], last
         env.setenv("SSL_CERT_FILE", TLS_CERT)  # read when the HTTP client is made: a new process, as a user's next try
-        r = subprocess.run([sys.executable, "-m", "pytest_pstbench.cli", *FETCH], capture_output=True, text=True,
-                           timeout=120, env=dict(os.environ))
+        r = subprocess.run(
+            [sys.executable, "-m", "pytest_pstbench.cli", *FETCH],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=dict(os.environ),
+        )
         assert r.returncode == 0, r.stderr[-2000:]
     finally:
         hub.stop()

@@ -4,6 +4,7 @@ read whole. Every push request now keeps the Hub client's deadline (PSTBENCH_HUB
 runs in a subprocess with a time limit (tests/core/test_hub_hostile_server.py does the same for pulls), so that a
 client without the bounds fails the test instead of hanging it.
 """
+
 from __future__ import annotations
 
 import os
@@ -11,9 +12,8 @@ import subprocess
 import sys
 import time
 
-import pytest
-
 import helpers.hub_server as hub_server
+import pytest
 from helpers.hub_server import FakeHub, point_at
 
 SHA = "2" * 40
@@ -43,14 +43,18 @@ def hub(tmp_path, monkeypatch):
 
 def push(tmp_path, target: str, create: bool = False, limit: float = 30) -> tuple[int, str, float]:
     """`push_files` of the three files in tmp_path/run to `target`, in a subprocess: (exit status, stderr, seconds)."""
-    code = ("import sys\nfrom pathlib import Path\nfrom pytest_pstbench.core.errors import UserError\n"
-            "from pytest_pstbench.core.hub.push import push_files, push_target\n"
-            f"files = sorted(Path({str(tmp_path / 'run')!r}).iterdir())\n"
-            f"try:\n    push_files(push_target({target!r}), {target!r}, files, described='a run', create={create})\n"
-            "except UserError as exc:\n    sys.exit(f'pstbench: error: {exc}')\n")
+    code = (
+        "import sys\nfrom pathlib import Path\nfrom pytest_pstbench.core.errors import UserError\n"
+        "from pytest_pstbench.core.hub.push import push_files, push_target\n"
+        f"files = sorted(Path({str(tmp_path / 'run')!r}).iterdir())\n"
+        f"try:\n    push_files(push_target({target!r}), {target!r}, files, described='a run', create={create})\n"
+        "except UserError as exc:\n    sys.exit(f'pstbench: error: {exc}')\n"
+    )
     t0 = time.monotonic()
     try:
-        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=limit, env=dict(os.environ))
+        r = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=limit, env=dict(os.environ)
+        )
     except subprocess.TimeoutExpired:
         pytest.fail(f"push to {target} still running after {limit} s")
     return r.returncode, r.stderr, time.monotonic() - t0

@@ -5,6 +5,7 @@ Hub server of tests/helpers/hub_server.py (what huggingface_hub asks it for: tes
 The paired runs here are written by hand in the documented formats (helpers.paired_runs.write_run); the gate
 tests score a small local track in pytest subprocesses (conftest.gated_track).
 """
+
 from __future__ import annotations
 
 import json
@@ -15,10 +16,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from helpers.tracks import make_outputs
 from helpers.hub_server import FakeHub, point_at
 from helpers.paired_runs import scores_from, write_run
+from helpers.tracks import make_outputs
+
 from pytest_pstbench.cli import main as cli_main
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.hub.runcache import commit_dir
@@ -80,7 +81,10 @@ def test_push_pull_round_trip_is_byte_identical_and_pinned(hub, runs, capsys):
     assert pinned == f"hf://datasets/me/board@{commit}/t/a"
     assert hub.commits_made == [commit]  # one commit for the run folder
     assert sorted(p for p in hub.repos["me/board"].commits[commit].files if p.startswith("t/")) == [
-        "t/a/metrics.csv", "t/a/run.json", "t/a/summary.json"]
+        "t/a/metrics.csv",
+        "t/a/run.json",
+        "t/a/summary.json",
+    ]
     code, out, err = cli(capsys, "runs", "pull", pinned)
     assert code == 0, err
     local = Path(re.search(r"  ->  (.+)$", out, re.M).group(1))
@@ -178,6 +182,7 @@ def test_compare_table_report_and_api_read_a_hub_uri_as_the_local_folder(hub, ru
 
 def test_selection_runs_through_the_hub(hub, capsys, tmp_path):
     from helpers.selection_runs import BAD, GOOD, pattern, score
+
     from pytest_pstbench.core.protocol import load_protocol
     from pytest_pstbench.selection.protocol import SelectionParams
     from pytest_pstbench.selection.tracks import resolve_selection_track
@@ -211,7 +216,11 @@ def test_a_tampered_file_is_refused_and_nothing_is_cached(hub, runs, capsys, lfs
     assert len(hub.corrupt["t/a/metrics.csv"]) == len(good)
     code, _, err = cli(capsys, "runs", "pull", f"hf://datasets/me/board@{sha}/t/a")
     assert code == 2 and one_error(err)
-    assert ("git_oid" if not lfs else "sha256") in err and "do not match the Hub's digests" in err and "nothing was cached" in err
+    assert (
+        ("git_oid" if not lfs else "sha256") in err
+        and "do not match the Hub's digests" in err
+        and "nothing was cached" in err
+    )
     cache = commit_dir("me/board", sha)
     assert not (cache / "t" / "a").exists() and not list(cache.rglob("metrics.csv"))
     del hub.corrupt["t/a/metrics.csv"]
@@ -232,7 +241,9 @@ def test_an_interrupted_pull_leaves_nothing_half_cached(hub, runs, capsys):
     code, _, err = cli(capsys, "runs", "pull", f"hf://datasets/me/board@{sha}/t/a")
     assert code == 2 and one_error(err)
     cache = commit_dir("me/board", sha)
-    assert not (cache / "t" / "a").exists() and not [p for p in cache.rglob("*") if p.is_file() and "locks" not in str(p)]
+    assert not (cache / "t" / "a").exists() and not [
+        p for p in cache.rglob("*") if p.is_file() and "locks" not in str(p)
+    ]
     hub.fail_get.clear()
     hub.cut_once.add("t/a/metrics.csv")  # the connection drops half-way: huggingface_hub resumes, the kit verifies
     code, _, err = cli(capsys, "runs", "pull", f"hf://datasets/me/board@{sha}/t/a")
@@ -240,30 +251,39 @@ def test_an_interrupted_pull_leaves_nothing_half_cached(hub, runs, capsys):
     assert (cache / "t" / "a" / "metrics.csv").read_bytes() == (runs["a"] / "metrics.csv").read_bytes()
 
 
-@pytest.mark.parametrize("uri, message", [
-    ("hf://datasets/me/board@{sha}/t/../t/a", "'..' is not allowed"),
-    ("hf://datasets/me/board@{sha}//etc", "an absolute path"),
-    ("hf://models/me/board/t/a", "only dataset repos"),
-    ("hf://datasets/me/board@{sha}/t/none", "not found in me/board"),
-    ("hf://datasets/me/nothere@{sha}/t/a", "dataset repo me/nothere not found"),
-    ("hf://datasets/me/board@{other}/t/a", "revision " + "2" * 40 + " not found"),
-    ("hf://datasets/me/board@{sha}/big", "larger than the 4096 bytes"),
-    ("hf://datasets/me/board@{sha}/dir", "is not a plain file"),
-    ("hf://datasets/me/board@{sha}/half", "not a complete run folder on the Hub (missing summary.json"),
-    ("hf://datasets/me/board@{sha}/unknown", "no protocol file with that hash"),
-    ("hf://datasets/me/board@{sha}/incomplete", "complete: false"),
-])
+@pytest.mark.parametrize(
+    "uri, message",
+    [
+        ("hf://datasets/me/board@{sha}/t/../t/a", "'..' is not allowed"),
+        ("hf://datasets/me/board@{sha}//etc", "an absolute path"),
+        ("hf://models/me/board/t/a", "only dataset repos"),
+        ("hf://datasets/me/board@{sha}/t/none", "not found in me/board"),
+        ("hf://datasets/me/nothere@{sha}/t/a", "dataset repo me/nothere not found"),
+        ("hf://datasets/me/board@{other}/t/a", "revision " + "2" * 40 + " not found"),
+        ("hf://datasets/me/board@{sha}/big", "larger than the 4096 bytes"),
+        ("hf://datasets/me/board@{sha}/dir", "is not a plain file"),
+        ("hf://datasets/me/board@{sha}/half", "not a complete run folder on the Hub (missing summary.json"),
+        ("hf://datasets/me/board@{sha}/unknown", "no protocol file with that hash"),
+        ("hf://datasets/me/board@{sha}/incomplete", "complete: false"),
+    ],
+)
 def test_bad_input_is_one_line(hub, runs, capsys, monkeypatch, uri, message):
     a = runs["a"]
     run = json.loads((a / "run.json").read_text())
     extra = {
-        "big/run.json": (a / "run.json").read_bytes(), "big/summary.json": (a / "summary.json").read_bytes(),
+        "big/run.json": (a / "run.json").read_bytes(),
+        "big/summary.json": (a / "summary.json").read_bytes(),
         "big/metrics.csv": (a / "metrics.csv").read_bytes() + b"#" * 5000,
-        "dir/run.json/x": b"{}", "half/run.json": (a / "run.json").read_bytes(), "half/metrics.csv": b"",
+        "dir/run.json/x": b"{}",
+        "half/run.json": (a / "run.json").read_bytes(),
+        "half/metrics.csv": b"",
         "unknown/run.json": json.dumps({**run, "protocol": {"id": "mine", "sha256": "f" * 64}}).encode(),
-        "unknown/summary.json": (a / "summary.json").read_bytes(), "unknown/metrics.csv": (a / "metrics.csv").read_bytes(),
+        "unknown/summary.json": (a / "summary.json").read_bytes(),
+        "unknown/metrics.csv": (a / "metrics.csv").read_bytes(),
         "incomplete/run.json": json.dumps({**run, "complete": False}).encode(),
-        "incomplete/summary.json": json.dumps({**json.loads((a / "summary.json").read_text()), "complete": False}).encode(),
+        "incomplete/summary.json": json.dumps(
+            {**json.loads((a / "summary.json").read_text()), "complete": False}
+        ).encode(),
         "incomplete/metrics.csv": (a / "metrics.csv").read_bytes(),
     }
     sha = _publish(hub, runs, extra)
@@ -290,7 +310,9 @@ def test_offline_with_and_without_the_commit_cached(hub, runs, capsys, monkeypat
     local = cli(capsys, "compare", runs["a"], runs["b"])
     assert cli(capsys, "compare", uri, runs["b"]) == local
     code, out, err = cli(capsys, "compare", "hf://datasets/me/board@main/t/a", runs["b"])  # the branch as last resolved
-    assert (code, out) == local[:2] and err == f"hf://datasets/me/board@main/t/a: main is commit {sha} (pinned: {uri})\n"
+    assert (code, out) == local[
+        :2
+    ] and err == f"hf://datasets/me/board@main/t/a: main is commit {sha} (pinned: {uri})\n"
     assert hub.log == []
     monkeypatch.delenv("HF_HUB_OFFLINE")
     hub.hang.add("/")  # no answer from the Hub at all: the cached commit still works
@@ -306,7 +328,7 @@ def test_offline_with_and_without_the_commit_cached(hub, runs, capsys, monkeypat
 def _gate_table(result) -> list[str]:
     lines = result.stdout.lines
     start = next(i for i, ln in enumerate(lines) if ln.startswith("baseline gate"))
-    return [ln for ln in lines[start:start + 8] if ln.strip()]
+    return [ln for ln in lines[start : start + 8] if ln.strip()]
 
 
 def test_gate_against_a_hub_baseline_is_the_gate_against_the_local_folder(pytester, gated_track, hub, capsys):
@@ -314,10 +336,12 @@ def test_gate_against_a_hub_baseline_is_the_gate_against_the_local_folder(pytest
     pinned = push(capsys, s.baseline, "hf://datasets/me/base/small/baseline", "--create")
     bad = make_outputs(s.manifest, pytester.path / "bad", strength=0.3)
     for outputs, code in ((s.good, pytest.ExitCode.OK), (bad, pytest.ExitCode.TESTS_FAILED)):
-        local = pytester.runpytest_subprocess(*s.base, f"--pstbench-outputs={outputs}", "--pstbench-name=cand",
-                                              f"--pstbench-baseline={s.baseline}")
-        remote = pytester.runpytest_subprocess(*s.base, f"--pstbench-outputs={outputs}", "--pstbench-name=cand",
-                                               f"--pstbench-baseline={pinned}")
+        local = pytester.runpytest_subprocess(
+            *s.base, f"--pstbench-outputs={outputs}", "--pstbench-name=cand", f"--pstbench-baseline={s.baseline}"
+        )
+        remote = pytester.runpytest_subprocess(
+            *s.base, f"--pstbench-outputs={outputs}", "--pstbench-name=cand", f"--pstbench-baseline={pinned}"
+        )
         assert local.ret == remote.ret == code
         assert _gate_table(local) == _gate_table(remote)  # same tests, same p-values
         run = json.loads((pytester.path / "results" / "small" / "cand" / "run.json").read_text())
@@ -344,8 +368,9 @@ def test_a_moved_branch_does_not_move_a_pinned_gate(pytester, gated_track, hub, 
     r = pytester.runpytest_subprocess(*gate, "--pstbench-baseline=hf://datasets/me/base@main/small/baseline")
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     assert "a gate's baseline must be pinned to a commit" in r.stderr.str() and "Traceback" not in r.stderr.str()
-    r = pytester.runpytest_subprocess(*gate, "--pstbench-baseline=hf://datasets/me/base@main/small/baseline",
-                                      "--pstbench-baseline-allow-branch")
+    r = pytester.runpytest_subprocess(
+        *gate, "--pstbench-baseline=hf://datasets/me/base@main/small/baseline", "--pstbench-baseline-allow-branch"
+    )
     assert r.ret == pytest.ExitCode.TESTS_FAILED  # against the moved branch's run
     run = json.loads((pytester.path / "results" / "small" / "cand" / "run.json").read_text())
     assert run["baselines"][0]["commit"] == moved and run["baselines"][0]["uri"] == pinned.replace(first, moved)
@@ -357,23 +382,26 @@ def test_xdist_workers_read_the_baseline_once(pytester, gated_track, hub, capsys
     pinned = push(capsys, s.baseline, "hf://datasets/me/base/small/baseline", "--create")
     shutil.rmtree(Path(os.environ["PSTBENCH_CACHE"]) / "hub-runs")  # a cold cache
     hub.log.clear()
-    r = pytester.runpytest_subprocess(*s.base, f"--pstbench-outputs={s.good}", "--pstbench-name=cand",
-                                      f"--pstbench-baseline={pinned}", "-n", "2")
+    r = pytester.runpytest_subprocess(
+        *s.base, f"--pstbench-outputs={s.good}", "--pstbench-name=cand", f"--pstbench-baseline={pinned}", "-n", "2"
+    )
     assert r.ret == pytest.ExitCode.OK
     got = requests(hub)
     assert [x for x in got if x.startswith("GET")] == sorted(set(x for x in got if x.startswith("GET")), key=got.index)
     assert sum("/tree/" in x for x in got) == 1 and sum(x.startswith("GET /datasets/") for x in got) == 3
     hub.log.clear()  # a second gate uses the cache: no network call at all
-    r = pytester.runpytest_subprocess(*s.base, f"--pstbench-outputs={s.good}", "--pstbench-name=cand",
-                                      f"--pstbench-baseline={pinned}", "-n", "2")
+    r = pytester.runpytest_subprocess(
+        *s.base, f"--pstbench-outputs={s.good}", "--pstbench-name=cand", f"--pstbench-baseline={pinned}", "-n", "2"
+    )
     assert r.ret == pytest.ExitCode.OK and hub.log == []
 
 
 def test_update_baseline_refuses_a_published_run(pytester, gated_track, hub, capsys):
     s = gated_track
     pinned = push(capsys, s.baseline, "hf://datasets/me/base/small/baseline", "--create")
-    r = pytester.runpytest_subprocess(*s.base, f"--pstbench-outputs={s.good}", f"--pstbench-baseline={pinned}",
-                                      "--pstbench-update-baseline")
+    r = pytester.runpytest_subprocess(
+        *s.base, f"--pstbench-outputs={s.good}", f"--pstbench-baseline={pinned}", "--pstbench-update-baseline"
+    )
     assert r.ret == pytest.ExitCode.USAGE_ERROR and "never replaced in place" in r.stderr.str()
 
 
@@ -392,19 +420,39 @@ def test_uri_parsing():
 def test_report_reads_published_runs(hub, tmp_path, capsys):
     from helpers.protocols import protocol_without_lpips
     from helpers.tracks import make_track
+
     manifest = make_track(tmp_path / "track", n=4)
     proto = protocol_without_lpips(tmp_path / "proto.yaml")
     local = []
     for name, strength in (("alpha", 0.3), ("beta", 0.7)):
         out = make_outputs(manifest, tmp_path / "outs" / name, strength=strength)
-        assert cli_main(["score", "--track", str(manifest), "--outputs", str(out), "--name", name, "--results",
-                         str(tmp_path / "results"), "--protocol", str(proto), "--no-cache"]) == 0
+        assert (
+            cli_main(
+                [
+                    "score",
+                    "--track",
+                    str(manifest),
+                    "--outputs",
+                    str(out),
+                    "--name",
+                    name,
+                    "--results",
+                    str(tmp_path / "results"),
+                    "--protocol",
+                    str(proto),
+                    "--no-cache",
+                ]
+            )
+            == 0
+        )
         local.append(tmp_path / "results" / "small" / name)
         push(capsys, local[-1], f"hf://datasets/me/rep/small/{name}", *(["--create"] if name == "alpha" else []))
     capsys.readouterr()
     code, _, err = cli(capsys, "report", *local, "--out", tmp_path / "local-report", "--track", manifest)
     assert code == 0, err
-    code, _, err = cli(capsys, "report", "hf://datasets/me/rep@main/small", "--out", tmp_path / "hub-report", "--track", manifest)
+    code, _, err = cli(
+        capsys, "report", "hf://datasets/me/rep@main/small", "--out", tmp_path / "hub-report", "--track", manifest
+    )
     assert code == 0, err
     figures = sorted(p.name for p in (tmp_path / "local-report" / "figures").iterdir())
     assert figures and figures == sorted(p.name for p in (tmp_path / "hub-report" / "figures").iterdir())

@@ -3,6 +3,7 @@ user sees one line.
 
 Found by issue #11 (a number the kit prints is right or absent): each test reproduces one case of the issue
 (its number in the test's docstring) and checks the fixed behaviour."""
+
 from __future__ import annotations
 
 import os
@@ -37,13 +38,23 @@ def test_a_silent_endpoint_times_out_with_one_line(tmp_path):
     t = threading.Thread(target=accept, daemon=True)
     t.start()
     url = f"http://127.0.0.1:{srv.getsockname()[1]}"
-    env = {**os.environ, "HF_ENDPOINT": url, "PSTBENCH_DATA": str(tmp_path / "data"), "HF_HOME": str(tmp_path / "hf"),
-           "PSTBENCH_NETWORK_TIMEOUT": "0.5"}
+    env = {
+        **os.environ,
+        "HF_ENDPOINT": url,
+        "PSTBENCH_DATA": str(tmp_path / "data"),
+        "HF_HOME": str(tmp_path / "hf"),
+        "PSTBENCH_NETWORK_TIMEOUT": "0.5",
+    }
     env.pop("HF_HUB_OFFLINE", None)
     try:
         start = time.monotonic()
-        r = subprocess.run([sys.executable, "-m", "pytest_pstbench.cli", "data", "fetch", "pst50", "--splits", "paired_gt"],
-                           env=env, capture_output=True, text=True, timeout=90)
+        r = subprocess.run(
+            [sys.executable, "-m", "pytest_pstbench.cli", "data", "fetch", "pst50", "--splits", "paired_gt"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
         took = time.monotonic() - start
     finally:
         stop.set()
@@ -53,9 +64,13 @@ def test_a_silent_endpoint_times_out_with_one_line(tmp_path):
         srv.close()
     assert r.returncode == 2, r.stderr
     last = r.stderr.strip().splitlines()[-1]
-    assert last.startswith(f"pstbench: error: zrgong/PST50: no answer from {url} within 0.5 s while resolving revision ")
-    assert last.endswith("(3 attempts); fix: check the network and HF_ENDPOINT, set PSTBENCH_NETWORK_TIMEOUT "
-                         "(seconds) to wait longer, or register a copy you have with --from DIR")
+    assert last.startswith(
+        f"pstbench: error: zrgong/PST50: no answer from {url} within 0.5 s while resolving revision "
+    )
+    assert last.endswith(
+        "(3 attempts); fix: check the network and HF_ENDPOINT, set PSTBENCH_NETWORK_TIMEOUT "
+        "(seconds) to wait longer, or register a copy you have with --from DIR"
+    )
     assert "Traceback" not in r.stderr
     assert took < 30
     assert list((tmp_path / "data").rglob("pstbench-lock.json")) == []  # nothing registered
@@ -63,8 +78,8 @@ def test_a_silent_endpoint_times_out_with_one_line(tmp_path):
 
 def test_the_network_timeout_value_is_checked(monkeypatch):
     """Issue #11 case 14."""
-    from pytest_pstbench.core.hub.client import network_timeout
     from pytest_pstbench.core.errors import UserError
+    from pytest_pstbench.core.hub.client import network_timeout
 
     monkeypatch.setenv("PSTBENCH_NETWORK_TIMEOUT", "soon")
     with pytest.raises(UserError, match=r"^PSTBENCH_NETWORK_TIMEOUT='soon': expected a number of seconds > 0; "):
@@ -79,7 +94,6 @@ def test_a_tree_listing_that_never_answers_times_out(tmp_path, monkeypatch, caps
     import time
 
     import huggingface_hub.utils._http as hf_http
-
     from helpers.hub_server import FakeHub, make_pst50_files
 
     sha = "6ed86e3" + hashlib.sha1(b"pst50").hexdigest()[:33]
@@ -99,6 +113,8 @@ def test_a_tree_listing_that_never_answers_times_out(tmp_path, monkeypatch, caps
     finally:
         hub.stop()
     err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert err.startswith(f"pstbench: error: zrgong/PST50: no answer from {hub.url} within 0.3 s while listing split folder ")
+    assert err.startswith(
+        f"pstbench: error: zrgong/PST50: no answer from {hub.url} within 0.3 s while listing split folder "
+    )
     assert "(after huggingface_hub's retries with backoff); fix: check the network and HF_ENDPOINT" in err
     assert list((tmp_path / "data").rglob("pstbench-lock.json")) == []

@@ -1,6 +1,7 @@
 """The kind registry (core/kinds.py): kinds register through the entry-point group, core dispatches
 tracks, protocols and run folders to them by name, an unknown kind is one line, and a third kind is a
 package plus one entry point (shown with a toy kind installed into a temporary folder on sys.path)."""
+
 from __future__ import annotations
 
 import json
@@ -70,14 +71,17 @@ def test_runs_of_two_kinds_are_refused(tmp_path):
     (tmp_path / "a" / "per_task.csv").write_text("task_id\n", encoding="utf-8")
     (tmp_path / "b" / "metrics.csv").write_text("pair_id\n", encoding="utf-8")
     assert kinds.run_kind(tmp_path / "a") == "selection" and kinds.run_kind(tmp_path / "b") == "paired"
-    with pytest.raises(UserError, match=r"b is a paired run \(metrics.csv\) but .*a is a selection run \(per_task.csv\)"):
+    with pytest.raises(
+        UserError, match=r"b is a paired run \(metrics.csv\) but .*a is a selection run \(per_task.csv\)"
+    ):
         kinds.runs_kind([tmp_path / "a", tmp_path / "b"])
 
 
 def test_a_third_kind_is_a_package_and_one_entry_point(tmp_path, monkeypatch, fresh_registry):
     pkg = tmp_path / "toykind"
     pkg.mkdir()
-    (pkg / "__init__.py").write_text(textwrap.dedent('''
+    (pkg / "__init__.py").write_text(
+        textwrap.dedent("""
         from pytest_pstbench.core.errors import UserError
         from pytest_pstbench.core.kinds import KindSpec
 
@@ -88,7 +92,9 @@ def test_a_third_kind_is_a_package_and_one_entry_point(tmp_path, monkeypatch, fr
         KIND = KindSpec(name="toy", item_file="per_toy.csv", unit="toys", n_key="n_toys", validate_protocol="toykind:validate", runs="toykind:RUNS",
                         pytest_run="toykind:TOY_RUN", builtin_tracks=("toybox",))
         RUNS = TOY_RUN = object()
-    '''), encoding="utf-8")
+    """),
+        encoding="utf-8",
+    )
     _install_entry_point(tmp_path, monkeypatch, "toykind", "toy = toykind:KIND")
 
     assert kinds.names() == ["paired", "selection", "toy"]
@@ -110,7 +116,9 @@ def test_a_third_kind_is_a_package_and_one_entry_point(tmp_path, monkeypatch, fr
 def test_a_spec_that_is_not_a_kindspec_is_refused(tmp_path, monkeypatch, fresh_registry):
     (tmp_path / "badkind.py").write_text("KIND = 'paired'\n", encoding="utf-8")
     _install_entry_point(tmp_path, monkeypatch, "badkind", "bad = badkind:KIND")
-    with pytest.raises(UserError, match=r"entry point bad = badkind:KIND \(group pytest_pstbench.kinds\) is not the KindSpec"):
+    with pytest.raises(
+        UserError, match=r"entry point bad = badkind:KIND \(group pytest_pstbench.kinds\) is not the KindSpec"
+    ):
         kinds.names()
 
 

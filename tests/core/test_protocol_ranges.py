@@ -3,6 +3,7 @@ would make scoring allocate gigabytes (an `evaluate` size of 40000x40000, `bins:
 2e9 resamples) are one-line errors naming the file and the key; no numeric field takes NaN; each numeric
 key of the shipped protocols and variants is listed in docs/protocol.md's "Ranges" table.
 Found by the third audit (#32)."""
+
 from __future__ import annotations
 
 import copy
@@ -82,23 +83,48 @@ def _all_shipped():
 
 # ---- the issue's cases --------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("key, value, rule", [
-    ("resolution.evaluate", {"mode": "fixed", "width": 40000, "height": 40000, "filter": "bicubic"},
-     "resolution.evaluate is 40000 x 40000 = 1600000000 pixels, over the 64000000 pixels"),
-    ("resolution.evaluate", {"mode": "fixed", "width": 10**6, "height": 1, "filter": "bicubic"},
-     "resolution.evaluate.width must be an integer >= 1 and <= 65535"),
-    ("resolution.evaluate", {"mode": "short_side", "pixels": HUGE, "filter": "bicubic"},
-     "resolution.evaluate.pixels must be an integer >= 1 and <= 65535"),
-    ("metrics.hcorr_gt.bins", HUGE, "metrics.hcorr_gt.bins must be a positive integer of at most 65536"),
-    ("metrics.hcorr_gt.bins", 2e9, "metrics.hcorr_gt.bins must be a positive integer"),
-    ("metrics.ssim.sigma", 1e9, "metrics.ssim.sigma must be a finite number > 0 and <= 100"),
-    ("metrics.ssim.win_size", HUGE + 1, "metrics.ssim.win_size must be an odd integer of at least 3 and at most 1001"),
-    ("metrics.lpips.resize", [40000, 40000], "metrics.lpips.resize [40000, 40000] is over the 64000000 pixels"),
-    ("io.max_pixels", HUGE, "io.max_pixels must be an integer >= 1 and <= 64000000"),
-    ("aggregation.bootstrap.resamples", HUGE, "aggregation.bootstrap.resamples must be an integer >= 1 and <= 10000000"),
-    ("aggregation.bootstrap.seed", 2**70, "aggregation.bootstrap.seed must be an integer >= 0 and <= 18446744073709551615"),
-    ("version", 1.5, "version must be an integer >= 1"),
-])
+
+@pytest.mark.parametrize(
+    "key, value, rule",
+    [
+        (
+            "resolution.evaluate",
+            {"mode": "fixed", "width": 40000, "height": 40000, "filter": "bicubic"},
+            "resolution.evaluate is 40000 x 40000 = 1600000000 pixels, over the 64000000 pixels",
+        ),
+        (
+            "resolution.evaluate",
+            {"mode": "fixed", "width": 10**6, "height": 1, "filter": "bicubic"},
+            "resolution.evaluate.width must be an integer >= 1 and <= 65535",
+        ),
+        (
+            "resolution.evaluate",
+            {"mode": "short_side", "pixels": HUGE, "filter": "bicubic"},
+            "resolution.evaluate.pixels must be an integer >= 1 and <= 65535",
+        ),
+        ("metrics.hcorr_gt.bins", HUGE, "metrics.hcorr_gt.bins must be a positive integer of at most 65536"),
+        ("metrics.hcorr_gt.bins", 2e9, "metrics.hcorr_gt.bins must be a positive integer"),
+        ("metrics.ssim.sigma", 1e9, "metrics.ssim.sigma must be a finite number > 0 and <= 100"),
+        (
+            "metrics.ssim.win_size",
+            HUGE + 1,
+            "metrics.ssim.win_size must be an odd integer of at least 3 and at most 1001",
+        ),
+        ("metrics.lpips.resize", [40000, 40000], "metrics.lpips.resize [40000, 40000] is over the 64000000 pixels"),
+        ("io.max_pixels", HUGE, "io.max_pixels must be an integer >= 1 and <= 64000000"),
+        (
+            "aggregation.bootstrap.resamples",
+            HUGE,
+            "aggregation.bootstrap.resamples must be an integer >= 1 and <= 10000000",
+        ),
+        (
+            "aggregation.bootstrap.seed",
+            2**70,
+            "aggregation.bootstrap.seed must be an integer >= 0 and <= 18446744073709551615",
+        ),
+        ("version", 1.5, "version must be an integer >= 1"),
+    ],
+)
 def test_paired_sizes_out_of_range_are_refused_at_load(tmp_path, key, value, rule):
     data = _set(_base("pstbench"), tuple(key.split(".")), value)
     if key == "metrics.lpips.resize":
@@ -111,26 +137,49 @@ def test_paired_sizes_out_of_range_are_refused_at_load(tmp_path, key, value, rul
     assert ": invalid protocol: " in text and rule in text and "\n" not in text and "fix:" in text, text
 
 
-@pytest.mark.parametrize("key, value, rule", [
-    ("aggregation.bootstrap.resamples", HUGE, "aggregation.bootstrap.resamples must be an integer >= 1 and <= 10000000"),
-    ("aggregation.bootstrap.confidence", 2, "aggregation.bootstrap.confidence must be a finite number > 0 and < 1"),
-    ("aggregation.bootstrap.seed", "zero", "aggregation.bootstrap.seed must be an integer"),
-    ("trials.count", HUGE, "trials.count must be an integer >= 1 and <= 100"),
-    ("trials.count", 7, "trials.count 7 needs distinct orders, but k = 3 has only 6"),
-    ("trials.permutation.max_redraws", 10**12, "trials.permutation.max_redraws must be an integer >= 1 and <= 1000000"),
-    ("candidates.max", 27, "candidates.min and candidates.max must be integers with 2 <= min <= max <= 26"),
-    ("answers.attempts.max", HUGE, "answers.attempts.max must be a positive integer of at most 100"),
-    ("answers.attempts.delays_s", [2, 1e300], "answers.attempts.delays_s must be a list of seconds >= 0 and <= 3600"),
-    ("answers.attempts.http.retries", HUGE, "answers.attempts.http.retries must be an integer >= 0 and <= 100"),
-    ("answers.attempts.http.retry_after_max_s", float("inf"), "answers.attempts.http.retry_after_max_s must be a finite number"),
-    ("sampling.temperature", float("nan"), "sampling.temperature must be a finite number >= 0 and <= 100"),
-    ("sampling.max_tokens", 10**12, "sampling.max_tokens must be a positive integer of at most 10000000"),
-    ("judge.num_trials", HUGE, "judge.num_trials must be a positive integer of at most 1000"),
-    ("consensus.n_judges", HUGE, "consensus.n_judges must be a positive integer of at most 1000"),
-    ("consensus.monte_carlo.seed", -1, "consensus.monte_carlo.seed must be an integer >= 0"),
-    ("consensus.monte_carlo.confidence", 1.0, "consensus.monte_carlo.confidence must be a finite number > 0 and < 1"),
-    ("consensus.paper_thresholds", [9], "consensus.paper_thresholds must list k values of consensus.thresholds"),
-])
+@pytest.mark.parametrize(
+    "key, value, rule",
+    [
+        (
+            "aggregation.bootstrap.resamples",
+            HUGE,
+            "aggregation.bootstrap.resamples must be an integer >= 1 and <= 10000000",
+        ),
+        ("aggregation.bootstrap.confidence", 2, "aggregation.bootstrap.confidence must be a finite number > 0 and < 1"),
+        ("aggregation.bootstrap.seed", "zero", "aggregation.bootstrap.seed must be an integer"),
+        ("trials.count", HUGE, "trials.count must be an integer >= 1 and <= 100"),
+        ("trials.count", 7, "trials.count 7 needs distinct orders, but k = 3 has only 6"),
+        (
+            "trials.permutation.max_redraws",
+            10**12,
+            "trials.permutation.max_redraws must be an integer >= 1 and <= 1000000",
+        ),
+        ("candidates.max", 27, "candidates.min and candidates.max must be integers with 2 <= min <= max <= 26"),
+        ("answers.attempts.max", HUGE, "answers.attempts.max must be a positive integer of at most 100"),
+        (
+            "answers.attempts.delays_s",
+            [2, 1e300],
+            "answers.attempts.delays_s must be a list of seconds >= 0 and <= 3600",
+        ),
+        ("answers.attempts.http.retries", HUGE, "answers.attempts.http.retries must be an integer >= 0 and <= 100"),
+        (
+            "answers.attempts.http.retry_after_max_s",
+            float("inf"),
+            "answers.attempts.http.retry_after_max_s must be a finite number",
+        ),
+        ("sampling.temperature", float("nan"), "sampling.temperature must be a finite number >= 0 and <= 100"),
+        ("sampling.max_tokens", 10**12, "sampling.max_tokens must be a positive integer of at most 10000000"),
+        ("judge.num_trials", HUGE, "judge.num_trials must be a positive integer of at most 1000"),
+        ("consensus.n_judges", HUGE, "consensus.n_judges must be a positive integer of at most 1000"),
+        ("consensus.monte_carlo.seed", -1, "consensus.monte_carlo.seed must be an integer >= 0"),
+        (
+            "consensus.monte_carlo.confidence",
+            1.0,
+            "consensus.monte_carlo.confidence must be a finite number > 0 and < 1",
+        ),
+        ("consensus.paper_thresholds", [9], "consensus.paper_thresholds must list k values of consensus.thresholds"),
+    ],
+)
 def test_selection_counts_out_of_range_are_refused_at_load(tmp_path, key, value, rule):
     data = _set(_base("vab"), tuple(key.split(".")), value)
     with pytest.raises(UserError) as err:
@@ -140,6 +189,7 @@ def test_selection_counts_out_of_range_are_refused_at_load(tmp_path, key, value,
 
 
 # ---- every numeric field: finite, and documented --------------------------------------------------------------
+
 
 def test_the_shipped_protocols_and_variants_load():
     for pid in SHIPPED:
@@ -162,7 +212,12 @@ def test_every_numeric_key_has_a_documented_range():
     doc = (ROOT / "docs" / "protocol.md").read_text(encoding="utf-8")
     section = doc.split("## Ranges", 1)[1].split("\n## ", 1)[0]
     documented = set(re.findall(r"^\| `([^`]+)`", section, flags=re.M))
-    missing = sorted({f"{kind}: {_documented_key(kind, path)}" for pid, kind, data in _all_shipped()
-                      for path, _ in _numeric_leaves(data)
-                      if _documented_key(kind, path) not in documented})
+    missing = sorted(
+        {
+            f"{kind}: {_documented_key(kind, path)}"
+            for pid, kind, data in _all_shipped()
+            for path, _ in _numeric_leaves(data)
+            if _documented_key(kind, path) not in documented
+        }
+    )
     assert missing == []

@@ -1,6 +1,7 @@
 """A protocol file is validated completely when it loads: every value of the wrong type or out of
 range is one line naming the file, the key, the rule and the fix (exit 2, nothing written), never
 a traceback later and never a value silently read as something else."""
+
 from __future__ import annotations
 
 import copy
@@ -8,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from helpers.tracks import make_outputs, make_track
+
 from pytest_pstbench.cli import main
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.protocol import load_protocol
@@ -40,7 +41,11 @@ CASES = [
     ("aggregation.bootstrap.resamples", 0, "aggregation.bootstrap.resamples must be an integer >= 1"),
     ("aggregation.bootstrap.resamples", -5, "aggregation.bootstrap.resamples must be an integer >= 1"),
     ("aggregation.bootstrap.resamples", "many", "aggregation.bootstrap.resamples must be an integer >= 1"),
-    ("aggregation.bootstrap.resamples", 10**12, "aggregation.bootstrap.resamples must be an integer >= 1 and <= 10000000"),
+    (
+        "aggregation.bootstrap.resamples",
+        10**12,
+        "aggregation.bootstrap.resamples must be an integer >= 1 and <= 10000000",
+    ),
     ("aggregation.bootstrap.resamples", 100.0, "aggregation.bootstrap.resamples must be an integer"),
     ("aggregation.bootstrap.confidence", 1.5, "aggregation.bootstrap.confidence must be a finite number > 0 and < 1"),
     ("aggregation.bootstrap.confidence", 0, "aggregation.bootstrap.confidence must be a finite number > 0 and < 1"),
@@ -62,14 +67,26 @@ CASES = [
     ("metrics.psnr.cap_db", -5, "metrics.psnr.cap_db must be a finite number > 0"),
     ("metrics.psnr.cap_db", _DELETE, "metrics.psnr lacks 'cap_db'"),
     ("metrics.psnr.higher_is_better", "no", "metrics.psnr.higher_is_better must be true or false"),
-    ("metrics.psnr.higher_is_better", False, "metrics.psnr.higher_is_better is false, but for a metric of kind psnr higher is better"),
-    ("metrics.lpips.higher_is_better", True, "metrics.lpips.higher_is_better is true, but for a metric of kind lpips lower is better"),
+    (
+        "metrics.psnr.higher_is_better",
+        False,
+        "metrics.psnr.higher_is_better is false, but for a metric of kind psnr higher is better",
+    ),
+    (
+        "metrics.lpips.higher_is_better",
+        True,
+        "metrics.lpips.higher_is_better is true, but for a metric of kind lpips lower is better",
+    ),
     ("metrics.ssim.kind", "msssim", "metrics.ssim.kind 'msssim' is not one of psnr, ssim, ciede2000, hist_corr, lpips"),
     ("metrics.psnr.ranked", 1, "metrics.psnr.ranked must be true or false"),
     ("metrics.psnr.decimals", -1, "metrics.psnr.decimals must be an integer >= 0"),
     ("metrics.psnr.label", "", "metrics.psnr.label must be a non-empty string"),
     ("metrics.delta_e00.kL", 0, "metrics.delta_e00.kL must be a finite number > 0"),
-    ("metrics.delta_e00.rgb_to_xyz", [[0.4, 0.3, 0.2], [0.2, 0.7], [0.0, 0.1, 0.9]], "metrics.delta_e00.rgb_to_xyz must be a 3x3 matrix"),
+    (
+        "metrics.delta_e00.rgb_to_xyz",
+        [[0.4, 0.3, 0.2], [0.2, 0.7], [0.0, 0.1, 0.9]],
+        "metrics.delta_e00.rgb_to_xyz must be a 3x3 matrix",
+    ),
     ("metrics.delta_e00.transfer", "bt709", "metrics.delta_e00.transfer must be srgb"),
     ("metrics.hcorr_gt.constant_both", 2, "metrics.hcorr_gt.constant_both must be a finite number >= -1 and <= 1"),
     ("metrics.lpips.package_version", 0.14, "metrics.lpips.package_version must be a version string"),
@@ -80,9 +97,21 @@ CASES = [
     ("io.icc.rendering_intent", "vivid", "io.icc.rendering_intent must be one of perceptual"),
     ("resolution.size", "content", "resolution.size must be reference"),
     ("resolution.allow_resize_filter", "cubic", "resolution.allow_resize_filter must be one of nearest"),
-    ("resolution.evaluate", {"mode": "fixed", "width": 64, "height": 48, "filter": "sinc"}, "resolution.evaluate.filter 'sinc' is not a PIL resampling filter"),
-    ("resolution.evaluate", {"mode": "short_side", "pixels": 0, "filter": "bicubic"}, "resolution.evaluate.pixels must be an integer >= 1 and <= 65535"),
-    ("aggregation.per_metric", {"ssim": {"statistic": "pooled_mse"}}, "aggregation.per_metric.ssim: pooled_mse applies only to a metric of kind psnr"),
+    (
+        "resolution.evaluate",
+        {"mode": "fixed", "width": 64, "height": 48, "filter": "sinc"},
+        "resolution.evaluate.filter 'sinc' is not a PIL resampling filter",
+    ),
+    (
+        "resolution.evaluate",
+        {"mode": "short_side", "pixels": 0, "filter": "bicubic"},
+        "resolution.evaluate.pixels must be an integer >= 1 and <= 65535",
+    ),
+    (
+        "aggregation.per_metric",
+        {"ssim": {"statistic": "pooled_mse"}},
+        "aggregation.per_metric.ssim: pooled_mse applies only to a metric of kind psnr",
+    ),
 ]
 
 
@@ -139,11 +168,20 @@ def test_a_new_metric_kind_is_one_registry_entry(tmp_path, monkeypatch):
         return float(np.mean(np.abs(a.astype(np.float64) - b.astype(np.float64)))) * scale
 
     monkeypatch.setattr(metrics, "mae", mae, raising=False)
-    registry.register("mae", function="mae", required=("scale",), higher_is_better=False,
-                      reference="by hand")(lambda where, p: None if p["scale"] > 0 else f"{where}.scale must be > 0")
+    registry.register("mae", function="mae", required=("scale",), higher_is_better=False, reference="by hand")(
+        lambda where, p: None if p["scale"] > 0 else f"{where}.scale must be > 0"
+    )
     data = copy.deepcopy(BASE)
-    data["metrics"] = {"mae": {"kind": "mae", "label": "MAE", "higher_is_better": False, "ranked": True,
-                               "against": "reference", "scale": 2.0}}
+    data["metrics"] = {
+        "mae": {
+            "kind": "mae",
+            "label": "MAE",
+            "higher_is_better": False,
+            "ranked": True,
+            "against": "reference",
+            "scale": 2.0,
+        }
+    }
     data["comparison"]["tie_threshold"] = {}
     path = tmp_path / "mae.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
@@ -161,8 +199,10 @@ def test_importing_the_protocol_and_the_registry_loads_no_numpy():
     import subprocess
     import sys
 
-    code = ("import sys, pytest_pstbench.core.protocol as p; p.load_protocol(); "
-            "print(sorted(m for m in ('numpy', 'torch', 'PIL', 'skimage', 'lpips') if m in sys.modules))")
+    code = (
+        "import sys, pytest_pstbench.core.protocol as p; p.load_protocol(); "
+        "print(sorted(m for m in ('numpy', 'torch', 'PIL', 'skimage', 'lpips') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -181,14 +221,20 @@ def test_typed_sections_read_the_file_and_a_missing_comparison_is_one_line(tmp_p
     loaded = load_protocol(path)  # a protocol may leave comparisons out ...
     with pytest.raises(UserError) as err:  # ... but then runs under it cannot be compared
         loaded.comparison
-    assert str(err.value) == (f"{path.resolve()}: protocol pstbench has no comparison section, so runs under it cannot be "
-                              "compared; fix: add one (see the comparison section of the shipped protocols/pstbench.yaml)")
+    assert str(err.value) == (
+        f"{path.resolve()}: protocol pstbench has no comparison section, so runs under it cannot be "
+        "compared; fix: add one (see the comparison section of the shipped protocols/pstbench.yaml)"
+    )
 
 
 def test_typed_io_and_resolution_sections_read_the_file(tmp_path):
     proto = load_protocol()
     io, res = BASE["io"], BASE["resolution"]
-    assert (proto.io.format, proto.io.mode, proto.io.exif_orientation) == (io["format"], io["mode"], io["exif_orientation"])
+    assert (proto.io.format, proto.io.mode, proto.io.exif_orientation) == (
+        io["format"],
+        io["mode"],
+        io["exif_orientation"],
+    )
     assert (proto.io.icc_target, proto.io.rendering_intent) == (io["icc"]["target"], io["icc"]["rendering_intent"])
     assert proto.io.allowed_conversions == (io["allowed_conversions"] or {}) and proto.io.max_pixels is None
     assert proto.resolution.size == res["size"] and proto.resolution.allow_resize_filter == res["allow_resize_filter"]
@@ -212,9 +258,14 @@ def test_allow_resize_under_a_protocol_without_a_resize_filter_is_refused_up_fro
     del data["resolution"]["allow_resize_filter"]  # valid: the protocol then allows no resizing
     path = tmp_path / "noresize.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
-    assert main(["score", "--track", str(manifest), "--outputs", str(outputs), "--protocol", str(path), "--allow-resize"]) == 2
+    assert (
+        main(["score", "--track", str(manifest), "--outputs", str(outputs), "--protocol", str(path), "--allow-resize"])
+        == 2
+    )
     err = capsys.readouterr().err.strip()
-    assert err == (f"pstbench: error: --allow-resize: protocol pstbench ({path.resolve()}) names no "
-                   "resolution.allow_resize_filter, so it allows no resizing; fix: add one to the protocol "
-                   "(e.g. allow_resize_filter: bicubic), or drop --allow-resize")
+    assert err == (
+        f"pstbench: error: --allow-resize: protocol pstbench ({path.resolve()}) names no "
+        "resolution.allow_resize_filter, so it allows no resizing; fix: add one to the protocol "
+        "(e.g. allow_resize_filter: bicubic), or drop --allow-resize"
+    )
     assert not (tmp_path / "results").exists()

@@ -3,16 +3,17 @@ nothing is written.
 
 Found by issue #11 (a number the kit prints is right or absent): each test reproduces one case of the issue
 (its number in the test's docstring) and checks the fixed behaviour."""
+
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
 import pytest
-
 from helpers.protocols import protocol_without_lpips
 from helpers.scoring import score_cli
 from helpers.tracks import make_outputs, make_track
+
 from pytest_pstbench.cli import main as cli_main
 
 
@@ -43,8 +44,24 @@ def test_a_read_only_results_path_is_one_line(tmp_path, capsys, monkeypatch):
     # (the tests may run as root, for whom a 0555 folder is writable: a read-only file system is simulated)
     monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if Path(p) == ro else real_access(p, mode, **kw))
     capsys.readouterr()
-    assert cli_main(["score", "--track", str(manifest), "--outputs", str(outputs), "--name", "run",
-                     "--results", str(ro / "results"), "--protocol", str(proto)]) == 2
+    assert (
+        cli_main(
+            [
+                "score",
+                "--track",
+                str(manifest),
+                "--outputs",
+                str(outputs),
+                "--name",
+                "run",
+                "--results",
+                str(ro / "results"),
+                "--protocol",
+                str(proto),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert err.strip().splitlines() == [
         f"pstbench: error: --results {ro / 'results'}: cannot create the run folder {ro / 'results' / 'small' / 'run'} "
@@ -53,11 +70,14 @@ def test_a_read_only_results_path_is_one_line(tmp_path, capsys, monkeypatch):
     assert os.listdir(ro) == []
 
 
-@pytest.mark.parametrize("name, rule", [
-    ("x" * 300, "is 300 bytes long; a run name may have at most 200"),
-    ("a\x00b", "contains a control character (\\x00)"),
-    ("a\nb", "contains a control character (\\n)"),
-])
+@pytest.mark.parametrize(
+    "name, rule",
+    [
+        ("x" * 300, "is 300 bytes long; a run name may have at most 200"),
+        ("a\x00b", "contains a control character (\\x00)"),
+        ("a\nb", "contains a control character (\\n)"),
+    ],
+)
 def test_bad_run_names_are_refused(tmp_path, capsys, name, rule):
     """Issue #11 case 16."""
     manifest = make_track(tmp_path / "track")
@@ -71,11 +91,14 @@ def test_bad_run_names_are_refused(tmp_path, capsys, name, rule):
     assert not (tmp_path / "results").exists()
 
 
-@pytest.mark.parametrize("track_id, rule", [
-    ('""', "`id` '' must be a non-empty plain name"),
-    ("null", "`id` must be a string (a plain name), not null"),
-    ('"a\\0b"', "`id` 'a\\x00b' must be a plain name without control characters"),
-])
+@pytest.mark.parametrize(
+    "track_id, rule",
+    [
+        ('""', "`id` '' must be a non-empty plain name"),
+        ("null", "`id` must be a string (a plain name), not null"),
+        ('"a\\0b"', "`id` 'a\\x00b' must be a plain name without control characters"),
+    ],
+)
 def test_bad_track_ids_are_refused(tmp_path, capsys, track_id, rule):
     """Issue #11 case 16."""
     manifest = make_track(tmp_path / "track")

@@ -3,6 +3,7 @@ partial run in place of the previous complete one.
 
 Found by issue #11 (a number the kit prints is right or absent): each test reproduces one case of the issue
 (its number in the test's docstring) and checks the fixed behaviour."""
+
 from __future__ import annotations
 
 import json
@@ -10,11 +11,11 @@ import os
 from pathlib import Path
 
 import pytest
-
 from helpers.protocols import protocol_without_lpips
 from helpers.run_files import RUN_FILES, snapshot
 from helpers.scoring import score_cli
 from helpers.tracks import make_outputs, make_track
+
 from pytest_pstbench.cli import main as cli_main
 from pytest_pstbench.core.files.lock import lock_path
 
@@ -47,7 +48,9 @@ def test_a_failed_write_keeps_the_previous_complete_run(tmp_path, monkeypatch, c
     _fail_second_fsync(monkeypatch)
     assert score_cli(tmp_path, manifest, second, proto) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert err.startswith(f"pstbench: error: {run_dir}: cannot write the run files ([Errno 28] No space left on device); fix: ")
+    assert err.startswith(
+        f"pstbench: error: {run_dir}: cannot write the run files ([Errno 28] No space left on device); fix: "
+    )
     assert err.endswith("the previous run there (if any) is unchanged")
     assert snapshot(run_dir) == before  # the old complete run, whole
     assert json.loads((run_dir / "run.json").read_text())["complete"] is True
@@ -110,13 +113,29 @@ def test_a_second_writer_waits_then_refuses_with_one_line(tmp_path):
     proto = protocol_without_lpips(tmp_path / "proto.yaml")
     outputs = make_outputs(manifest, tmp_path / "out")
     run_dir = tmp_path / "results" / "small" / "run"
-    holder = subprocess.Popen([sys.executable, "-c", _HOLD_LOCK, str(run_dir)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_LOCK, str(run_dir)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
         env = {**os.environ, "PSTBENCH_LOCK_TIMEOUT": "1"}
-        cmd = [sys.executable, "-m", "pytest_pstbench.cli", "score", "--track", str(manifest), "--outputs", str(outputs),
-               "--name", "run", "--results", str(tmp_path / "results"), "--protocol", str(proto), "--no-cache"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest_pstbench.cli",
+            "score",
+            "--track",
+            str(manifest),
+            "--outputs",
+            str(outputs),
+            "--name",
+            "run",
+            "--results",
+            str(tmp_path / "results"),
+            "--protocol",
+            str(proto),
+            "--no-cache",
+        ]
         r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     finally:
         holder.stdin.close()
@@ -143,19 +162,38 @@ def test_two_concurrent_writers_never_mix_a_run(tmp_path):
     outs = {s: make_outputs(manifest, tmp_path / f"out{s}", strength=s) for s in (0.2, 0.9)}
 
     def cmd(out, results, name="run"):
-        return [sys.executable, "-m", "pytest_pstbench.cli", "score", "--track", str(manifest), "--outputs", str(out),
-                "--name", name, "--results", str(results), "--protocol", str(proto), "--no-cache"]
+        return [
+            sys.executable,
+            "-m",
+            "pytest_pstbench.cli",
+            "score",
+            "--track",
+            str(manifest),
+            "--outputs",
+            str(out),
+            "--name",
+            name,
+            "--results",
+            str(results),
+            "--protocol",
+            str(proto),
+            "--no-cache",
+        ]
 
     for s, out in outs.items():  # what each writer alone produces
         assert subprocess.run(cmd(out, tmp_path / f"alone{s}"), capture_output=True).returncode == 0
     for _round in range(2):
-        procs = [subprocess.Popen(cmd(out, tmp_path / "shared"), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-                 for out in outs.values()]
+        procs = [
+            subprocess.Popen(cmd(out, tmp_path / "shared"), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            for out in outs.values()
+        ]
         for p in procs:
             _out, err = p.communicate(timeout=300)
             assert p.returncode == 0 and b"Traceback" not in err, err
         run_dir = tmp_path / "shared" / "small" / "run"
-        winner = [s for s, out in outs.items() if json.loads((run_dir / "run.json").read_text())["outputs_dir"] == str(out)]
+        winner = [
+            s for s, out in outs.items() if json.loads((run_dir / "run.json").read_text())["outputs_dir"] == str(out)
+        ]
         assert len(winner) == 1
         alone = tmp_path / f"alone{winner[0]}" / "small" / "run"
         assert snapshot(run_dir, ("metrics.csv", "summary.json")) == snapshot(alone, ("metrics.csv", "summary.json"))
@@ -190,9 +228,28 @@ def test_a_writer_killed_during_the_write_keeps_the_previous_complete_run(tmp_pa
     run_dir = tmp_path / "results" / "small" / "run"
     before = snapshot(run_dir)
     second = make_outputs(manifest, tmp_path / "second", strength=0.2)
-    p = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, "score", "--track", str(manifest), "--outputs", str(second),
-                          "--name", "run", "--results", str(tmp_path / "results"), "--protocol", str(proto), "--no-cache"],
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            _KILLED_WRITER,
+            "score",
+            "--track",
+            str(manifest),
+            "--outputs",
+            str(second),
+            "--name",
+            "run",
+            "--results",
+            str(tmp_path / "results"),
+            "--protocol",
+            str(proto),
+            "--no-cache",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         assert p.stdout.readline().strip() == "writing"
     finally:
@@ -220,7 +277,11 @@ def test_a_writer_killed_between_the_renames_is_recovered_under_the_lock(tmp_pat
     # and a staging folder
     os.rename(run_dir, run_dir.parent / ".run.old-0badc0de")
     (run_dir.parent / ".run.build-x1").mkdir()
-    partial = {"n_pairs": 4, "n_scored": 1, "deviations": [{"kind": "pairs_not_scored", "pairs": ["p02", "p03", "p04"]}]}
+    partial = {
+        "n_pairs": 4,
+        "n_scored": 1,
+        "deviations": [{"kind": "pairs_not_scored", "pairs": ["p02", "p03", "p04"]}],
+    }
     with pytest.raises(_UserError, match="holds a complete run"):
         write_run_files(run_dir, {"run.json": dumps_json(partial)}, partial)
     assert snapshot(run_dir) == before  # the previous run is back in place, and kept

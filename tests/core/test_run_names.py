@@ -1,13 +1,14 @@
 """The default run name: method.yaml's `method`, else a folder name that is not `outputs` (issue #24)."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 import yaml
-
 from helpers.protocols import protocol_without_lpips
 from helpers.tracks import make_outputs, make_track
+
 from pytest_pstbench.cli import main
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.paired.request import default_run_name
@@ -21,7 +22,9 @@ def _folder(path: Path, method=None) -> Path:
 
 
 def test_method_yaml_names_the_run(tmp_path):
-    assert default_run_name(_folder(tmp_path / "results" / "demo" / "x" / "outputs"), {"method": "reinhard"}) == "reinhard"
+    assert (
+        default_run_name(_folder(tmp_path / "results" / "demo" / "x" / "outputs"), {"method": "reinhard"}) == "reinhard"
+    )
 
 
 def test_folder_named_outputs_gives_its_parent(tmp_path):
@@ -67,16 +70,22 @@ def test_cli_score_method_identity_does_not_replace_the_identity_run(tmp_path, m
     (out / "method.yaml").write_text(yaml.safe_dump({"method": "identity"}))
     # outputs that say they are Identity are refused (issue #23: Identity is the content images, scored by the kit)
     assert main(["score", "--track", str(track), "--outputs", str(out), "--protocol", str(proto)]) == 2
-    assert capsys.readouterr().err.startswith(f"pstbench: error: {out / 'method.yaml'}: method 'identity' is reserved "
-                                              "for the kit's Identity run")
+    assert capsys.readouterr().err.startswith(
+        f"pstbench: error: {out / 'method.yaml'}: method 'identity' is reserved for the kit's Identity run"
+    )
     assert not (tmp_path / "results").exists()
 
 
 def test_pytest_names_the_run_after_the_parent_of_outputs(pytester, track_and_proto):
     track, proto = track_and_proto
     out = make_outputs(track, pytester.path / "results" / "small" / "reinhard" / "outputs")
-    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--pstbench-track={track}", f"--pstbench-outputs={out}",
-                                      f"--pstbench-protocol={proto}")
+    r = pytester.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        f"--pstbench-track={track}",
+        f"--pstbench-outputs={out}",
+        f"--pstbench-protocol={proto}",
+    )
     r.assert_outcomes(passed=3)
     assert sorted(p.name for p in (pytester.path / "results" / "small").iterdir()) == ["reinhard"]  # no lock file left
     assert (pytester.path / "results" / "small" / "reinhard" / "outputs" / "p01.png").is_file()  # the outputs are kept

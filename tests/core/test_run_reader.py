@@ -3,6 +3,7 @@ through one validating loader (core.store.reader.read_runs: the kind's loader an
 protocol found by sha256). A catalogue of damaged run folders, each tried with `pstbench table`,
 `pstbench report`, `pstbench compare` and `pytest_pstbench.load_run`: each is refused with one line
 naming the file (exit 2, no traceback), never printed as a number. Found by the third audit (#32)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -13,13 +14,15 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from helpers.protocols import protocol_without_lpips
+from helpers.selection_runs import (
+    selection,  # noqa: F401  (the selection runs good, bad, good2: a module fixture)
+    set_key,
+)
 from helpers.tracks import make_outputs, make_track
+
 from pytest_pstbench.cli import main as cli_main
 from pytest_pstbench.core.errors import UserError
-from helpers.selection_runs import selection  # noqa: F401  (the selection runs good, bad, good2: a module fixture)
-from helpers.selection_runs import set_key
 
 
 def _cli(*args) -> tuple[int, str, str]:
@@ -37,7 +40,9 @@ def scored(tmp_path_factory):
     proto = protocol_without_lpips(root / "proto.yaml")
     for name, strength in (("a", 0.5), ("b", 0.8)):
         outs = make_outputs(track, root / name, strength=strength)
-        code, _, err = _cli("score", "--track", track, "--outputs", outs, "--protocol", proto, "--results", root / "results")
+        code, _, err = _cli(
+            "score", "--track", track, "--outputs", outs, "--protocol", proto, "--results", root / "results"
+        )
         assert code == 0, err
     return root
 
@@ -69,7 +74,12 @@ DAMAGES = [
     ("summary-ci-null", "summary.json", set_key("metrics.ssim.ci_low", None), "summary.json"),
     ("summary-n-string", "summary.json", set_key("n", "6"), "summary.json"),
     ("summary-hib-string", "summary.json", set_key("metrics.psnr.higher_is_better", "yes"), "summary.json"),
-    ("summary-metric-missing", "summary.json", lambda d: {**d, "metrics": {k: v for k, v in d["metrics"].items() if k != "ssim"}}, "summary.json"),
+    (
+        "summary-metric-missing",
+        "summary.json",
+        lambda d: {**d, "metrics": {k: v for k, v in d["metrics"].items() if k != "ssim"}},
+        "summary.json",
+    ),
     ("run-list", "run.json", lambda d: [d], "run.json"),
     ("run-protocol-string", "run.json", set_key("protocol", "pstbench"), "a"),
     ("run-dataset-string", "run.json", set_key("dataset", "small"), "a"),
@@ -107,7 +117,10 @@ def test_table_refuses_a_damaged_run(damaged):
 
 def test_report_refuses_a_damaged_run(damaged, tmp_path):
     runs, names, scored = damaged
-    _refused(*_cli("report", runs / "a", runs / "b", "--out", tmp_path / "page", "--track", scored / "track" / "track.yaml"), names)
+    _refused(
+        *_cli("report", runs / "a", runs / "b", "--out", tmp_path / "page", "--track", scored / "track" / "track.yaml"),
+        names,
+    )
     assert not (tmp_path / "page").exists()
 
 

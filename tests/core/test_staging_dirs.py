@@ -1,4 +1,5 @@
 """core.files.write.staging_dir / swap_dir_into_place / replace_stale_dir: build beside the target, rename into place."""
+
 from __future__ import annotations
 
 import os
@@ -108,6 +109,7 @@ def test_replace_stale_dir_gives_up_with_user_error(tmp_path, monkeypatch):
 
 # ---- the run lock (issue #24): filelock, in the cache, nothing left in results/ ------------------------
 
+
 def test_run_lock_leaves_nothing_in_results_and_serializes_threads(tmp_path, monkeypatch):
     import threading
     import time
@@ -132,7 +134,9 @@ def test_run_lock_leaves_nothing_in_results_and_serializes_threads(tmp_path, mon
     for t in threads:
         t.join()
     first, second = order[0][0], order[2][0]
-    assert order == [f"{first}-in", f"{first}-out", f"{second}-in", f"{second}-out"] and first != second  # never interleaved
+    assert (
+        order == [f"{first}-in", f"{first}-out", f"{second}-in", f"{second}-out"] and first != second
+    )  # never interleaved
     write_run_files(run_dir, {"run.json": dumps_json({"complete": True})}, {"complete": True})
     assert os.listdir(tmp_path / "results" / "small") == ["run"]  # no `.run.lock` beside the run
     assert lock.lock_path(run_dir).parent == tmp_path / "cache" / "locks" / "runs"
@@ -143,8 +147,6 @@ def test_run_lock_leaves_nothing_in_results_and_serializes_threads(tmp_path, mon
 
 def test_run_lock_timeout_is_a_one_line_error(tmp_path, monkeypatch):
     from pytest_pstbench.core.files import lock
-    from pytest_pstbench.core.files.write import dumps_json
-    from pytest_pstbench.core.store.folder import write_run_files
 
     monkeypatch.setenv("PSTBENCH_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("PSTBENCH_LOCK_TIMEOUT", "0.2")
@@ -152,9 +154,18 @@ def test_run_lock_timeout_is_a_one_line_error(tmp_path, monkeypatch):
     import subprocess
     import sys
 
-    holder = subprocess.Popen([sys.executable, "-c", "import sys\nfrom pytest_pstbench.core.files.lock import run_lock\n"
-                               "with run_lock(sys.argv[1]):\n    print('locked', flush=True)\n    sys.stdin.read()\n",
-                               str(run_dir)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys\nfrom pytest_pstbench.core.files.lock import run_lock\n"
+            "with run_lock(sys.argv[1]):\n    print('locked', flush=True)\n    sys.stdin.read()\n",
+            str(run_dir),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
         with pytest.raises(UserError) as exc:
@@ -163,16 +174,16 @@ def test_run_lock_timeout_is_a_one_line_error(tmp_path, monkeypatch):
     finally:
         holder.stdin.close()
         holder.wait(timeout=30)
-    assert str(exc.value) == (f"{run_dir}: another pstbench process is writing this run (lock {lock.lock_path(run_dir)} "
-                              "still held after 0.2 s); fix: wait for it to finish, or give this run another name")
+    assert str(exc.value) == (
+        f"{run_dir}: another pstbench process is writing this run (lock {lock.lock_path(run_dir)} "
+        "still held after 0.2 s); fix: wait for it to finish, or give this run another name"
+    )
     with lock.run_lock(run_dir):  # released with its holder
         pass
 
 
 def test_run_lock_with_a_read_only_cache_falls_back_beside_the_run(tmp_path, monkeypatch):
     from pytest_pstbench.core.files import lock
-    from pytest_pstbench.core.files.write import dumps_json
-    from pytest_pstbench.core.store.folder import write_run_files
 
     cache = tmp_path / "cache"
     monkeypatch.setenv("PSTBENCH_CACHE", str(cache))

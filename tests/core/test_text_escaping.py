@@ -1,17 +1,17 @@
 """Text from strangers (a published run's names and fields, a server's reply) reaches a terminal only
 escaped: issue #44 case 8. `core.text.for_terminal` and its choke points: `pstbench`'s stdout and stderr,
 the pytest terminal summary's lines, UserError messages."""
+
 from __future__ import annotations
 
 import json
 
 import numpy as np
-import pytest
-
 from helpers.paired_runs import scores_from, write_run
+
 from pytest_pstbench.cli import main as cli_main
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.core.text import for_terminal, md_code, md_escape, raw, redact, TerminalStream
+from pytest_pstbench.core.text import TerminalStream, for_terminal, md_code, md_escape, raw, redact
 
 EVIL = "evil\x1b]0;pwned\x07\x1b[2J\x1b[8m\u202ehidden\x9b31m\x7f\x00\r"
 CONTROL = [chr(c) for c in (*range(0x20), *range(0x7F, 0xA0)) if chr(c) not in "\n\t"] + ["\u202e", "\u2066", "\u200f"]

@@ -6,16 +6,16 @@
   deviation in the lock, `data list` and every run.json;
 - a refused or failed fetch leaves no empty dataset folder.
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path
 
 import pytest
 import yaml
-
 from helpers.hub_server import FakeHub, make_acetone_files, make_pst50_files, point_at
+
 from pytest_pstbench.cli import main
 
 PST50 = "zrgong/PST50"
@@ -82,19 +82,36 @@ def _acetone_manifest(env, monkeypatch, count: int = 4) -> None:
 # ---- short commit ids --------------------------------------------------------------------------
 def test_short_pin_the_hub_refuses_is_resolved_from_the_commit_list(env, hub, tmp_path, capsys):
     from helpers.protocols import protocol_without_lpips
+
     hub.refuse_short_ids = True
     assert main(["data", "fetch", "pst50"]) == 0
     gets = _gets(hub)
     assert f"/api/datasets/{PST50}/revision/6ed86e3" in gets  # asked first, answered 404
     assert any(p.startswith(f"/api/datasets/{PST50}/commits/") for p in gets)  # then the commit list
-    assert not any("/resolve/6ed86e3/" in p or "/tree/6ed86e3/" in p or p.endswith("/tree/6ed86e3") for p in gets)  # downloads use the full id
+    assert not any(
+        "/resolve/6ed86e3/" in p or "/tree/6ed86e3/" in p or p.endswith("/tree/6ed86e3") for p in gets
+    )  # downloads use the full id
     lock = _lock(env, "pst50")
     assert lock["revision"] == PST50_SHA and lock["pinned_revision"] == "6ed86e3" and lock["revision_override"] is None
 
     proto = protocol_without_lpips(tmp_path / "nolpips.yaml")
     results = tmp_path / "results"
-    assert main(["score", "--track", "pst50-paired", "--outputs", "identity", "--results", str(results),
-                 "--protocol", str(proto)]) == 0
+    assert (
+        main(
+            [
+                "score",
+                "--track",
+                "pst50-paired",
+                "--outputs",
+                "identity",
+                "--results",
+                str(results),
+                "--protocol",
+                str(proto),
+            ]
+        )
+        == 0
+    )
     run = json.loads((results / "pst50-paired" / "identity" / "run.json").read_text())
     assert run["dataset"]["revision"] == PST50_SHA
     assert not [d for d in run["deviations"] if d["kind"] == "revision_override"]
@@ -116,7 +133,7 @@ def test_ambiguous_commit_prefix_is_refused_naming_the_candidates(env, hub, caps
     finally:
         del repo.commits[TWIN_SHA], repo.refs["twin"]
     err = _error_line(capsys)
-    assert f"commit prefix 6ed86e3 is ambiguous" in err and PST50_SHA in err and TWIN_SHA in err
+    assert "commit prefix 6ed86e3 is ambiguous" in err and PST50_SHA in err and TWIN_SHA in err
     assert "pst50.yaml" in err and "fix: write the full 40-hex commit" in err
     assert hub.downloads() == []
     assert not (env / "data" / "pst50").exists()  # a refused fetch leaves no dataset folder
@@ -139,6 +156,7 @@ def test_short_pin_the_hub_resolves_needs_no_commit_list(env, hub):
 # ---- unpinned datasets -------------------------------------------------------------------------
 def test_unpinned_dataset_fetched_by_branch_records_the_deviation(env, hub, monkeypatch, tmp_path, capsys):
     from helpers.protocols import protocol_without_lpips
+
     _acetone_manifest(env, monkeypatch)
     assert main(["data", "fetch", "acetone"]) == 2  # no pin and no --revision: refused, nothing asked
     err = capsys.readouterr().err
@@ -160,8 +178,22 @@ def test_unpinned_dataset_fetched_by_branch_records_the_deviation(env, hub, monk
 
     proto = protocol_without_lpips(tmp_path / "nolpips.yaml")
     results = tmp_path / "results"
-    assert main(["score", "--track", "acetone-transfer", "--outputs", "identity", "--results", str(results),
-                 "--protocol", str(proto)]) == 0
+    assert (
+        main(
+            [
+                "score",
+                "--track",
+                "acetone-transfer",
+                "--outputs",
+                "identity",
+                "--results",
+                str(results),
+                "--protocol",
+                str(proto),
+            ]
+        )
+        == 0
+    )
     run = json.loads((results / "acetone-transfer" / "identity" / "run.json").read_text())
     assert run["dataset"] == {"id": ACETONE, "revision": ACETONE_MAIN, "source": "remote"}
     dev = [d for d in run["deviations"] if d["kind"] == "revision_override"]

@@ -1,6 +1,7 @@
 """Issue #32 item 8: `pstbench ls tracks` and `pstbench data list` tell a dataset's state with one function
 (data.verify.dataset_state): a damaged lock file, which `data list` flags and scoring refuses, is not
 "fetched: yes". Found by the third audit (#32)."""
+
 from __future__ import annotations
 
 import json
@@ -29,8 +30,17 @@ def _write_lock(tmp_path, monkeypatch, lock: dict) -> None:
 
 
 def test_damaged_lock_is_not_fetched_yes(tmp_path, monkeypatch, capsys):
-    _write_lock(tmp_path, monkeypatch, {"format": LOCK_FORMAT, "dataset": "pst50", "repo_id": "x/y", "revision": "a" * 40,
-                                        "files": {"a.png": {"size": "big", "sha256": "0" * 64}}})
+    _write_lock(
+        tmp_path,
+        monkeypatch,
+        {
+            "format": LOCK_FORMAT,
+            "dataset": "pst50",
+            "repo_id": "x/y",
+            "revision": "a" * 40,
+            "files": {"a.png": {"size": "big", "sha256": "0" * 64}},
+        },
+    )
     code, out, _ = _out(capsys, "data", "list")
     assert code == 0 and "bad lock file" in out
     code, out, _ = _out(capsys, "ls", "tracks")
@@ -41,8 +51,17 @@ def test_damaged_lock_is_not_fetched_yes(tmp_path, monkeypatch, capsys):
 
 
 def test_missing_files_are_not_fetched_yes(tmp_path, monkeypatch, capsys):
-    _write_lock(tmp_path, monkeypatch, {"format": LOCK_FORMAT, "dataset": "pst50", "repo_id": "x/y", "revision": "a" * 40,
-                                        "files": {"a.png": {"size": 3, "sha256": "0" * 64}}})
+    _write_lock(
+        tmp_path,
+        monkeypatch,
+        {
+            "format": LOCK_FORMAT,
+            "dataset": "pst50",
+            "repo_id": "x/y",
+            "revision": "a" * 40,
+            "files": {"a.png": {"size": 3, "sha256": "0" * 64}},
+        },
+    )
     code, out, _ = _out(capsys, "ls", "tracks")
     fetched = _fetched_column(out, "pst50-paired")
     assert fetched.startswith("no: incomplete: 1 missing or truncated"), fetched
@@ -55,7 +74,16 @@ def test_not_fetched_and_fetched(tmp_path, monkeypatch, capsys):
     root = tmp_path / "data" / "pst50"
     root.mkdir(parents=True)
     (root / "a.png").write_bytes(b"abc")
-    lock_path("pst50").write_text(json.dumps({"format": LOCK_FORMAT, "dataset": "pst50", "repo_id": "x/y",
-                                              "revision": "a" * 40, "files": {"a.png": {"size": 3, "sha256": "0" * 64}}}))
+    lock_path("pst50").write_text(
+        json.dumps(
+            {
+                "format": LOCK_FORMAT,
+                "dataset": "pst50",
+                "repo_id": "x/y",
+                "revision": "a" * 40,
+                "files": {"a.png": {"size": 3, "sha256": "0" * 64}},
+            }
+        )
+    )
     code, out, _ = _out(capsys, "ls", "tracks")
     assert _fetched_column(out, "pst50-paired") == "yes"

@@ -1,4 +1,5 @@
 """The download-free demo track and the colour-transfer baselines."""
+
 from __future__ import annotations
 
 import os
@@ -12,10 +13,9 @@ import yaml
 from PIL import Image
 from skimage.color import lab2rgb, rgb2lab
 
-from pytest_pstbench.paired import baselines
-from pytest_pstbench.paired import demo
-from pytest_pstbench.paired.looks import draw_look
 from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.paired import baselines, demo
+from pytest_pstbench.paired.looks import draw_look
 
 KINDS = ("content", "style", "reference")
 
@@ -158,7 +158,9 @@ def test_stale_track_is_replaced(track, tmp_path, monkeypatch):
     manifest = demo.build_demo_track(root)
     assert manifest == root / "track.yaml"
     assert manifest.read_bytes() == track.read_bytes()
-    assert (root / "reference" / "demo-01.png").read_bytes() == (track.parent / "reference" / "demo-01.png").read_bytes()
+    assert (root / "reference" / "demo-01.png").read_bytes() == (
+        track.parent / "reference" / "demo-01.png"
+    ).read_bytes()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["demo"]  # no temp/stale dirs left
 
 

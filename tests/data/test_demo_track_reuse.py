@@ -2,6 +2,7 @@
 
 Found by issue #11 (a number the kit prints is right or absent): each test reproduces one case of the issue
 (its number in the test's docstring) and checks the fixed behaviour."""
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,10 @@ def test_an_edited_demo_track_is_detected_and_rebuilt(tmp_path):
     Image.fromarray(arr).save(target)
     messages = []
     assert build_demo_track(root, progress=messages.append) == manifest
-    assert any(m.startswith(f"demo track: {target} differs from its lock (sha256 ") and m.endswith("; rebuilding")
-               for m in messages), messages
+    assert any(
+        m.startswith(f"demo track: {target} differs from its lock (sha256 ") and m.endswith("; rebuilding")
+        for m in messages
+    ), messages
     assert target.read_bytes() == original
 
     # a touch (new mtime, same bytes) is hashed once, accepted, its new mtime recorded, and not rebuilt

@@ -4,6 +4,7 @@ Against the local Hub stand-in (tests/helpers/hub_server.py). Output that is not
 gets a line every 5% (by bytes); a terminal gets one huggingface_hub tqdm bar fed with the bytes of
 every file while it downloads.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -11,13 +12,15 @@ import io
 import re
 
 import pytest
-
 from helpers.hub_server import FakeHub, make_pst50_files, point_at
+
 from pytest_pstbench.cli import main
 
 PST50 = "zrgong/PST50"
 PST50_SHA = "6ed86e3" + hashlib.sha1(b"pst50").hexdigest()[:33]
-PCT = re.compile(r"^pst50: (downloading|verifying|checking present files): +(\d+)% \((\d+)/(\d+) files, .* of .*, .*/s, ETA \d+:\d\d\)$")
+PCT = re.compile(
+    r"^pst50: (downloading|verifying|checking present files): +(\d+)% \((\d+)/(\d+) files, .* of .*, .*/s, ETA \d+:\d\d\)$"
+)
 
 
 @pytest.fixture(scope="module")
@@ -86,8 +89,8 @@ class _Terminal(io.StringIO):
 def test_terminal_gets_one_bar_fed_by_huggingface_hubs_download_chunks(env, monkeypatch):
     import huggingface_hub.constants as hf_constants
 
-    from pytest_pstbench.data.progress import Progress, Reporter
     from pytest_pstbench.data.fetch import fetch_dataset
+    from pytest_pstbench.data.progress import Progress, Reporter
 
     monkeypatch.setattr(hf_constants, "DOWNLOAD_CHUNK_SIZE", 64)  # several chunks per file
     streamed = []

@@ -5,6 +5,7 @@ server counts them); a download cut short leaves nothing that a later run takes 
 
 Expected digests are computed here with hashlib over the bytes the test generated, never by the code under test.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -60,8 +61,11 @@ class Server:
 def world(tmp_path, monkeypatch):
     monkeypatch.setenv("PSTBENCH_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
-    files = {f"/{MUSIQ}": os.urandom(3000) + b"musiq", "/pinned.pth": b"pinned weights " * 100,
-             "/other.pth": b"other weights " * 50}
+    files = {
+        f"/{MUSIQ}": os.urandom(3000) + b"musiq",
+        "/pinned.pth": b"pinned weights " * 100,
+        "/other.pth": b"other weights " * 50,
+    }
     server = Server(files)
     monkeypatch.setenv("PSTBENCH_PYIQA_WEIGHTS_URL", server.url)
     yield server, tmp_path / "torch" / "hub" / "pyiqa"
@@ -90,7 +94,8 @@ def kit_table(tmp_path: Path, monkeypatch, digest: str, size: int | None = None)
     table.write_text(
         "schema: 1\nhosts:\n  pyiqa: {url: 'https://example.invalid', url_env: PSTBENCH_PYIQA_WEIGHTS_URL, "
         "folder: torch-hub/pyiqa}\nversions:\n  '9.9':\n    pinme:\n      files:\n"
-        f"        - {{host: pyiqa, path: pinned.pth, sha256: {digest}, size: {'null' if size is None else size}}}\n")
+        f"        - {{host: pyiqa, path: pinned.pth, sha256: {digest}, size: {'null' if size is None else size}}}\n"
+    )
     monkeypatch.setattr(pyiqa_table, "TABLE_PATH", table)
 
 
@@ -166,8 +171,12 @@ def test_pin_option(world, tmp_path, capsys):
     assert sha(body) in error_line(capsys) and leftovers(folder) == []
     assert main([*base, "--pin", f"{MUSIQ}={sha(body)}"]) == 0
     lock = read_json(tmp_path / "cache" / "weights" / "pyiqa-weights.lock.json")
-    assert lock["files"][f"pyiqa/{MUSIQ}"] == {"sha256": sha(body), "size": len(body), "how": "--pin",
-                                               "url": f"{server.url}/{MUSIQ}"}
+    assert lock["files"][f"pyiqa/{MUSIQ}"] == {
+        "sha256": sha(body),
+        "size": len(body),
+        "how": "--pin",
+        "url": f"{server.url}/{MUSIQ}",
+    }
     assert main([*base, "--pin", "nosuchfile.pth=" + "0" * 64]) == 2
     assert "nosuchfile.pth" in error_line(capsys)
 

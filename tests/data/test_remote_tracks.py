@@ -3,10 +3,11 @@
 The shipped manifests (protocols/tracks/*.yaml) are used as they are, except for AceTone-Bench,
 whose revision is not pinned: its fetch is tested with a manifest pinned to the fake commit.
 """
+
 from __future__ import annotations
 
-import hashlib
 import csv
+import hashlib
 import json
 import os
 import shutil
@@ -17,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from helpers.hub_server import FakeHub, make_acetone_files, make_pst50_files
 from PIL import Image
 
-from helpers.hub_server import FakeHub, make_acetone_files, make_pst50_files
 from pytest_pstbench.cli import main
 from pytest_pstbench.core.errors import UserError
 
@@ -64,7 +65,9 @@ def fetched(hub, tmp_path_factory):
     root = tmp_path_factory.mktemp("fetched")
     with pytest.MonkeyPatch.context() as mp:
         _env(mp, hub, root)
-        assert main(["data", "fetch", "pst50", "--splits", "content_709", "content_log", "paired_style", "paired_gt"]) == 0
+        assert (
+            main(["data", "fetch", "pst50", "--splits", "content_709", "content_log", "paired_style", "paired_gt"]) == 0
+        )
     return root / "data"
 
 
@@ -112,7 +115,9 @@ def test_fresh_fetch_of_chosen_splits(env, hub, repo_files, capsys):
     assert not (root / "unpaired_style").exists() and not (root / "content_709").exists()
 
     # the log track needs paired_style too: fail fast with the exact command
-    with pytest.raises(UserError, match=r"paired_style .*pstbench data fetch pst50 --splits content_log paired_style paired_gt"):
+    with pytest.raises(
+        UserError, match=r"paired_style .*pstbench data fetch pst50 --splits content_log paired_style paired_gt"
+    ):
         _resolve("pst50-paired-log")
 
     # the default splits are added to the same lock; files already there are not downloaded again
@@ -216,15 +221,22 @@ def test_bytes_that_differ_from_the_hubs_metadata_are_refused(env, hub, repo_fil
 def test_other_revision_refused_unless_overridden_then_recorded(env, hub, tmp_path, capsys):
     assert main(["data", "fetch", "pst50", "--revision", "v2"]) == 2
     assert "--revision v2: pst50.yaml pins 6ed86e3" in capsys.readouterr().err and hub.log == []
-    assert main(["data", "fetch", "pst50", "--revision", "main"]) == 2  # a branch is not the pin, even if it points there
+    assert (
+        main(["data", "fetch", "pst50", "--revision", "main"]) == 2
+    )  # a branch is not the pin, even if it points there
     assert hub.log == []
 
     assert main(["data", "fetch", "pst50", "--revision", "v2", "--allow-other-revision"]) == 0
     lock = _lock(env)
     assert lock["revision"] == OTHER_SHA
     detail = f"dataset revision: {OTHER_SHA} (resolved from v2; the kit pins 6ed86e3)"
-    assert lock["revision_override"] == {"pinned": "6ed86e3", "requested": "v2", "fetched": OTHER_SHA,
-                                         "flag": "--allow-other-revision", "detail": detail}
+    assert lock["revision_override"] == {
+        "pinned": "6ed86e3",
+        "requested": "v2",
+        "fetched": OTHER_SHA,
+        "flag": "--allow-other-revision",
+        "detail": detail,
+    }
     assert lock["pairs"]["content_709"]["pst50-001"] == "content_709/1.png"  # the other file_patterns entry
     track = _resolve("pst50-paired")
     assert track.revision == OTHER_SHA and track.info["revision_override"]["fetched"] == OTHER_SHA
@@ -234,8 +246,14 @@ def test_other_revision_refused_unless_overridden_then_recorded(env, hub, tmp_pa
     assert code == 0
     run = json.loads((tmp_path / "results" / "pst50-paired" / "identity" / "run.json").read_text())
     assert run["dataset"] == {"id": PST50, "revision": OTHER_SHA, "source": "remote"}
-    assert {"kind": "revision_override", "pinned": "6ed86e3", "requested": "v2", "fetched": OTHER_SHA,
-            "flag": "--allow-other-revision", "detail": detail} in run["deviations"]
+    assert {
+        "kind": "revision_override",
+        "pinned": "6ed86e3",
+        "requested": "v2",
+        "fetched": OTHER_SHA,
+        "flag": "--allow-other-revision",
+        "detail": detail,
+    } in run["deviations"]
 
     # fetching the pinned revision again replaces the data and drops the deviation
     assert main(["data", "fetch", "pst50"]) == 0
@@ -302,8 +320,22 @@ def test_register_a_copy_from_dir(env, hub, repo_files, fetched, monkeypatch, ca
     monkeypatch.setenv("PSTBENCH_DATA", str(env / "data2"))
     assert main(["data", "fetch", "pst50", "--from", str(copy)]) == 2
     assert "HF_HUB_OFFLINE=1 forbids asking" in capsys.readouterr().err
-    assert main(["data", "fetch", "pst50", "--splits", "content_log", "paired_style", "paired_gt",
-                 "--from", str(fetched / "pst50")]) == 0
+    assert (
+        main(
+            [
+                "data",
+                "fetch",
+                "pst50",
+                "--splits",
+                "content_log",
+                "paired_style",
+                "paired_gt",
+                "--from",
+                str(fetched / "pst50"),
+            ]
+        )
+        == 0
+    )
     assert len(_resolve("pst50-paired-log").pairs) == 50
 
 
@@ -319,7 +351,10 @@ def test_score_pst50_paired_end_to_end(env, hub, fetched, monkeypatch, capsys):
         Image.fromarray(np.clip(np.rint((c + g) / 2), 0, 255).astype(np.uint8)).save(out / f"{pid}.png")
     results = env / "results"
     capsys.readouterr()
-    assert main(["score", "--track", "pst50-paired", "--outputs", str(out), "--results", str(results), "--name", "half"]) == 0
+    assert (
+        main(["score", "--track", "pst50-paired", "--outputs", str(out), "--results", str(results), "--name", "half"])
+        == 0
+    )
     stdout = capsys.readouterr().out
     assert f"track: pst50-paired   protocol: pstbench   dataset: {PST50}@{PST50_SHA}   n=50" in stdout
     assert "Identity" in stdout and "half" in stdout
@@ -351,6 +386,7 @@ def test_score_pst50_paired_end_to_end(env, hub, fetched, monkeypatch, capsys):
 def test_sensitivity_reads_log_content_with_log_identity(env, hub, fetched, tmp_path, capsys):
     """`pstbench sensitivity --track pst50-paired-log identity_log=log:identity ...` scores PST50's log content."""
     from helpers.protocols import protocol_without_lpips
+
     root = _copy_fetched(fetched, env)
     lock = _lock(env)
     out = env / "half"
@@ -361,19 +397,54 @@ def test_sensitivity_reads_log_content_with_log_identity(env, hub, fetched, tmp_
         Image.fromarray(np.clip(np.rint((c + g) / 2), 0, 255).astype(np.uint8)).save(out / f"{pid}.png")
     proto = protocol_without_lpips(tmp_path / "nolpips.yaml")
     sens = env / "sens"
-    assert main(["sensitivity", "--track", "pst50-paired-log", "identity_log=log:identity", f"half={out}",
-                 "--variants", "hcorr-64bins", "--protocol", str(proto), "--out", str(sens)]) == 0
+    assert (
+        main(
+            [
+                "sensitivity",
+                "--track",
+                "pst50-paired-log",
+                "identity_log=log:identity",
+                f"half={out}",
+                "--variants",
+                "hcorr-64bins",
+                "--protocol",
+                str(proto),
+                "--out",
+                str(sens),
+            ]
+        )
+        == 0
+    )
     rows = list(csv.DictReader((sens / "scores.csv").open()))
-    got = {r["pair"]: float(r["value"]) for r in rows
-           if r["method"] == "identity_log" and r["variant"] == "protocol" and r["metric"] == "psnr"}
+    got = {
+        r["pair"]: float(r["value"])
+        for r in rows
+        if r["method"] == "identity_log" and r["variant"] == "protocol" and r["metric"] == "psnr"
+    }
     assert len(got) == 50
     # independent: PSNR of the log content itself against the ground truth
     c = np.asarray(Image.open(root / lock["pairs"]["content_log"]["pst50-007"]), dtype=np.float64)
     g = np.asarray(Image.open(root / lock["pairs"]["paired_gt"]["pst50-007"]), dtype=np.float64)
-    assert got["pst50-007"] == pytest.approx(10 * np.log10(255.0 ** 2 / np.mean((c - g) ** 2)), abs=1e-9)
+    assert got["pst50-007"] == pytest.approx(10 * np.log10(255.0**2 / np.mean((c - g) ** 2)), abs=1e-9)
     capsys.readouterr()
-    assert main(["sensitivity", "--track", "pst50-paired", "identity_log=log:identity", f"half={out}",
-                 "--variants", "hcorr-64bins", "--protocol", str(proto), "--out", str(env / "sens2")]) == 2
+    assert (
+        main(
+            [
+                "sensitivity",
+                "--track",
+                "pst50-paired",
+                "identity_log=log:identity",
+                f"half={out}",
+                "--variants",
+                "hcorr-64bins",
+                "--protocol",
+                str(proto),
+                "--out",
+                str(env / "sens2"),
+            ]
+        )
+        == 2
+    )
     assert "not log" in capsys.readouterr().err
 
 
@@ -423,11 +494,15 @@ def test_shipped_manifests_and_layout_rules(tmp_path, monkeypatch):
     with pytest.raises(UserError, match=r"pst50.yaml: split content_709: image 7 matches several files"):
         manifest.resolve_layout(m, listing, ["content_709"])
     del listing["content_709/in7.png"], listing["content_709/12.png"]
-    with pytest.raises(UserError, match=r"no file at this revision for image 12 \(tried content_709/12.png, content_709/in12.png\)"):
+    with pytest.raises(
+        UserError, match=r"no file at this revision for image 12 \(tried content_709/12.png, content_709/in12.png\)"
+    ):
         manifest.resolve_layout(m, listing, ["content_709"])
 
     bad = tmp_path / "x.yaml"
-    bad.write_text(yaml.safe_dump({**m.data, "name": "x", "revision": "main", "tracks": {"x-t": m.data["tracks"]["pst50-paired"]}}))
+    bad.write_text(
+        yaml.safe_dump({**m.data, "name": "x", "revision": "main", "tracks": {"x-t": m.data["tracks"]["pst50-paired"]}})
+    )
     monkeypatch.setenv("PSTBENCH_REMOTE_MANIFESTS", str(tmp_path))
     with pytest.raises(UserError, match=r"x.yaml: .*`revision` 'main' is not a commit"):
         manifest.load_manifests()

@@ -5,6 +5,7 @@ The shipped manifest protocols/tracks/vab.yaml is used as it is, except that its
 the card's number of tasks) is set to the generated count through $PSTBENCH_REMOTE_MANIFESTS; one
 test checks that the shipped count refuses a repo of another size.
 """
+
 from __future__ import annotations
 
 import csv
@@ -21,9 +22,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from helpers.hub_server import FakeHub
 from PIL import Image, ImageFilter
 
-from helpers.hub_server import FakeHub
 from pytest_pstbench.cli import main
 from pytest_pstbench.core.errors import UserError
 
@@ -34,11 +35,18 @@ JUDGES = Path(__file__).resolve().parents[2] / "examples" / "judges" / "no_refer
 SHARD0, SHARD1 = "data/test-00000-of-00002.parquet", "data/test-00001-of-00002.parquet"
 
 _IMAGE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
-SCHEMA = pa.schema([
-    ("task_id", pa.string()), ("domain", pa.string()), ("substyle", pa.string()), ("n_images", pa.int32()),
-    ("images", pa.list_(_IMAGE)), ("labels", pa.list_(pa.string())),
-    ("ground_truth_best", pa.string()), ("ground_truth_worst", pa.string()),
-])
+SCHEMA = pa.schema(
+    [
+        ("task_id", pa.string()),
+        ("domain", pa.string()),
+        ("substyle", pa.string()),
+        ("n_images", pa.int32()),
+        ("images", pa.list_(_IMAGE)),
+        ("labels", pa.list_(pa.string())),
+        ("ground_truth_best", pa.string()),
+        ("ground_truth_worst", pa.string()),
+    ]
+)
 
 
 def _image(seed: int, blur: float, fmt: str) -> bytes:
@@ -67,10 +75,22 @@ def _rows(tasks=TASKS) -> list[dict]:
     rows = []
     for n, (tid, dom, sub, blurs, best, worst) in enumerate(tasks):
         fmt = "PNG" if n % 2 else "JPEG"
-        images = [{"bytes": _image(100 * n + i, b, fmt), "path": f"{tid}_{i}.{fmt.lower()}"} for i, b in enumerate(blurs)]
+        images = [
+            {"bytes": _image(100 * n + i, b, fmt), "path": f"{tid}_{i}.{fmt.lower()}"} for i, b in enumerate(blurs)
+        ]
         labels = [chr(65 + i) for i in range(len(blurs))]
-        rows.append({"task_id": tid, "domain": dom, "substyle": sub, "n_images": len(blurs), "images": images,
-                     "labels": labels, "ground_truth_best": best, "ground_truth_worst": worst})
+        rows.append(
+            {
+                "task_id": tid,
+                "domain": dom,
+                "substyle": sub,
+                "n_images": len(blurs),
+                "images": images,
+                "labels": labels,
+                "ground_truth_best": best,
+                "ground_truth_worst": worst,
+            }
+        )
     return rows
 
 
@@ -108,9 +128,15 @@ def _broken(rule: str) -> list[dict]:
 
 BROKEN = {  # rule -> (commit, expected message part)
     "n_images": (hashlib.sha1(b"broken n").hexdigest(), r"n_images is 5 but images has 6 entries"),
-    "label": (hashlib.sha1(b"broken label").hexdigest(), r"ground_truth_best 'G' is not one of the row's labels \(A, B, C, D, E, F\)"),
+    "label": (
+        hashlib.sha1(b"broken label").hexdigest(),
+        r"ground_truth_best 'G' is not one of the row's labels \(A, B, C, D, E, F\)",
+    ),
     "k": (hashlib.sha1(b"broken k").hexdigest(), r"n_images 7 is outside 2\.\.6 \(tasks\.n_images\)"),
-    "duplicate": (hashlib.sha1(b"broken dup").hexdigest(), r"task_id fine-art_portrait_2 appears twice \(first at test-00000-of-00002\.parquet row 1\)"),
+    "duplicate": (
+        hashlib.sha1(b"broken dup").hexdigest(),
+        r"task_id fine-art_portrait_2 appears twice \(first at test-00000-of-00002\.parquet row 1\)",
+    ),
 }
 
 
@@ -216,7 +242,9 @@ def test_fetch_extract_score_and_export_end_to_end(env, hub, repo_files, capsys)
         assert isinstance(task.seed, str) and task.seed == row["task_id"]  # "42" stays a string: the toolkit's seed
         assert (task.domain, task.topic, task.k) == (row["domain"], row["substyle"], row["n_images"])
         assert [c.read_bytes() for c in task.candidates] == [im["bytes"] for im in row["images"]]
-        assert {c.suffix for c in task.candidates} == ({".jpg"} if row["images"][0]["path"].endswith("jpeg") else {".png"})
+        assert {c.suffix for c in task.candidates} == (
+            {".jpg"} if row["images"][0]["path"].endswith("jpeg") else {".png"}
+        )
         assert task.best == "ABCDEF".index(row["ground_truth_best"])
         worst = row["ground_truth_worst"]
         assert task.worst == ("ABCDEF".index(worst) if worst else 1 - task.best)
@@ -242,7 +270,10 @@ def test_fetch_extract_score_and_export_end_to_end(env, hub, repo_files, capsys)
     assert [r["task_id"] for r in per_task] == [t[0] for t in TASKS]
     for r in per_task:
         for t in range(3):
-            assert int(r[f"best_t{t}"]) == expect_best[r["task_id"]] and int(r[f"worst_t{t}"]) == expect_worst[r["task_id"]]
+            assert (
+                int(r[f"best_t{t}"]) == expect_best[r["task_id"]]
+                and int(r[f"worst_t{t}"]) == expect_worst[r["task_id"]]
+            )
     top1 = np.mean([expect_best[t.id] == t.best for t in track.tasks])
     bot1 = np.mean([expect_worst[t.id] == t.worst for t in track.tasks])
     assert 0 < top1 < 1 and 0 < bot1 < 1  # the labels agree with the judge on some tasks only
@@ -268,11 +299,14 @@ def test_fetch_extract_score_and_export_end_to_end(env, hub, repo_files, capsys)
 
 def test_pytest_plugin_scores_the_remote_track(env, fetched, pytester):
     shutil.copytree(fetched, env / "data", dirs_exist_ok=True)
-    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--pstbench-track=vab",
-                                          f"--pstbench-judge={JUDGES}:sharpness", "-v")
+    result = pytester.runpytest_inprocess(
+        "-p", "no:cacheprovider", "--pstbench-track=vab", f"--pstbench-judge={JUDGES}:sharpness", "-v"
+    )
     assert result.ret == 0, result.stdout.str()
     result.assert_outcomes(passed=len(TASKS))
-    result.stdout.fnmatch_lines(["*pstbench-vab::42 PASSED*", f"*track: vab   protocol: vab   dataset: {VAB}@{VAB_SHA}*"])
+    result.stdout.fnmatch_lines(
+        ["*pstbench-vab::42 PASSED*", f"*track: vab   protocol: vab   dataset: {VAB}@{VAB_SHA}*"]
+    )
 
 
 # ---- revisions ---------------------------------------------------------------------------------
@@ -286,16 +320,27 @@ def test_other_revision_refused_unless_overridden(env, hub, capsys):
     lock = _lock(env)
     assert lock["revision"] == OTHER_SHA
     detail = f"dataset revision: {OTHER_SHA} (resolved from v2; the kit pins d14fcdb)"
-    assert lock["revision_override"] == {"pinned": "d14fcdb", "requested": "v2", "fetched": OTHER_SHA,
-                                         "flag": "--allow-other-revision", "detail": detail}
+    assert lock["revision_override"] == {
+        "pinned": "d14fcdb",
+        "requested": "v2",
+        "fetched": OTHER_SHA,
+        "flag": "--allow-other-revision",
+        "detail": detail,
+    }
     track = _resolve()
     assert track.revision == OTHER_SHA and track.info["revision_override"]["fetched"] == OTHER_SHA
     assert track.task_ids == [t[0] for t in TASKS[::-1]]  # that commit's order
     # a run on the overridden data records it as a deviation in run.json
     assert main(["vab", "score", "--track", "vab", "--judge", f"{JUDGES}:sharpness", "--results", "r_override"]) == 0
     run = json.loads(next(Path("r_override").rglob("run.json")).read_text())
-    assert {"kind": "revision_override", "pinned": "d14fcdb", "requested": "v2", "fetched": OTHER_SHA,
-            "flag": "--allow-other-revision", "detail": detail} in run["deviations"]
+    assert {
+        "kind": "revision_override",
+        "pinned": "d14fcdb",
+        "requested": "v2",
+        "fetched": OTHER_SHA,
+        "flag": "--allow-other-revision",
+        "detail": detail,
+    } in run["deviations"]
 
     # the pinned revision again: data, extraction and deviation replaced
     assert main(["data", "fetch", "vab"]) == 0
@@ -311,7 +356,10 @@ def test_pinned_revision_resolving_to_another_commit_is_refused(env, hub, capsys
         assert main(["data", "fetch", "vab"]) == 2
     finally:
         del refs["d14fcdb"]
-    assert f"resolved the pinned revision d14fcdb to commit {OTHER_SHA}, which is not that commit" in capsys.readouterr().err
+    assert (
+        f"resolved the pinned revision d14fcdb to commit {OTHER_SHA}, which is not that commit"
+        in capsys.readouterr().err
+    )
     assert hub.downloads() == [] and not _root(env).joinpath("pstbench-lock.json").exists()
 
 
@@ -395,7 +443,10 @@ def test_shipped_manifest_and_task_count(env, hub, monkeypatch, capsys):
     assert manifest.remote_track_ids("selection") == ["vab"] and "vab" not in manifest.remote_track_ids()
     assert main(["data", "fetch", "vab"]) == 2  # the shipped count is the card's 400
     last = _last_line(capsys.readouterr().err)
-    assert "vab.yaml: split test of BakeLab/Visual-Aesthetic-Benchmark@d14fcdb" in last and "has 6 tasks, expected 400" in last
+    assert (
+        "vab.yaml: split test of BakeLab/Visual-Aesthetic-Benchmark@d14fcdb" in last
+        and "has 6 tasks, expected 400" in last
+    )
     assert not _extracted(env).exists()
     assert main(["data", "list"]) == 0
     assert "BakeLab/Visual-Aesthetic-Benchmark" in capsys.readouterr().out
@@ -409,7 +460,9 @@ def test_missing_pyarrow_is_a_one_line_user_error(env, fetched, monkeypatch):
     monkeypatch.setitem(sys.modules, "pyarrow", None)
     monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
     source = Path(__import__("pytest_pstbench").__file__).resolve().parents[1]  # the tests run from a source tree
-    with pytest.raises(UserError, match=rf"^dataset vab: its files are parquet.*fix: pip install -e '{re.escape(str(source))}\[vab\]'$"):
+    with pytest.raises(
+        UserError, match=rf"^dataset vab: its files are parquet.*fix: pip install -e '{re.escape(str(source))}\[vab\]'$"
+    ):
         _resolve()
 
 

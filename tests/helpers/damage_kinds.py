@@ -5,19 +5,19 @@ damaged one, in place. A damage kind lists the formats it applies to; adding one
 
 Formats: yaml, json, jsonl, csv, png, py (a judge module), pt (a binary cache file).
 """
+
 from __future__ import annotations
 
 import copy
 import csv
 import io
 import json
-import os
 import re
 import struct
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import yaml
 
@@ -32,7 +32,8 @@ DEEP = "[" * 100_000 + "]" * 100_000  # nesting far past Python's recursion limi
 
 # 6 lines of 9 aliases each: 250 bytes of YAML that expand to 9**6 strings
 LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
-    f"{n}: &{n} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n" for p, n in zip("abcde", "bcdef"))
+    f"{n}: &{n} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n" for p, n in zip("abcde", "bcdef")
+)
 
 
 @dataclass(frozen=True)
@@ -146,6 +147,7 @@ def _raw_surrogate_bytes(path: Path, fmt: str, _outside: Path) -> None:
 
 def _objects_as_lists(path: Path, fmt: str, _outside: Path) -> None:
     """Every mapping below the top level becomes the list of its values (a list where an object is expected)."""
+
     def inner(value, depth=0):
         if isinstance(value, dict):
             items = {k: inner(v, depth + 1) for k, v in value.items()}
@@ -170,8 +172,10 @@ def _strings_as_dates(path: Path, fmt: str, _outside: Path) -> None:
     """Every string value a YAML date (`2024-01-02`: YAML reads a date, which JSON has no type for)."""
     import datetime
 
-    docs = [_walk(d, lambda v, _d: datetime.date(2024, 1, 2) if isinstance(v, str) else v)
-            for d in _load(path.read_text(encoding="utf-8"), fmt)]
+    docs = [
+        _walk(d, lambda v, _d: datetime.date(2024, 1, 2) if isinstance(v, str) else v)
+        for d in _load(path.read_text(encoding="utf-8"), fmt)
+    ]
     path.write_text(_dump(docs, fmt), encoding="utf-8")
 
 
@@ -235,6 +239,7 @@ def _not_png(path: Path, _fmt: str, _outside: Path) -> None:
 
 def png_claiming(width: int, height: int) -> bytes:
     """A small PNG whose header claims width x height RGB pixels (a decompression bomb's header)."""
+
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
 
@@ -247,29 +252,36 @@ def _png_bomb(path: Path, _fmt: str, _outside: Path) -> None:
     path.write_bytes(png_claiming(60_000, 60_000))
 
 
-DAMAGES: dict[str, Damage] = {d.name: d for d in [
-    Damage("truncated", ALL, _truncated, "the first half of the bytes"),
-    Damage("empty", ALL, _empty, "no bytes"),
-    Damage("folder", ALL, _folder, "a folder where the file belongs"),
-    Damage("dangling-link", ALL, _dangling, "a symlink to a file that does not exist"),
-    Damage("link-loop", ALL, _loop, "a symlink to itself"),
-    Damage("link-out", ("png",), _link_out, "the same image as a symlink to a file outside its folder"),
-    Damage("not-utf8", TEXT, _raw_surrogate_bytes, "the bytes of a lone surrogate (ED A0 BD) in the text"),
-    Damage("lone-surrogate", (*STRUCTURED, "csv"), _strings_with_surrogate, "every string ends in an escaped \\ud83d"),
-    Damage("top-list", STRUCTURED, _top(lambda d: [d]), "the document inside a list (a list where an object belongs)"),
-    Damage("top-string", STRUCTURED, _top(lambda d: "text"), "a string where the document's object belongs"),
-    Damage("inner-lists", STRUCTURED, _objects_as_lists, "every nested object replaced by the list of its values"),
-    Damage("numbers-as-text", (*STRUCTURED, "csv"), _numbers_to(lambda t: _quoted(t)), "every number a string"),
-    Damage("huge-int", (*STRUCTURED, "csv"), _numbers_to(lambda _t: HUGE_INT), "every number a 5000-digit integer"),
-    Damage("huge-float", (*STRUCTURED, "csv"), _numbers_to(lambda _t: HUGE_FLOAT), "every number 1.0e+400 (inf)"),
-    Damage("deep", STRUCTURED, _deep, "100000 levels of ["),
-    Damage("yaml-inf", ("yaml",), _numbers_to(lambda _t: ".inf"), "every number .inf (YAML's infinity)"),
-    Damage("yaml-dates", ("yaml",), _strings_as_dates, "every string a date (2024-01-02)"),
-    Damage("yaml-laughs", ("yaml",), _laughs, "aliases of aliases (billion laughs)"),
-    Damage("yaml-recursive-alias", ("yaml",), _recursive_alias, "an alias inside the value it names"),
-    Damage("not-png", ("png",), _not_png, "text in a .png file"),
-    Damage("png-bomb", ("png",), _png_bomb, "a PNG header claiming 60000 x 60000 pixels"),
-]}
+DAMAGES: dict[str, Damage] = {
+    d.name: d
+    for d in [
+        Damage("truncated", ALL, _truncated, "the first half of the bytes"),
+        Damage("empty", ALL, _empty, "no bytes"),
+        Damage("folder", ALL, _folder, "a folder where the file belongs"),
+        Damage("dangling-link", ALL, _dangling, "a symlink to a file that does not exist"),
+        Damage("link-loop", ALL, _loop, "a symlink to itself"),
+        Damage("link-out", ("png",), _link_out, "the same image as a symlink to a file outside its folder"),
+        Damage("not-utf8", TEXT, _raw_surrogate_bytes, "the bytes of a lone surrogate (ED A0 BD) in the text"),
+        Damage(
+            "lone-surrogate", (*STRUCTURED, "csv"), _strings_with_surrogate, "every string ends in an escaped \\ud83d"
+        ),
+        Damage(
+            "top-list", STRUCTURED, _top(lambda d: [d]), "the document inside a list (a list where an object belongs)"
+        ),
+        Damage("top-string", STRUCTURED, _top(lambda d: "text"), "a string where the document's object belongs"),
+        Damage("inner-lists", STRUCTURED, _objects_as_lists, "every nested object replaced by the list of its values"),
+        Damage("numbers-as-text", (*STRUCTURED, "csv"), _numbers_to(lambda t: _quoted(t)), "every number a string"),
+        Damage("huge-int", (*STRUCTURED, "csv"), _numbers_to(lambda _t: HUGE_INT), "every number a 5000-digit integer"),
+        Damage("huge-float", (*STRUCTURED, "csv"), _numbers_to(lambda _t: HUGE_FLOAT), "every number 1.0e+400 (inf)"),
+        Damage("deep", STRUCTURED, _deep, "100000 levels of ["),
+        Damage("yaml-inf", ("yaml",), _numbers_to(lambda _t: ".inf"), "every number .inf (YAML's infinity)"),
+        Damage("yaml-dates", ("yaml",), _strings_as_dates, "every string a date (2024-01-02)"),
+        Damage("yaml-laughs", ("yaml",), _laughs, "aliases of aliases (billion laughs)"),
+        Damage("yaml-recursive-alias", ("yaml",), _recursive_alias, "an alias inside the value it names"),
+        Damage("not-png", ("png",), _not_png, "text in a .png file"),
+        Damage("png-bomb", ("png",), _png_bomb, "a PNG header claiming 60000 x 60000 pixels"),
+    ]
+}
 
 
 def applies(damage: Damage, fmt: str) -> bool:

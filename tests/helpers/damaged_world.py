@@ -35,6 +35,7 @@ that fails at once first on children's PYTHONPATH), so a cache miss of the LPIPS
 downloading. The weights are copied from ~/.cache/pstbench/weights when this machine has them
 (`World.has_weights`); without them `pstbench weights fetch` is not tried.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -47,7 +48,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import numpy as np
@@ -119,7 +120,9 @@ class ModelStub:
             def do_POST(self):
                 self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 stub.calls += 1
-                body = json.dumps({"choices": [{"message": {"role": "assistant", "content": "BEST: A\nWORST: B"}}]}).encode()
+                body = json.dumps(
+                    {"choices": [{"message": {"role": "assistant", "content": "BEST: A\nWORST: B"}}]}
+                ).encode()
                 auth = self.headers.get("Authorization") or ""
                 how = stub.hostile
                 try:
@@ -127,7 +130,7 @@ class ModelStub:
                         self.answer(200, b"", {"Content-Length": str(len(body))}, length=False)
                         for i in range(len(body)):
                             time.sleep(0.2)
-                            self.wfile.write(body[i:i + 1])
+                            self.wfile.write(body[i : i + 1])
                             self.wfile.flush()
                     elif how == "floods":
                         self.answer(200, b'{"choices": [{"message": {"content": "', length=False)
@@ -139,13 +142,24 @@ class ModelStub:
                     elif how == "wrong-types":
                         self.answer(200, json.dumps({"choices": {"0": {"message": {"content": 7}}}}).encode())
                     elif how == "echoes-key":
-                        self.answer(401, json.dumps({"error": {"message": f"Incorrect API key provided: {auth}"}}).encode())
+                        self.answer(
+                            401, json.dumps({"error": {"message": f"Incorrect API key provided: {auth}"}}).encode()
+                        )
                     elif how == "throttles":
-                        self.answer(429, json.dumps({"error": f"rate limited ({auth})"}).encode(), {"Retry-After": "86400"})
+                        self.answer(
+                            429, json.dumps({"error": f"rate limited ({auth})"}).encode(), {"Retry-After": "86400"}
+                        )
                     elif how == "usage-lies":
                         lie = {"prompt_tokens": -5, "completion_tokens": "many", "completion_tokens_details": [1]}
-                        self.answer(200, json.dumps({"choices": [{"message": {"role": "assistant", "content": "BEST: A\nWORST: B"}}],
-                                                     "usage": lie}).encode())
+                        self.answer(
+                            200,
+                            json.dumps(
+                                {
+                                    "choices": [{"message": {"role": "assistant", "content": "BEST: A\nWORST: B"}}],
+                                    "usage": lie,
+                                }
+                            ).encode(),
+                        )
                     elif how == "redirect-host":
                         if (self.headers.get("Host") or "").startswith("localhost"):
                             if auth:
@@ -226,8 +240,16 @@ def _selection_track(root: Path) -> Path:
             arr = np.clip(rng.normal(60 + 60 * c, 20, (16, 16, 3)), 0, 255).astype(np.uint8)
             _png(root / tid / f"c{c}.png", arr)
             files.append(f"{tid}/c{c}.png")
-        tasks.append({"id": tid, "domain": "photography", "topic": "landscape", "candidates": files,
-                      "best": k - 1, **({"worst": 0} if k >= 3 else {})})
+        tasks.append(
+            {
+                "id": tid,
+                "domain": "photography",
+                "topic": "landscape",
+                "candidates": files,
+                "best": k - 1,
+                **({"worst": 0} if k >= 3 else {}),
+            }
+        )
     manifest = root / "track.yaml"
     manifest.write_text(yaml.safe_dump({"kind": "selection", "id": SEL_TRACK_ID, "tasks": tasks}, sort_keys=False))
     return manifest
@@ -292,17 +314,27 @@ def _batch_output(path: Path, manifest: Path, protocol) -> Path:
     params = SelectionParams.of(protocol)
     lines = []
     for n, (task, t, order, ptype) in enumerate(requests_of(resolve_selection_track(str(manifest)), params)):
-        body = {"model": "m", "choices": [{"index": 0, "message": {"role": "assistant", "content": "BEST: A\nWORST: B"}}],
-                "usage": {"prompt_tokens": 100 + n, "completion_tokens": 9, "total_tokens": 109 + n}}
-        lines.append({"id": f"req_{n}", "custom_id": custom_id(task.id, t, order, ptype),
-                      "response": {"status_code": 200, "request_id": f"r{n}", "body": body}, "error": None})
+        body = {
+            "model": "m",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "BEST: A\nWORST: B"}}],
+            "usage": {"prompt_tokens": 100 + n, "completion_tokens": 9, "total_tokens": 109 + n},
+        }
+        lines.append(
+            {
+                "id": f"req_{n}",
+                "custom_id": custom_id(task.id, t, order, ptype),
+                "response": {"status_code": 200, "request_id": f"r{n}", "body": body},
+                "error": None,
+            }
+        )
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
     return path
 
 
 def _tiny_dataset(root: Path, hub) -> None:
     """A paired remote dataset of 2 pairs (manifests/tiny.yaml) on the fake Hub."""
-    from helpers.hub_server import _png as png_bytes, _scene
+    from helpers.hub_server import _png as png_bytes
+    from helpers.hub_server import _scene
 
     rng = np.random.default_rng(3)
     files = {"README.md": b"# tiny\n"}
@@ -311,13 +343,18 @@ def _tiny_dataset(root: Path, hub) -> None:
             files[f"{split}/{n}.png"] = png_bytes(_scene(rng, 24, 32))
     hub.add_commit("pstbench/tiny", TINY_SHA, files, refs=["main"])
     manifest = {
-        "name": "tiny", "repo_id": "pstbench/tiny", "repo_type": "dataset", "revision": TINY_SHA,
-        "license": "CC0-1.0", "description": "two pairs for the damaged-input harness",
+        "name": "tiny",
+        "repo_id": "pstbench/tiny",
+        "repo_type": "dataset",
+        "revision": TINY_SHA,
+        "license": "CC0-1.0",
+        "description": "two pairs for the damaged-input harness",
         "splits": {s: {"folder": s, "file_patterns": ["{n}.png"]} for s in ("content", "style", "gt")},
         "pairs": {"numbered": {"first": 1, "last": 2}, "id": "tiny-{n:03d}"},
         "default_splits": ["content", "style", "gt"],
-        "tracks": {"tiny-paired": {"content": "content", "style": "style", "reference": "gt",
-                                   "description": "tiny paired"}},
+        "tracks": {
+            "tiny-paired": {"content": "content", "style": "style", "reference": "gt", "description": "tiny paired"}
+        },
     }
     (root / "manifests").mkdir(parents=True, exist_ok=True)
     (root / "manifests" / "tiny.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
@@ -375,9 +412,22 @@ def _pyiqa_weights(root: Path) -> None:
     (root / "torch" / "hub" / "pyiqa").mkdir(parents=True)
     (root / "torch" / "hub" / "pyiqa" / PYIQA_FILE).write_bytes(body)
     (root / "cache" / "weights").mkdir(parents=True, exist_ok=True)
-    (root / "cache" / "weights" / "pyiqa-weights.lock.json").write_text(json.dumps({"schema": 1, "files": {
-        f"pyiqa/{PYIQA_FILE}": {"sha256": hashlib.sha256(body).hexdigest(), "size": len(body),
-                                "how": "trust on first use", "url": f"http://127.0.0.1:9/{PYIQA_FILE}"}}}, indent=2))
+    (root / "cache" / "weights" / "pyiqa-weights.lock.json").write_text(
+        json.dumps(
+            {
+                "schema": 1,
+                "files": {
+                    f"pyiqa/{PYIQA_FILE}": {
+                        "sha256": hashlib.sha256(body).hexdigest(),
+                        "size": len(body),
+                        "how": "trust on first use",
+                        "url": f"http://127.0.0.1:9/{PYIQA_FILE}",
+                    }
+                },
+            },
+            indent=2,
+        )
+    )
 
 
 def build(root: Path, hub) -> World:
@@ -392,7 +442,7 @@ def build(root: Path, hub) -> World:
     world = World(root=root, hub=hub, model=model)
     # paired
     track = make_track(root / "paired" / "track", n=6)  # 6 pairs: the gate on one metric can find a worse run
-    proto = _fast(protocol_without_lpips(root / "paired" / "proto.yaml"), metrics=("psnr", "ssim"))
+    _fast(protocol_without_lpips(root / "paired" / "proto.yaml"), metrics=("psnr", "ssim"))
     shutil.copy(load_protocol().path.parent / "variants" / "aggregation-median.yaml", root / "paired" / "variant.yaml")
     a = make_outputs(track, root / "paired" / "outs" / "a", strength=0.8)  # a: closer to the references than b
     make_outputs(track, root / "paired" / "outs" / "b", strength=0.4)
@@ -414,7 +464,9 @@ def build(root: Path, hub) -> World:
     (root / "sel" / "judge.py").write_text(JUDGE)
     (root / "sel" / "prices.yaml").write_text("m:\n  in: 1.5\n  out: 6.0\n  cached_in: 0.5\n  currency: USD\n")
     (root / "sel" / "votes.csv").write_text(_votes())
-    shutil.copy(Path(__file__).resolve().parents[2] / "examples" / "study" / "annotations.csv", root / "sel" / "annotations.csv")
+    shutil.copy(
+        Path(__file__).resolve().parents[2] / "examples" / "study" / "annotations.csv", root / "sel" / "annotations.csv"
+    )
     # remote data
     _tiny_dataset(root, hub)
     # published runs: the paired run a (made by the `score` form) as the Hub serves it, and a repo to push to

@@ -1,4 +1,5 @@
 """A full disk for writer tests: file writes past a size limit fail as they do when the disk is full."""
+
 from __future__ import annotations
 
 import contextlib

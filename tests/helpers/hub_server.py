@@ -46,6 +46,7 @@ echoing server would (the damaged-input harness's server axis, issue #44; see `_
 the Authorization headers that reached "another host" (``redirect-host``: localhost instead of 127.0.0.1).
 ``log`` records (method, path, Range header) of every request.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -53,8 +54,12 @@ import io
 import json
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, quote, unquote, urlsplit
+
+import numpy as np
+from PIL import Image
 
 
 class QuietServer(ThreadingHTTPServer):
@@ -66,10 +71,6 @@ class QuietServer(ThreadingHTTPServer):
 
     def handle_error(self, request, client_address):
         pass
-from urllib.parse import parse_qs, quote, unquote, urlsplit
-
-import numpy as np
-from PIL import Image
 
 
 def git_blob_id(data: bytes) -> str:
@@ -162,7 +163,9 @@ class FakeHub:
         self.fail_get: set[str] = set()
         self.corrupt: dict[str, bytes] = {}
         self.hang: set[str] = set()  # request paths containing one of these get no answer (until stop)
-        self.drip: dict[str, float] = {}  # repo path (or a request path in `replies`) -> seconds between the bytes of its body
+        self.drip: dict[
+            str, float
+        ] = {}  # repo path (or a request path in `replies`) -> seconds between the bytes of its body
         self.endless: set[str] = set()  # repo ids whose tree listing never ends
         self.replies: dict[str, bytes] = {}  # request path -> body answered (200, JSON content type) instead
         self._stop = threading.Event()
@@ -184,15 +187,24 @@ class FakeHub:
 
     # ---- content ---------------------------------------------------------------------------------
     def add_commit(
-        self, repo_id: str, sha: str, files: dict[str, bytes], refs=(), lfs: bool = True, parent: str | None = None,
-        tags=(), title: str = "", date: str | None = None,
+        self,
+        repo_id: str,
+        sha: str,
+        files: dict[str, bytes],
+        refs=(),
+        lfs: bool = True,
+        parent: str | None = None,
+        tags=(),
+        title: str = "",
+        date: str | None = None,
     ) -> Commit:
         """Add a commit (child of `parent`, default none) and point the branches `refs` and tags `tags` at it
         (`date`: what the commit listing gives as its date)."""
         assert len(sha) == 40
         repo = self.repos.setdefault(repo_id, Repo(repo_id))
-        repo.commits[sha] = Commit(sha, dict(files), lfs, parent, title or f"commit {sha[:7]}",
-                                   *([date] if date else []))
+        repo.commits[sha] = Commit(
+            sha, dict(files), lfs, parent, title or f"commit {sha[:7]}", *([date] if date else [])
+        )
         for ref in (*refs, *tags):
             repo.refs[ref] = sha
         repo.tags.update(tags)
@@ -212,7 +224,7 @@ class FakeHub:
         host, port = self.server.server_address[:2]
         return f"{'https' if getattr(self, 'tls', False) else 'http'}://{host}:{port}"
 
-    def start(self, tls: bool = False) -> "FakeHub":
+    def start(self, tls: bool = False) -> FakeHub:
         """Serve on 127.0.0.1; with `tls`, over HTTPS with the self-signed certificate TLS_CERT (a client trusts
         it only when told to: SSL_CERT_FILE=TLS_CERT)."""
         hub = self
@@ -240,7 +252,7 @@ class FakeHub:
             self.server.server_close()
 
 
-def point_at(hub: "FakeHub", tmp_path, monkeypatch) -> None:
+def point_at(hub: FakeHub, tmp_path, monkeypatch) -> None:
     """The environment of a test that fetches from `hub`: huggingface_hub and pstbench talk to it and
     keep their data under `tmp_path`; no offline mode, no extra manifests."""
     monkeypatch.setenv("HF_ENDPOINT", hub.url)
@@ -305,12 +317,18 @@ class _Handler(BaseHTTPRequestHandler):
                         hub.leaked.append(auth)
                 self._error(404, "RepoNotFound", f"moved away; you sent Authorization: {auth}", head=head)
             else:
-                self._send(302, b"", {"Location": f"http://localhost:{hub.server.server_address[1]}{self.path}"}, head=head)
+                self._send(
+                    302, b"", {"Location": f"http://localhost:{hub.server.server_address[1]}{self.path}"}, head=head
+                )
         elif how == "echoes":
             self._error(400, "BadRequest", f"bad request; you sent Authorization: {auth}", head=head)
         elif how == "throttles":
-            self._send(429, json.dumps({"error": f"slow down ({auth})"}).encode(),
-                       {"Content-Type": "application/json", "Retry-After": "86400"}, head=head)
+            self._send(
+                429,
+                json.dumps({"error": f"slow down ({auth})"}).encode(),
+                {"Content-Type": "application/json", "Retry-After": "86400"},
+                head=head,
+            )
         else:
             return False
         return True
@@ -318,8 +336,11 @@ class _Handler(BaseHTTPRequestHandler):
     def _json(self, data, headers: dict | None = None) -> None:
         how = self.how
         if how == "not-json":
-            return self._send(200, b"<!doctype html><title>Hugging Face</title><p>We are down for maintenance.</p>",
-                              {"Content-Type": "text/html", **(headers or {})})
+            return self._send(
+                200,
+                b"<!doctype html><title>Hugging Face</title><p>We are down for maintenance.</p>",
+                {"Content-Type": "text/html", **(headers or {})},
+            )
         if how == "wrong-types":
             data = _wrong(data)
         elif how == "echoes-fields":
@@ -329,11 +350,16 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _error(self, status: int, code: str, message: str, head: bool = False) -> None:
         body = json.dumps({"error": message}).encode()
-        self._send(status, body, {"Content-Type": "application/json", "X-Error-Code": code, "X-Error-Message": message}, head=head)
+        self._send(
+            status,
+            body,
+            {"Content-Type": "application/json", "X-Error-Code": code, "X-Error-Message": message},
+            head=head,
+        )
 
     def _authorised(self) -> bool:
         auth = self.headers.get("Authorization") or ""
-        return auth.startswith("Bearer ") and auth[len("Bearer "):] in self.hub.tokens
+        return auth.startswith("Bearer ") and auth[len("Bearer ") :] in self.hub.tokens
 
     def _repo(self, owner: str, name: str, head: bool = False) -> Repo | None:
         repo = self.hub.repos.get(f"{owner}/{name}")
@@ -349,7 +375,12 @@ class _Handler(BaseHTTPRequestHandler):
     def _commit(self, repo: Repo, rev: str, head: bool = False) -> Commit | None:
         commit = repo.resolve(rev, short_ids=not self.hub.refuse_short_ids)
         if commit is None and self.hub.refuse_short_ids == 400 and repo.resolve(rev) is not None:
-            self._send(400, json.dumps({"error": f"Invalid rev id: {rev}"}).encode(), {"Content-Type": "application/json"}, head=head)
+            self._send(
+                400,
+                json.dumps({"error": f"Invalid rev id: {rev}"}).encode(),
+                {"Content-Type": "application/json"},
+                head=head,
+            )
             return None
         if commit is None:
             self._error(404, "RevisionNotFound", f"Invalid rev id: {rev}", head=head)
@@ -393,11 +424,22 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(400, "BadRequest", "only dataset repos here")
         with self.hub._lock:
             if repo_id in self.hub.repos:
-                return self._send(409, json.dumps({"error": "You already created this dataset repo", "url": f"{self.hub.url}/datasets/{repo_id}"}).encode(),
-                                  {"Content-Type": "application/json"})
+                return self._send(
+                    409,
+                    json.dumps(
+                        {"error": "You already created this dataset repo", "url": f"{self.hub.url}/datasets/{repo_id}"}
+                    ).encode(),
+                    {"Content-Type": "application/json"},
+                )
             sha = hashlib.sha1(f"init {repo_id}".encode()).hexdigest()
-            self.hub.add_commit(repo_id, sha, {".gitattributes": b"*.parquet filter=lfs diff=lfs merge=lfs -text\n"},
-                                refs=("main",), lfs=False, title="initial commit")
+            self.hub.add_commit(
+                repo_id,
+                sha,
+                {".gitattributes": b"*.parquet filter=lfs diff=lfs merge=lfs -text\n"},
+                refs=("main",),
+                lfs=False,
+                title="initial commit",
+            )
             if data.get("private") or data.get("visibility") == "private":
                 self.hub.private.add(repo_id)
         self._json({"url": f"{self.hub.url}/datasets/{repo_id}", "name": repo_id, "id": "0" * 24})
@@ -406,9 +448,15 @@ class _Handler(BaseHTTPRequestHandler):
         commit = self._commit(repo, rev)
         if commit is None:
             return
-        files = [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False,
-                  "oid": git_blob_id(commit.files[f["path"]]) if f["path"] in commit.files else None}
-                 for f in data.get("files", [])]
+        files = [
+            {
+                "path": f["path"],
+                "uploadMode": "regular",
+                "shouldIgnore": False,
+                "oid": git_blob_id(commit.files[f["path"]]) if f["path"] in commit.files else None,
+            }
+            for f in data.get("files", [])
+        ]
         self._json({"files": files, "commitOid": commit.sha})
 
     def _commit_post(self, repo: Repo, rev: str, body: bytes) -> None:
@@ -425,12 +473,20 @@ class _Handler(BaseHTTPRequestHandler):
             head = repo.commits[repo.refs[rev]]
             header = next((x["value"] for x in lines if x["key"] == "header"), {})
             if header.get("parentCommit") and header["parentCommit"] != head.sha:
-                return self._error(412, "PreconditionFailed", f"A commit has happened since. Please refresh and try again. ({head.sha})")
+                return self._error(
+                    412,
+                    "PreconditionFailed",
+                    f"A commit has happened since. Please refresh and try again. ({head.sha})",
+                )
             files = dict(head.files)
             for x in lines:
                 key, value = x["key"], x["value"]
                 if key == "file":
-                    files[value["path"]] = base64.b64decode(value["content"]) if value.get("encoding") == "base64" else value["content"].encode()
+                    files[value["path"]] = (
+                        base64.b64decode(value["content"])
+                        if value.get("encoding") == "base64"
+                        else value["content"].encode()
+                    )
                 elif key == "deletedFile":
                     files.pop(value["path"], None)
                 elif key == "deletedFolder":
@@ -439,13 +495,22 @@ class _Handler(BaseHTTPRequestHandler):
                         del files[p]
                 elif key == "lfsFile":
                     return self._error(400, "BadRequest", "LFS files are not emulated by this server")
-            digest = hashlib.sha1(head.sha.encode() + json.dumps(sorted((p, git_blob_id(d)) for p, d in files.items())).encode()
-                                  + str(len(hub.commits_made)).encode()).hexdigest()
-            hub.add_commit(repo.repo_id, digest, files, refs=(rev,), lfs=False, parent=head.sha,
-                           title=header.get("summary", ""))
+            digest = hashlib.sha1(
+                head.sha.encode()
+                + json.dumps(sorted((p, git_blob_id(d)) for p, d in files.items())).encode()
+                + str(len(hub.commits_made)).encode()
+            ).hexdigest()
+            hub.add_commit(
+                repo.repo_id, digest, files, refs=(rev,), lfs=False, parent=head.sha, title=header.get("summary", "")
+            )
             hub.commits_made.append(digest)
-        self._json({"commitUrl": f"{hub.url}/datasets/{repo.repo_id}/commit/{digest}", "commitOid": digest,
-                    "pullRequestUrl": None})
+        self._json(
+            {
+                "commitUrl": f"{hub.url}/datasets/{repo.repo_id}/commit/{digest}",
+                "commitOid": digest,
+                "pullRequestUrl": None,
+            }
+        )
 
     def _route(self, head: bool) -> None:
         hub = self.hub
@@ -489,7 +554,8 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             if repo.repo_id in hub.gated and not self.headers.get("Authorization"):
                 return self._error(
-                    403, "GatedRepo",
+                    403,
+                    "GatedRepo",
                     f"Access to dataset {repo.repo_id} is restricted. You must have access to it and be authenticated to access it.",
                     head=head,
                 )
@@ -503,44 +569,52 @@ class _Handler(BaseHTTPRequestHandler):
         commit = self._commit(repo, rev)
         if commit is None:
             return
-        self._json({
-            "_id": "0" * 24,
-            "id": repo.repo_id,
-            "author": repo.repo_id.split("/")[0],
-            "sha": commit.sha,
-            "private": False,
-            "gated": False,
-            "disabled": False,
-            "lastModified": "2025-06-01T00:00:00.000Z",
-            "tags": [],
-            "siblings": [{"rfilename": p} for p in sorted(commit.files)],
-        })
+        self._json(
+            {
+                "_id": "0" * 24,
+                "id": repo.repo_id,
+                "author": repo.repo_id.split("/")[0],
+                "sha": commit.sha,
+                "private": False,
+                "gated": False,
+                "disabled": False,
+                "lastModified": "2025-06-01T00:00:00.000Z",
+                "tags": [],
+                "siblings": [{"rfilename": p} for p in sorted(commit.files)],
+            }
+        )
 
     def _commits(self, repo: Repo, rev: str, query: dict) -> None:
         commit = self._commit(repo, rev)
         if commit is None:
             return
         items = [
-            {"id": c.sha, "title": c.title, "message": "", "authors": [{"user": "pstbench-test"}],
-             "date": c.date}
+            {"id": c.sha, "title": c.title, "message": "", "authors": [{"user": "pstbench-test"}], "date": c.date}
             for c in repo.history(commit)
         ]
         if self.how == "floods-pages":  # one made-up commit per page, always a next page
             start = int(query.get("cursor", ["0"])[0])
             made = {**items[0], "id": hashlib.sha1(b"%d" % start).hexdigest()}
-            return self._json([made], {"Link": f'<{self.hub.url}/api/datasets/{repo.repo_id}/commits/{quote(rev, safe="")}'
-                                                f'?cursor={start + 1}>; rel="next"'})
+            return self._json(
+                [made],
+                {
+                    "Link": f"<{self.hub.url}/api/datasets/{repo.repo_id}/commits/{quote(rev, safe='')}"
+                    f'?cursor={start + 1}>; rel="next"'
+                },
+            )
         self._paged(items, f"/api/datasets/{repo.repo_id}/commits/{quote(rev, safe='')}?", query)
 
     def _refs(self, repo: Repo) -> None:
         def ref(name: str, kind: str) -> dict:
             return {"name": name, "ref": f"refs/{kind}/{name}", "targetCommit": repo.refs[name]}
 
-        self._json({
-            "branches": [ref(n, "heads") for n in sorted(repo.refs) if n not in repo.tags],
-            "tags": [ref(n, "tags") for n in sorted(repo.tags)],
-            "converts": [],
-        })
+        self._json(
+            {
+                "branches": [ref(n, "heads") for n in sorted(repo.refs) if n not in repo.tags],
+                "tags": [ref(n, "tags") for n in sorted(repo.tags)],
+                "converts": [],
+            }
+        )
 
     def _paged(self, entries: list, base: str, query: dict) -> None:
         start = int(query.get("cursor", ["0"])[0])
@@ -556,24 +630,36 @@ class _Handler(BaseHTTPRequestHandler):
             return
         recursive = query.get("recursive", ["false"])[0].lower() == "true"
         prefix = path.strip("/") + "/" if path.strip("/") else ""
-        if repo.repo_id in self.hub.endless or self.how == "floods-pages":  # one made-up file per page, always a next page
+        if (
+            repo.repo_id in self.hub.endless or self.how == "floods-pages"
+        ):  # one made-up file per page, always a next page
             start = int(query.get("cursor", ["0"])[0])
-            nxt = f"{self.hub.url}/api/datasets/{repo.repo_id}/tree/{quote(rev, safe='')}" + (
-                "/" + quote(path, safe="") if path else "") + f"?recursive={str(recursive).lower()}&cursor={start + 1}"
-            entry = {"type": "file", "oid": git_blob_id(b"%d" % start), "size": len(b"%d" % start), "path": f"{prefix}more/{start}.txt"}
+            nxt = (
+                f"{self.hub.url}/api/datasets/{repo.repo_id}/tree/{quote(rev, safe='')}"
+                + ("/" + quote(path, safe="") if path else "")
+                + f"?recursive={str(recursive).lower()}&cursor={start + 1}"
+            )
+            entry = {
+                "type": "file",
+                "oid": git_blob_id(b"%d" % start),
+                "size": len(b"%d" % start),
+                "path": f"{prefix}more/{start}.txt",
+            }
             return self._json([entry], {"Link": f'<{nxt}>; rel="next"'})
         files = sorted(p for p in commit.files if p.startswith(prefix))
         if prefix and not files:
             return self._error(404, "EntryNotFound", f"{path} does not exist on {rev}")
         entries, folders = [], set()
         for p in files:
-            rel = p[len(prefix):]
+            rel = p[len(prefix) :]
             dirs = rel.split("/")[:-1]
             for i in range(len(dirs)):
                 folder = prefix + "/".join(dirs[: i + 1])
                 if (recursive or i == 0) and folder not in folders:
                     folders.add(folder)
-                    entries.append({"type": "directory", "oid": hashlib.sha1(folder.encode()).hexdigest(), "path": folder})
+                    entries.append(
+                        {"type": "directory", "oid": hashlib.sha1(folder.encode()).hexdigest(), "path": folder}
+                    )
             if not recursive and dirs:
                 continue
             data = commit.files[p]
@@ -605,7 +691,7 @@ class _Handler(BaseHTTPRequestHandler):
             if self.hub._stop.wait(interval):
                 return
             try:
-                self.wfile.write(body[i:i + 1])
+                self.wfile.write(body[i : i + 1])
                 self.wfile.flush()
             except OSError:
                 return
@@ -613,9 +699,17 @@ class _Handler(BaseHTTPRequestHandler):
     def _resolve(self, repo: Repo, commit: Commit, path: str, head: bool) -> None:
         hub = self.hub
         if path not in commit.files:
-            return self._send(404, b'{"error":"Entry not found"}', {
-                "X-Error-Code": "EntryNotFound", "X-Error-Message": "Entry not found", "X-Repo-Commit": commit.sha,
-                "Content-Type": "application/json"}, head=head)
+            return self._send(
+                404,
+                b'{"error":"Entry not found"}',
+                {
+                    "X-Error-Code": "EntryNotFound",
+                    "X-Error-Message": "Entry not found",
+                    "X-Repo-Commit": commit.sha,
+                    "Content-Type": "application/json",
+                },
+                head=head,
+            )
         data = commit.files[path]
         headers = {"X-Repo-Commit": commit.sha, "Accept-Ranges": "bytes", "Content-Type": "application/octet-stream"}
         if commit.lfs:
@@ -635,7 +729,7 @@ class _Handler(BaseHTTPRequestHandler):
         status, start = 200, 0
         rng = self.headers.get("Range")
         if rng and rng.startswith("bytes=") and rng.endswith("-"):
-            start = int(rng[len("bytes="):-1])
+            start = int(rng[len("bytes=") : -1])
             status = 206
             headers["Content-Range"] = f"bytes {start}-{len(body) - 1}/{len(body)}"
         chunk = body[start:]

@@ -13,6 +13,7 @@ number of requests in flight matters.
 Further endpoints (files, batches) are added by the tests that need them through `routes`:
 {(method, path prefix): handler(server, request_handler, raw_body) -> (status, headers, body bytes)}.
 """
+
 from __future__ import annotations
 
 import json
@@ -42,8 +43,18 @@ def usage_for(body: dict, answer: str, mode="full"):
 
 
 class OpenAIServer:
-    def __init__(self, *, answer_text=None, usage_mode="full", rate_per_s: float | None = None, burst: int = 1,
-                 retry_after: float | None = 1.0, routes=None, latency_s=None, seed: int = 0):
+    def __init__(
+        self,
+        *,
+        answer_text=None,
+        usage_mode="full",
+        rate_per_s: float | None = None,
+        burst: int = 1,
+        retry_after: float | None = 1.0,
+        routes=None,
+        latency_s=None,
+        seed: int = 0,
+    ):
         self.answer_text = answer_text or (lambda body: "BEST: A\nWORST: B")
         self.usage_mode = usage_mode
         self.rate_per_s, self.burst, self.retry_after = rate_per_s, burst, retry_after
@@ -141,6 +152,7 @@ def _latency(latency_s, seed: int):
     def draw():
         with lock:
             return rng.uniform(low, high)
+
     return draw
 
 
@@ -153,7 +165,7 @@ def throughput(log, middle: float | None = None) -> float:
     if middle is None:
         return len(times) / (times[-1] - min(t for t, _s in log))
     cut = int(len(times) * (1 - middle) / 2)
-    inner = times[cut:len(times) - cut]
+    inner = times[cut : len(times) - cut]
     return (len(inner) - 1) / (inner[-1] - inner[0])
 
 
@@ -172,7 +184,9 @@ def make_selection_track(root, ks=(3, 4, 2), track_id: str = "usagetrack"):
             files.append(f"t{i}/c{c}.png")
         tasks.append({"id": f"t{i}", "domain": "photograph", "candidates": files, "best": 0, "worst": k - 1})
     manifest = root / "track.yaml"
-    manifest.write_text(yaml.safe_dump({"kind": "selection", "id": track_id, "revision": "r1", "tasks": tasks}, sort_keys=False))
+    manifest.write_text(
+        yaml.safe_dump({"kind": "selection", "id": track_id, "revision": "r1", "tasks": tasks}, sort_keys=False)
+    )
     return manifest
 
 
@@ -189,17 +203,27 @@ class BatchService:
     answered with a per-request error (status 500) in the error file. `.uploads` / `.created`: what was sent.
     """
 
-    def __init__(self, *, end="completed", polls_in_progress: int = 1, answered: int | None = None, error_ids=(),
-                 counts=None):
-        self.end, self.polls_in_progress, self.answered, self.error_ids = end, polls_in_progress, answered, set(error_ids)
+    def __init__(
+        self, *, end="completed", polls_in_progress: int = 1, answered: int | None = None, error_ids=(), counts=None
+    ):
+        self.end, self.polls_in_progress, self.answered, self.error_ids = (
+            end,
+            polls_in_progress,
+            answered,
+            set(error_ids),
+        )
         self.counts = counts  # a callable(batch) -> request_counts to serve (damaged counts), or None
         self.files: dict[str, bytes] = {}
         self.batches: dict[str, dict] = {}
         self.uploads: list[bytes] = []
         self.created: list[dict] = []
         self.polls = 0
-        self.routes = {("POST", "/v1/files"): self._upload, ("GET", "/v1/files/"): self._content,
-                       ("POST", "/v1/batches"): self._create, ("GET", "/v1/batches/"): self._get}
+        self.routes = {
+            ("POST", "/v1/files"): self._upload,
+            ("GET", "/v1/files/"): self._content,
+            ("POST", "/v1/batches"): self._create,
+            ("GET", "/v1/batches/"): self._get,
+        }
 
     def _json(self, status, obj):
         return status, [], json.dumps(obj).encode()
@@ -208,9 +232,13 @@ class BatchService:
         import email
         import email.policy
 
-        msg = email.message_from_bytes(b"Content-Type: " + handler.headers["Content-Type"].encode() + b"\r\n\r\n" + raw,
-                                       policy=email.policy.default)
-        parts = {p.get_param("name", header="content-disposition"): p.get_payload(decode=True) for p in msg.iter_parts()}
+        msg = email.message_from_bytes(
+            b"Content-Type: " + handler.headers["Content-Type"].encode() + b"\r\n\r\n" + raw,
+            policy=email.policy.default,
+        )
+        parts = {
+            p.get_param("name", header="content-disposition"): p.get_payload(decode=True) for p in msg.iter_parts()
+        }
         if parts.get("purpose") != b"batch" or "file" not in parts:
             return self._json(400, {"error": {"message": "purpose=batch and a file are required"}})
         fid = f"file-in{len(self.files) + 1}"
@@ -225,10 +253,19 @@ class BatchService:
         self.created.append(req)
         bid = f"batch_{len(self.batches) + 1}"
         lines = [json.loads(x) for x in self.files[req["input_file_id"]].splitlines()]
-        self.batches[bid] = {"id": bid, "object": "batch", "endpoint": req["endpoint"], "status": "validating",
-                             "input_file_id": req["input_file_id"], "completion_window": req.get("completion_window"),
-                             "output_file_id": None, "error_file_id": None, "_lines": lines, "_polls": 0,
-                             "request_counts": {"total": len(lines), "completed": 0, "failed": 0}}
+        self.batches[bid] = {
+            "id": bid,
+            "object": "batch",
+            "endpoint": req["endpoint"],
+            "status": "validating",
+            "input_file_id": req["input_file_id"],
+            "completion_window": req.get("completion_window"),
+            "output_file_id": None,
+            "error_file_id": None,
+            "_lines": lines,
+            "_polls": 0,
+            "request_counts": {"total": len(lines), "completed": 0, "failed": 0},
+        }
         return self._json(200, self._public(self.batches[bid]))
 
     def _public(self, b):
@@ -252,15 +289,29 @@ class BatchService:
         outputs, errors = [], []
         for n, line in enumerate(take):
             if line["custom_id"] in self.error_ids:
-                errors.append({"id": f"req_{n}", "custom_id": line["custom_id"],
-                               "response": {"status_code": 500, "body": {"error": {"message": "server error"}}}, "error": None})
+                errors.append(
+                    {
+                        "id": f"req_{n}",
+                        "custom_id": line["custom_id"],
+                        "response": {"status_code": 500, "body": {"error": {"message": "server error"}}},
+                        "error": None,
+                    }
+                )
                 continue
             status, body, _h = server.chat(json.dumps(line["body"]).encode())
             reply = json.loads(body)
             reply["model"] = line["body"]["model"]
-            outputs.append({"id": f"req_{n}", "custom_id": line["custom_id"],
-                            "response": {"status_code": status, "request_id": f"r{n}", "body": reply}, "error": None})
-        status = {"completed": "completed", "expired": "expired", "failed": "failed", "lies": "completed"}.get(self.end, "completed")
+            outputs.append(
+                {
+                    "id": f"req_{n}",
+                    "custom_id": line["custom_id"],
+                    "response": {"status_code": status, "request_id": f"r{n}", "body": reply},
+                    "error": None,
+                }
+            )
+        status = {"completed": "completed", "expired": "expired", "failed": "failed", "lies": "completed"}.get(
+            self.end, "completed"
+        )
         if self.end == "failed":
             outputs, errors = [], []
             b["errors"] = {"data": [{"code": "invalid_request", "message": "bad line"}]}
@@ -280,7 +331,7 @@ class BatchService:
             b["request_counts"] = self.counts(b)
 
     def _content(self, server, handler, raw):
-        fid = handler.path[len("/v1/files/"):].removesuffix("/content")
+        fid = handler.path[len("/v1/files/") :].removesuffix("/content")
         if fid not in self.files:
             return self._json(404, {"error": {"message": "no such file"}})
         return 200, [], self.files[fid]

@@ -1,4 +1,5 @@
 """Paired run folders written by hand in the documented formats, independent of the scoring engine."""
+
 from __future__ import annotations
 
 import json
@@ -12,8 +13,16 @@ PROTOCOL = load_protocol()
 METRICS = PROTOCOL.metric_names
 
 
-def write_run(root: Path, name: str, scores: dict[str, dict[str, float]], *, track="t", revision="r1",
-              protocol_sha=None, complete=True) -> Path:
+def write_run(
+    root: Path,
+    name: str,
+    scores: dict[str, dict[str, float]],
+    *,
+    track="t",
+    revision="r1",
+    protocol_sha=None,
+    complete=True,
+) -> Path:
     """A run folder written by hand in the documented formats (independent of the scoring engine)."""
     d = root / track / name
     d.mkdir(parents=True)
@@ -24,13 +33,32 @@ def write_run(root: Path, name: str, scores: dict[str, dict[str, float]], *, tra
     from pytest_pstbench.paired.aggregation import summary_entry  # the kit's entry: compare recomputes and checks it
 
     means = {m: summary_entry([vals[m] for vals in scores.values()], PROTOCOL, m) for m in METRICS}
-    (d / "summary.json").write_text(json.dumps({"track": track, "protocol": "pstbench", "dataset_revision": revision,
-                                                "name": name, "n": len(scores), "complete": complete, "metrics": means}))
-    (d / "run.json").write_text(json.dumps({
-        "protocol": {"id": "pstbench", "sha256": protocol_sha or PROTOCOL.sha256}, "name": name,
-        "track": track, "dataset": {"id": track, "revision": revision}, "complete": complete,
-        "n_pairs": len(scores), "n_scored": len(scores) if complete else len(scores) - 1,
-    }))
+    (d / "summary.json").write_text(
+        json.dumps(
+            {
+                "track": track,
+                "protocol": "pstbench",
+                "dataset_revision": revision,
+                "name": name,
+                "n": len(scores),
+                "complete": complete,
+                "metrics": means,
+            }
+        )
+    )
+    (d / "run.json").write_text(
+        json.dumps(
+            {
+                "protocol": {"id": "pstbench", "sha256": protocol_sha or PROTOCOL.sha256},
+                "name": name,
+                "track": track,
+                "dataset": {"id": track, "revision": revision},
+                "complete": complete,
+                "n_pairs": len(scores),
+                "n_scored": len(scores) if complete else len(scores) - 1,
+            }
+        )
+    )
     return d
 
 

@@ -11,6 +11,7 @@ numbers, the same integers, and every other number within a relative 1e-4 (absol
 of the pin: below what a protocol change does (a parameter, a formula, a statistic), above
 CPU-dependent rounding.
 """
+
 from __future__ import annotations
 
 import re
@@ -35,7 +36,7 @@ def mismatch(actual: str, pinned: str) -> str | None:
         return None
     (text_a, nums_a), (text_p, nums_p) = _split(actual), _split(pinned)
     if text_a != text_p or len(nums_a) != len(nums_p):
-        for i, (a, p) in enumerate(zip(text_a, text_p)):
+        for _i, (a, p) in enumerate(zip(text_a, text_p)):
             if a != p:
                 return f"text differs: {a!r} where the pin has {p!r}"
         return f"{len(nums_a)} numbers where the pin has {len(nums_p)}"

@@ -1,4 +1,5 @@
 """PNG files written byte by byte, of any declared size (decompression bombs included)."""
+
 from __future__ import annotations
 
 import struct

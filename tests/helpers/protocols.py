@@ -1,4 +1,5 @@
 """Protocol files made for tests from the shipped ones."""
+
 from __future__ import annotations
 
 from pathlib import Path

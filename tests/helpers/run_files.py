@@ -1,4 +1,5 @@
 """A paired run folder's files and their bytes, to check that a run was left untouched."""
+
 from __future__ import annotations
 
 RUN_FILES = ("metrics.csv", "summary.json", "run.json")

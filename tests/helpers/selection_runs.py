@@ -1,5 +1,6 @@
 """Selection runs scored from answer patterns (`pstbench vab score` on the vab-demo track), the answer
 patterns themselves, an edit of a run file's key, and the module fixture `selection` (runs good, bad, good2)."""
+
 from __future__ import annotations
 
 import json
@@ -15,6 +16,7 @@ from pytest_pstbench.selection.permutations import orders_for
 
 def pattern(seed: int, rates: dict[str, float]):
     """correct(task_id, trial, metric) -> bool, deterministic per seed."""
+
     def correct(task_id: str, trial: int, metric: str) -> bool:
         return random.Random(f"{seed}/{task_id}/{trial}/{metric}").random() < rates[metric]
 
@@ -42,8 +44,24 @@ def write_answers(path: Path, track, params, correct) -> Path:
 
 def score(root: Path, name: str, track, params, correct, *extra) -> Path:
     answers = write_answers(root / f"{name}.jsonl", track, params, correct)
-    assert cli_main(["vab", "score", "--track", "vab-demo", "--answers", str(answers), "--name", name,
-                     "--results", str(root / "results"), *extra]) == 0
+    assert (
+        cli_main(
+            [
+                "vab",
+                "score",
+                "--track",
+                "vab-demo",
+                "--answers",
+                str(answers),
+                "--name",
+                name,
+                "--results",
+                str(root / "results"),
+                *extra,
+            ]
+        )
+        == 0
+    )
     return root / "results" / "vab-demo" / name
 
 
@@ -60,6 +78,7 @@ def set_key(keys: str, value):
         for k in keys[:-1]:
             d = d[k]
         d[keys[-1]] = value
+
     return edit
 
 
@@ -71,5 +90,7 @@ def selection(tmp_path_factory):
     root = tmp_path_factory.mktemp("table_sel")
     demo = resolve_selection_track("vab-demo")
     params = SelectionParams.of(load_protocol("vab"))
-    return {name: score(root, name, demo, params, pattern(seed, rates))
-            for name, seed, rates in (("good", 1, GOOD), ("bad", 2, BAD), ("good2", 3, GOOD))}
+    return {
+        name: score(root, name, demo, params, pattern(seed, rates))
+        for name, seed, rates in (("good", 1, GOOD), ("bad", 2, BAD), ("good2", 3, GOOD))
+    }

@@ -1,4 +1,5 @@
 """A small local paired track made from scikit-image photographs, and method outputs for it."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -31,7 +32,14 @@ def make_track(root: Path, n: int = 4, size=(64, 48), track_id: str = "small") -
         pid = f"p{i + 1:02d}"
         for role, arr in (("content", content), ("style", look(style_src)), ("reference", look(content))):
             Image.fromarray(arr).save(root / f"{pid}_{role}.png")
-        pairs.append({"id": pid, "content": f"{pid}_content.png", "style": f"{pid}_style.png", "reference": f"{pid}_reference.png"})
+        pairs.append(
+            {
+                "id": pid,
+                "content": f"{pid}_content.png",
+                "style": f"{pid}_style.png",
+                "reference": f"{pid}_reference.png",
+            }
+        )
     manifest = root / "track.yaml"
     manifest.write_text(yaml.safe_dump({"id": track_id, "pairs": pairs}, sort_keys=False))
     return manifest

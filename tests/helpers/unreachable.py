@@ -4,6 +4,7 @@ certificate the client does not trust (tests/helpers/tls), a server that accepts
 `endpoint(kind)` gives the HF_ENDPOINT of each; `SAYS[kind]` what a message about it must say (what happened, and
 the fix that works for it); only a timeout may name PSTBENCH_NETWORK_TIMEOUT (`TIMEOUT_VAR`).
 """
+
 from __future__ import annotations
 
 import contextlib

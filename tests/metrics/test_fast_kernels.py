@@ -6,6 +6,7 @@ Cases: full-HD photographs (skimage.data, resized with PIL, a plausible output m
 and noise), odd sizes down to the smallest SSIM window, flat images, extreme colours (black, white, primaries,
 greys, hue pairs exactly 180 degrees apart). Every case runs on CPU and, where it exists, on CUDA.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -13,9 +14,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pytest_pstbench.metrics import color, fidelity  # noqa: E402
-from pytest_pstbench.metrics import kernels_color  # noqa: E402
-from pytest_pstbench.metrics import kernels_ssim  # noqa: E402
+from pytest_pstbench.metrics import (  # noqa: E402
+    color,
+    fidelity,
+    kernels_color,  # noqa: E402
+    kernels_ssim,  # noqa: E402
+)
 
 SSIM_TOL = 1e-6
 DE_TOL = 1e-4
@@ -47,8 +51,8 @@ ANTIPODAL = [
 
 
 def photo(name: str, size: tuple[int, int]) -> np.ndarray:
-    from PIL import Image
     import skimage.data
+    from PIL import Image
 
     a = getattr(skimage.data, name)()
     if a.ndim == 2:
@@ -81,13 +85,30 @@ def small_cases():
     for w, h in ((53, 37), (11, 11), (12, 19), (64, 11)):
         ref = photo("chelsea", (w, h))
         cases.append((f"chelsea{w}x{h}", method_output(ref, w), ref))
-    cases.append(("noise", rng.integers(0, 256, (23, 29, 3), dtype=np.uint8), rng.integers(0, 256, (23, 29, 3), dtype=np.uint8)))
+    cases.append(
+        ("noise", rng.integers(0, 256, (23, 29, 3), dtype=np.uint8), rng.integers(0, 256, (23, 29, 3), dtype=np.uint8))
+    )
     flat = np.full((20, 30, 3), 128, np.uint8)
     cases.append(("flat-equal", flat, flat.copy()))
     cases.append(("flat-vs-flat", np.full((20, 30, 3), 3, np.uint8), np.full((20, 30, 3), 250, np.uint8)))
     cases.append(("flat-vs-photo", np.full((20, 30, 3), 0, np.uint8), photo("rocket", (30, 20))))
-    extremes = np.array([[0, 0, 0], [255, 255, 255], [255, 0, 0], [0, 255, 0], [0, 0, 255], [255, 255, 0],
-                         [0, 255, 255], [255, 0, 255], [128, 128, 128], [1, 1, 1], [254, 254, 254], [7, 7, 7]], np.uint8)
+    extremes = np.array(
+        [
+            [0, 0, 0],
+            [255, 255, 255],
+            [255, 0, 0],
+            [0, 255, 0],
+            [0, 0, 255],
+            [255, 255, 0],
+            [0, 255, 255],
+            [255, 0, 255],
+            [128, 128, 128],
+            [1, 1, 1],
+            [254, 254, 254],
+            [7, 7, 7],
+        ],
+        np.uint8,
+    )
     a = np.repeat(np.repeat(extremes[None], 12, axis=0), 1, axis=1)  # 12 x 12: every pair of extreme colours
     b = np.transpose(a, (1, 0, 2)).copy()
     cases.append(("extremes", a, b))
@@ -299,7 +320,9 @@ def test_psnr_class_equals_skimage_and_the_numpy_mse(full_hd, device):
     for name, out, ref in full_hd + small_cases():
         diff = out.astype(np.float64) - ref.astype(np.float64)
         assert m.mse(out, ref) == float(np.mean(diff * diff)), name  # exact in integers on every device
-        expected = 100.0 if not diff.any() else min(100.0, skimage.metrics.peak_signal_noise_ratio(ref, out, data_range=255))
+        expected = (
+            100.0 if not diff.any() else min(100.0, skimage.metrics.peak_signal_noise_ratio(ref, out, data_range=255))
+        )
         assert m.distance(out, ref) == pytest.approx(expected, abs=1e-9), name
         assert m.distance(out, ref) == fidelity.psnr(out, ref, data_range=255, cap_db=100.0)
 
@@ -313,7 +336,9 @@ def test_psnr_class_luma_uses_the_reference_function():
     w = [0.299, 0.587, 0.114]
     m = PsnrMetric({"kind": "psnr", "data_range": 255, "cap_db": 100.0, "channels": "luma", "luma_weights": w})
     assert not m.fast
-    assert m.distance(out, ref) == fidelity.psnr(out, ref, data_range=255, cap_db=100.0, channels="luma", luma_weights=w)
+    assert m.distance(out, ref) == fidelity.psnr(
+        out, ref, data_range=255, cap_db=100.0, channels="luma", luma_weights=w
+    )
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -362,7 +387,9 @@ def test_metrics_and_torchs_thread_count():
     vgg = {**proto.metrics["lpips"], "net": "vgg"}
     before = torch.get_num_threads()
     cases = [(photo("astronaut", (1920, 1080)), photo("coffee", (1920, 1080)))]
-    cases += [(photo("chelsea", (w, h)), method_output(photo("chelsea", (w, h)), w)) for w, h in ((333, 251), (640, 481))]
+    cases += [
+        (photo("chelsea", (w, h)), method_output(photo("chelsea", (w, h)), w)) for w, h in ((333, 251), (640, 481))
+    ]
     try:
         for ref, style in cases:
             out = method_output(ref, 9)
@@ -388,13 +415,21 @@ def test_metrics_and_torchs_thread_count():
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("variant", [
-    {"channels": "luma", "luma_weights": [0.299, 0.587, 0.114]},
-    {"downsample": "wang"},
-    {"channels": "luma", "luma_weights": [0.2126, 0.7152, 0.0722], "downsample": "wang"},
-    {"gaussian_weights": False, "win_size": 7, "use_sample_covariance": True, "channels": "luma",
-     "luma_weights": [0.299, 0.587, 0.114]},
-])
+@pytest.mark.parametrize(
+    "variant",
+    [
+        {"channels": "luma", "luma_weights": [0.299, 0.587, 0.114]},
+        {"downsample": "wang"},
+        {"channels": "luma", "luma_weights": [0.2126, 0.7152, 0.0722], "downsample": "wang"},
+        {
+            "gaussian_weights": False,
+            "win_size": 7,
+            "use_sample_covariance": True,
+            "channels": "luma",
+            "luma_weights": [0.299, 0.587, 0.114],
+        },
+    ],
+)
 def test_ssim_class_luma_and_wang_equal_fidelity_ssim(full_hd, device, variant):
     """The kernel on the float64 planes `fidelity.ssim` gives skimage (luma; Wang's box downsampling):
     skimage's value on full HD, odd, flat and extreme images; too small after downsampling: the
@@ -407,8 +442,9 @@ def test_ssim_class_luma_and_wang_equal_fidelity_ssim(full_hd, device, variant):
     m = SsimMetric(params, device)
     assert m.fast
     kw = {k: v for k, v in params.items() if k != "kind"}
-    for name, out, ref in full_hd + small_cases() + [("odd", method_output(photo("coffee", (777, 523)), 2),
-                                                      photo("coffee", (777, 523)))]:
+    for name, out, ref in (
+        full_hd + small_cases() + [("odd", method_output(photo("coffee", (777, 523)), 2), photo("coffee", (777, 523)))]
+    ):
         try:
             expected = fidelity.ssim(out, ref, **kw)
         except UserError as exc:

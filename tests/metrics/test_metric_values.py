@@ -3,6 +3,7 @@
 Every parameter comes from the protocol via `load_protocol()`; numbers typed here are hand-derived
 expected values or published reference data (Sharma, Wu & Dalal 2005).
 """
+
 from __future__ import annotations
 
 import math
@@ -15,11 +16,11 @@ import skimage.data
 import skimage.metrics
 import yaml
 
-from pytest_pstbench.metrics.registry import function_kwargs as metric_params
+from pytest_pstbench.core.protocol import load_protocol
 from pytest_pstbench.metrics import color as color_mod
 from pytest_pstbench.metrics.color import delta_e00, hist_corr, srgb_to_lab
 from pytest_pstbench.metrics.fidelity import psnr, ssim
-from pytest_pstbench.core.protocol import load_protocol
+from pytest_pstbench.metrics.registry import function_kwargs as metric_params
 from pytest_pstbench.paired.engine import PairScorer
 
 PROTO = load_protocol()
@@ -442,7 +443,9 @@ def test_pair_scorer_without_lpips(protocol_without_lpips):
         ),
         abs=1e-12,
     )
-    de = skimage.color.deltaE_ciede2000(skimage_lab_protocol_white(out), skimage_lab_protocol_white(ref), channel_axis=-1)
+    de = skimage.color.deltaE_ciede2000(
+        skimage_lab_protocol_white(out), skimage_lab_protocol_white(ref), channel_axis=-1
+    )
     assert scores["delta_e00"] == pytest.approx(de.mean(), abs=1e-6)
     assert scores["hcorr_gt"] == pytest.approx(hcorr_numpy(out, ref, HC["bins"]), abs=1e-12)
     assert scores["hcorr_style"] == pytest.approx(hcorr_numpy(out, style, HC["bins"]), abs=1e-12)

@@ -3,6 +3,7 @@
 differences with a sign-flip permutation test; a track that declares no clusters but shares input files gets one
 warning line. Checked against independent computations: a coverage simulation written here, a plain-loop
 enumeration of sign patterns, scipy.stats.permutation_test."""
+
 from __future__ import annotations
 
 import itertools
@@ -35,8 +36,13 @@ def test_variant_is_named_data_and_default_protocol_untouched():
     assert CLUSTERED.aggregation.bootstrap.kwargs() == base.aggregation.bootstrap.kwargs()
     assert base.aggregation.bootstrap.unit == "pair" and base.comparison.test == "wilcoxon"
     import hashlib
-    assert CLUSTERED.sha256 == hashlib.sha256(f"{base.sha256}+{hashlib.sha256(Path(CLUSTERED.path).read_bytes()).hexdigest()}"
-                                              .encode()).hexdigest()
+
+    assert (
+        CLUSTERED.sha256
+        == hashlib.sha256(
+            f"{base.sha256}+{hashlib.sha256(Path(CLUSTERED.path).read_bytes()).hexdigest()}".encode()
+        ).hexdigest()
+    )
 
 
 def test_unknown_variant_and_cluster_unit_with_median_are_refused(tmp_path):
@@ -116,13 +122,14 @@ def test_sign_flip_exact_equals_plain_enumeration_and_scipy(alternative):
     means = [0.8, -0.3, 1.1, 0.25, 0.6, -0.05, 0.9, 0.4, 0.3]
     got = sign_flip_test(means, alternative=alternative, exact_max_clusters=16, resamples=10, seed=0)
     assert got.pvalue == plain_sign_flip(means, alternative)
-    ref = scipy.stats.permutation_test((np.array(means),), np.mean, permutation_type="samples", n_resamples=np.inf,
-                                       alternative=alternative)
+    ref = scipy.stats.permutation_test(
+        (np.array(means),), np.mean, permutation_type="samples", n_resamples=np.inf, alternative=alternative
+    )
     assert got.pvalue == pytest.approx(ref.pvalue, rel=1e-12)
     assert got.statistic == pytest.approx(np.mean(means))
     # the protocol's settings: 9 clusters are enumerated exactly (2^9 patterns)
     proto = sign_flip_test(means, alternative=alternative, **CLUSTERED.comparison.sign_flip.kwargs())
-    assert proto.pvalue == got.pvalue and got.pvalue * 2 ** 9 == round(got.pvalue * 2 ** 9)
+    assert proto.pvalue == got.pvalue and got.pvalue * 2**9 == round(got.pvalue * 2**9)
 
 
 def test_sign_flip_monte_carlo_equals_a_plain_loop():
@@ -149,12 +156,19 @@ def test_compare_under_the_variant_tests_cluster_means():
     labels = {p: f"c{i // 2}" for i, p in enumerate(ids)}
     a = np.linspace(20, 21, 10)
     d = np.array([0.5, 0.7, -0.2, 0.1, 0.9, 1.2, 0.0004, 0.3, 0.6, 0.4])
-    mk = lambda name, vals: SimpleNamespace(name=name, path=Path(name), run={"clusters": {"pairs": labels}},  # noqa: E731
-                                            scores={p: {"psnr": float(v)} for p, v in zip(ids, vals)})
+
+    def mk(name, vals):
+        return SimpleNamespace(
+            name=name,
+            path=Path(name),
+            run={"clusters": {"pairs": labels}},  # noqa: E731
+            scores={p: {"psnr": float(v)} for p, v in zip(ids, vals)},
+        )
+
     row = compare_two(mk("base", a), mk("cand", a + d), CLUSTERED, ["psnr"])[0]
     tied = (a + d) - a
     tied[np.abs(tied) < CLUSTERED.comparison.tie("psnr")] = 0
-    cm = [tied[2 * c: 2 * c + 2].mean() for c in range(5)]
+    cm = [tied[2 * c : 2 * c + 2].mean() for c in range(5)]
     assert row.clusters == 5 and row.n == 10
     assert row.pvalue == plain_sign_flip(cm, "two-sided") and row.statistic == pytest.approx(np.mean(cm))
     ci = cluster_bootstrap_mean_ci((a + d) - a, [labels[p] for p in ids], **CLUSTERED.comparison.bootstrap.kwargs())
@@ -213,8 +227,10 @@ def test_shared_inputs_are_detected_and_named_once(tmp_path, capsys):
     assert clusters.shared_note(track, CLUSTERED) is None
     declared = load_manifest(shared_track(tmp_path / "d", ["x", "x", "x", "x", "y", "z"]))
     assert clusters.shared_note(declared, load_protocol()) is None
-    assert clusters.track_clusters(declared) == ({"p1": "x", "p2": "x", "p3": "x", "p4": "x", "p5": "y", "p6": "z"},
-                                                 clusters.DECLARED)
+    assert clusters.track_clusters(declared) == (
+        {"p1": "x", "p2": "x", "p3": "x", "p4": "x", "p5": "y", "p6": "z"},
+        clusters.DECLARED,
+    )
 
 
 def test_no_warning_without_shared_files(tmp_path):
@@ -231,8 +247,16 @@ def test_no_warning_without_shared_files(tmp_path):
 
 
 # ---- (5) bad cluster declarations --------------------------------------------------------------------------
-@pytest.mark.parametrize("value, rule", [("", "is not a name"), ("  ", "is not a name"), (3, "is not a name"),
-                                         (["a"], "is not a name"), (None, "is not a name")])
+@pytest.mark.parametrize(
+    "value, rule",
+    [
+        ("", "is not a name"),
+        ("  ", "is not a name"),
+        (3, "is not a name"),
+        (["a"], "is not a name"),
+        (None, "is not a name"),
+    ],
+)
 def test_bad_cluster_values_are_one_line_errors(tmp_path, value, rule):
     from pytest_pstbench.paired.tracks import load_manifest
 
@@ -273,8 +297,11 @@ def test_score_compare_and_table_under_the_variant(tmp_path, capsys):
     api.score(m, "identity", results=tmp_path / "res", protocol=spec, use_cache=False)
     run = json.loads((tmp_path / "res/shared/a/run.json").read_text())
     assert run["protocol"]["id"] == "pstbench+clustered"  # the copy keeps the id pstbench; --protocol finds its file
-    assert run["clusters"] == {"source": "declared", "n": 3, "pairs": {"p1": "x", "p2": "x", "p3": "x", "p4": "x",
-                                                                        "p5": "y", "p6": "z"}}
+    assert run["clusters"] == {
+        "source": "declared",
+        "n": 3,
+        "pairs": {"p1": "x", "p2": "x", "p3": "x", "p4": "x", "p5": "y", "p6": "z"},
+    }
     entry = json.loads((tmp_path / "res/shared/a/summary.json").read_text())["metrics"]["psnr"]
     assert entry["interval"] == "cluster bootstrap" and entry["clusters"] == 3
     capsys.readouterr()
@@ -286,8 +313,17 @@ def test_score_compare_and_table_under_the_variant(tmp_path, capsys):
     code = main(["table", str(tmp_path / "res/shared/a"), str(tmp_path / "res/shared/b"), "--protocol", spec])
     out = capsys.readouterr().out
     assert code == 0 and "95% cluster bootstrap CI over 3 clusters (declared)" in out
-    code = main(["report", str(tmp_path / "res/shared/a"), str(tmp_path / "res/shared/b"), "--out", str(tmp_path / "page"),
-                 "--protocol", spec])
+    code = main(
+        [
+            "report",
+            str(tmp_path / "res/shared/a"),
+            str(tmp_path / "res/shared/b"),
+            "--out",
+            str(tmp_path / "page"),
+            "--protocol",
+            spec,
+        ]
+    )
     page = (tmp_path / "page" / "index.html").read_text()
     assert code == 0 and "half the width of the 95% cluster bootstrap CI over 3 clusters" in page
     # the gate: b (the better run) as the baseline of a: the sign-flip test over 3 clusters cannot reach alpha
@@ -295,7 +331,9 @@ def test_score_compare_and_table_under_the_variant(tmp_path, capsys):
     from pytest_pstbench.core.gate import GateResult
 
     result = GateResult()
-    gate_against_baselines(result, tmp_path / "res/shared/a", [tmp_path / "res/shared/b"], load_protocol(spec), ["psnr"])
+    gate_against_baselines(
+        result, tmp_path / "res/shared/a", [tmp_path / "res/shared/b"], load_protocol(spec), ["psnr"]
+    )
     row = result.comparison.rows[0]
     assert row.clusters == 3 and row.pvalue == 0.25  # all 3 clusters worse: 2 of the 2^3 sign patterns as extreme
 

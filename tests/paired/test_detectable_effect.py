@@ -1,6 +1,7 @@
 """Issue #46 "What the gate can detect": the minimum detectable effect (paired/power.py) against the gate it
 describes, simulated in this test; `pstbench power` and compare agree; a comparison where nothing can be
 significant says so in one line."""
+
 from __future__ import annotations
 
 import contextlib
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 import scipy.stats
 import yaml
+from helpers.paired_runs import scores_from, write_run
 from scipy.stats import rankdata
 
 from pytest_pstbench.cli import main as cli_main
@@ -21,8 +23,6 @@ from pytest_pstbench.core.protocol import load_protocol
 from pytest_pstbench.core.stats import tie_differences, wilcoxon_test
 from pytest_pstbench.paired.compare import PAIRED_RUNS, compare_two, finish_comparison, finish_with_power
 from pytest_pstbench.paired.power import pvalues, signed_rank_sums
-
-from helpers.paired_runs import scores_from, write_run
 
 PROTOCOL = load_protocol()
 
@@ -55,7 +55,9 @@ def _fast_protocol(tmp_path):
 
 def _runs(columns: dict, n: int):
     ids = [f"p{i:02d}" for i in range(n)]
-    return SimpleNamespace(name="run", scores={p: {m: float(columns[m][i]) for m in columns} for i, p in enumerate(ids)})
+    return SimpleNamespace(
+        name="run", scores={p: {m: float(columns[m][i]) for m in columns} for i, p in enumerate(ids)}
+    )
 
 
 def test_gate_fails_at_the_reported_shift_in_80_percent_and_rarely_without(tmp_path):
@@ -103,7 +105,9 @@ def test_power_command_agrees_with_compare(tmp_path):
     lp = rng.uniform(0.1, 0.3, n)
     ps = rng.normal(25, 2, n)
     a = write_run(tmp_path, "a", scores_from({"lpips": lp, "psnr": ps}, n))
-    b = write_run(tmp_path, "b", scores_from({"lpips": lp + rng.normal(0, 0.01, n), "psnr": ps + rng.normal(0, 0.3, n)}, n))
+    b = write_run(
+        tmp_path, "b", scores_from({"lpips": lp + rng.normal(0, 0.01, n), "psnr": ps + rng.normal(0, 0.3, n)}, n)
+    )
     code, out, _ = _cli("compare", str(a), str(b), "--json")
     assert code == 0
     compared = {r["metric"]: r["detectable"]["mde"] for r in json.loads(out)["tests"]}
@@ -111,12 +115,16 @@ def test_power_command_agrees_with_compare(tmp_path):
     assert code == 0
     planned = {r["metric"]: r for r in json.loads(out)["metrics"]}
     assert {m: r["mde"] for m, r in planned.items()} == compared
-    code, out, _ = _cli("power", str(a), str(b), "--json", "--metrics", "lpips", "--effect", f"lpips={compared['lpips']:.6g}")
+    code, out, _ = _cli(
+        "power", str(a), str(b), "--json", "--metrics", "lpips", "--effect", f"lpips={compared['lpips']:.6g}"
+    )
     lp_row = json.loads(out)["metrics"][0]
     assert lp_row["tests"] == 1 and lp_row["pairs_needed"] < n  # one test instead of five: fewer pairs
     code, out, _ = _cli("power", str(a), "--json", "--metrics", "lpips", "--pairs", "200")
     row = json.loads(out)["metrics"][0]
-    assert row["noise"].startswith("baseline values") and row["sd"] == pytest.approx(np.std(lp) * np.sqrt(2 * 0.5), rel=1e-9)
+    assert row["noise"].startswith("baseline values") and row["sd"] == pytest.approx(
+        np.std(lp) * np.sqrt(2 * 0.5), rel=1e-9
+    )
     assert row["mde_at_pairs"] < row["mde"]
     code, out, _ = _cli("power", str(a), "--metrics", "lpips")
     assert code == 0 and "LPIPS (lpips): minimum detectable worse shift" in out

@@ -3,6 +3,7 @@
 Each refusal is checked for its essential parts, in order, on one line: the file and its role,
 what the file actually is, the protocol rule, and the fix.
 """
+
 from __future__ import annotations
 
 import io
@@ -16,8 +17,8 @@ import pytest
 from PIL import Image, ImageCms
 
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.paired.imageio import LoadedImage, fit_to_reference, load_image
 from pytest_pstbench.core.protocol import load_protocol
+from pytest_pstbench.paired.imageio import LoadedImage, fit_to_reference, load_image
 
 PROTO = load_protocol()
 IO = PROTO.section("io")
@@ -217,7 +218,10 @@ def test_16bit_grayscale_hand_built_is_refused(tmp_path):
     [
         (lambda a: Image.fromarray(a[..., 0]), "8-bit grayscale (Pillow mode L)"),
         (lambda a: Image.fromarray(a).convert("P"), "8-bit palette (Pillow mode P)"),
-        (lambda a: Image.fromarray(np.dstack([a, np.full(a.shape[:2], 255, np.uint8)])), "8-bit RGBA (Pillow mode RGBA)"),
+        (
+            lambda a: Image.fromarray(np.dstack([a, np.full(a.shape[:2], 255, np.uint8)])),
+            "8-bit RGBA (Pillow mode RGBA)",
+        ),
         (lambda a: Image.fromarray(a).convert("LA"), "8-bit grayscale+alpha (Pillow mode LA)"),
     ],
     ids=["L", "P", "RGBA", "LA"],
@@ -436,7 +440,11 @@ def test_srgb_profile_is_not_converted(tmp_path):
 
 def test_unreadable_profile_is_refused(tmp_path):
     path = save(tmp_path / "bad_icc.png", Image.fromarray(rgb(12)), icc_profile=b"not an ICC profile" * 8)
-    refused(path, "its embedded ICC profile 'unreadable ICC profile' cannot be converted to sRGB", "fix: save the file in sRGB")
+    refused(
+        path,
+        "its embedded ICC profile 'unreadable ICC profile' cannot be converted to sRGB",
+        "fix: save the file in sRGB",
+    )
 
 
 # --- fit_to_reference -----------------------------------------------------------------------

@@ -1,15 +1,15 @@
 """Issue #45 item 2: an outputs folder holding `demo-03.jpg` (or `demo-03.PNG`) instead of
 `demo-03.png` gets an error naming the file that is there and the rule it breaks, not a bare
 "missing output; fix: write demo-03.png"."""
+
 from __future__ import annotations
 
 import json
 
-from PIL import Image
-
 from helpers.protocols import protocol_without_lpips
 from helpers.scoring import score_cli
 from helpers.tracks import make_outputs, make_track
+from PIL import Image
 
 
 def _failure(tmp_path, capsys, rename):
@@ -38,7 +38,10 @@ def test_a_jpeg_in_place_of_the_png_is_named_with_the_png_rule(tmp_path, capsys)
 
 def test_an_upper_case_extension_is_named_with_the_exact_name_rule(tmp_path, capsys):
     message, _ = _failure(tmp_path, capsys, lambda png: png.rename(png.with_name("p02.PNG")))
-    assert "found p02.PNG: an output's name must be exactly <pair_id>.png (lower-case .png); fix: rename it p02.png" in message
+    assert (
+        "found p02.PNG: an output's name must be exactly <pair_id>.png (lower-case .png); fix: rename it p02.png"
+        in message
+    )
 
 
 def test_a_pair_with_nothing_near_keeps_the_plain_message(tmp_path, capsys):

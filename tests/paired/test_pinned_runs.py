@@ -6,14 +6,14 @@ wrote them, up to CPU-dependent rounding elsewhere (tests/helpers/pins.py says h
 The demo track's pins are checked by tests/project/test_installed_wheel.py (`pstbench demo` from the
 installed wheel); this file pins a local track made by helpers.tracks.make_track.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
-from helpers.tracks import make_outputs, make_track
 from helpers.pins import assert_matches_pin, mismatch
+from helpers.tracks import make_outputs, make_track
+
 from pytest_pstbench.cli import main
 
 GOLDEN = Path(__file__).parent / "golden"

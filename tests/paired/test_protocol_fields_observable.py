@@ -3,6 +3,7 @@ alone in a named variant changes the output exactly as an independent computatio
 a hand value), on data where the alternatives differ (asserted first). The five planted bugs the issue lists
 (tie rule <= for <, zero_method hard-coded pratt, PSNR's tie threshold for every metric, ap@1 bootstrap with
 1,000 resamples, pooled-MSE PSNR without its cap) each fail a test here."""
+
 from __future__ import annotations
 
 import math
@@ -35,7 +36,10 @@ def variant(tmp_path: Path, name: str, edit, base: str = "pstbench"):
 def runs(a: dict, b: dict):
     n = len(next(iter(a.values())))
     ids = [f"p{i:02d}" for i in range(n)]
-    mk = lambda name, cols: SimpleNamespace(name=name, scores={p: {m: float(cols[m][i]) for m in cols} for i, p in enumerate(ids)})  # noqa: E731
+
+    def mk(name, cols):
+        return SimpleNamespace(name=name, scores={p: {m: float(cols[m][i]) for m in cols} for i, p in enumerate(ids)})  # noqa: E731
+
     return mk("base", a), mk("cand", b)
 
 
@@ -57,8 +61,11 @@ def plain_bootstrap(x, *, resamples, seed, confidence, stat=np.mean):
 def test_tie_threshold_is_strict_and_per_metric(tmp_path):
     """Differences exactly at a metric's threshold are not ties (|d| < t); each metric its own threshold: a
     variant with distinct, exactly representable thresholds (psnr 0.25, lpips 0.125, delta_e00 0.0625)."""
-    p = variant(tmp_path, "ties-distinct", lambda d: d["comparison"].update(
-        tie_threshold={"psnr": 0.25, "lpips": 0.125, "delta_e00": 0.0625}))
+    p = variant(
+        tmp_path,
+        "ties-distinct",
+        lambda d: d["comparison"].update(tie_threshold={"psnr": 0.25, "lpips": 0.125, "delta_e00": 0.0625}),
+    )
     a = np.full(8, 0.5)
     steps = np.array([0.25, -0.25, 0.125, -0.125, 0.0625, 0.5, -0.0625, 0.03125])  # all exact in binary
     for metric, t in (("psnr", 0.25), ("lpips", 0.125), ("delta_e00", 0.0625)):
@@ -83,8 +90,11 @@ ZERO_DATA = np.array([0.0, 0.0, 0.0, 0.3, -0.1, 0.5, 0.7, -0.2, 0.9, 1.1, 0.4, 0
 def test_zero_method_is_the_protocols(tmp_path, zero_method):
     ps = {z: scipy.stats.wilcoxon(ZERO_DATA, zero_method=z).pvalue for z in ("wilcox", "pratt", "zsplit")}
     assert len(set(ps.values())) == 3  # the data tell the three apart
-    p = SHIPPED if zero_method == "wilcox" else variant(tmp_path, f"zero-{zero_method}",
-                                                          lambda d: d["comparison"].update(zero_method=zero_method))
+    p = (
+        SHIPPED
+        if zero_method == "wilcox"
+        else variant(tmp_path, f"zero-{zero_method}", lambda d: d["comparison"].update(zero_method=zero_method))
+    )
     assert p.comparison.zero_method == zero_method
     assert row(p, np.full(16, 2.0), 2.0 + ZERO_DATA, "ssim").pvalue == ps[zero_method]
 
@@ -144,16 +154,24 @@ def test_difference_bootstrap_bounds_equal_a_plain_loop(tmp_path, field, value):
     want = plain_bootstrap((a + d) - a, resamples=cfg.resamples, seed=cfg.seed, confidence=cfg.confidence)
     assert (r.diff_ci_low, r.diff_ci_high) == want
     shipped = SHIPPED.comparison.bootstrap
-    assert want != plain_bootstrap((a + d) - a, resamples=shipped.resamples, seed=shipped.seed, confidence=shipped.confidence)
+    assert want != plain_bootstrap(
+        (a + d) - a, resamples=shipped.resamples, seed=shipped.seed, confidence=shipped.confidence
+    )
 
 
 @pytest.mark.parametrize("field, value", [(None, None), ("resamples", 2500), ("seed", 7), ("confidence", 0.8)])
 def test_aggregation_bootstrap_bounds_equal_a_plain_loop(tmp_path, field, value):
     x = np.random.default_rng(4).uniform(0.1, 0.4, 13)
-    p = SHIPPED if field is None else variant(tmp_path, f"agg-boot-{field}", lambda d: d["aggregation"]["bootstrap"].update({field: value}))
+    p = (
+        SHIPPED
+        if field is None
+        else variant(tmp_path, f"agg-boot-{field}", lambda d: d["aggregation"]["bootstrap"].update({field: value}))
+    )
     cfg = p.aggregation.bootstrap
     e = summary_entry(list(x), p, "lpips")
-    assert (e["ci_low"], e["ci_high"]) == plain_bootstrap(x, resamples=cfg.resamples, seed=cfg.seed, confidence=cfg.confidence)
+    assert (e["ci_low"], e["ci_high"]) == plain_bootstrap(
+        x, resamples=cfg.resamples, seed=cfg.seed, confidence=cfg.confidence
+    )
     assert e["mean"] == float(np.mean(x))
 
 
@@ -161,9 +179,11 @@ def test_aggregation_bootstrap_bounds_equal_a_plain_loop(tmp_path, field, value)
 @pytest.mark.parametrize("cap", [100.0, 60.0])
 def test_pooled_mse_psnr_is_capped(tmp_path, cap):
     """Pooled MSE so small that 10 log10(255^2 / MSE) is above the cap (but MSE > 0): the value is the cap."""
+
     def edit(d):
         d["aggregation"]["per_metric"] = {"psnr": {"statistic": "pooled_mse"}}
         d["metrics"]["psnr"]["cap_db"] = cap
+
     p = variant(tmp_path, f"pooled-cap{cap:g}", edit)
     mse = np.array([1e-9, 2e-9, 4e-9, 1e-6, 3e-9])
     uncapped = 10 * math.log10(255.0**2 / mse.mean())
@@ -188,8 +208,11 @@ def _selection_cells(params):
         tasks.append(t)
         right = rng.random(3) < 0.6
         ans = lambda ok: {"best": 0 if ok else 1, "worst": 2, "status": "ok", "detail": None}  # noqa: E731
-        answers[t.id] = {"pick_best": [ans(ok) for ok in right], "pick_worst": [ans(True)] * 3,
-                         "pick_best_and_worst": [ans(ok) for ok in right]}
+        answers[t.id] = {
+            "pick_best": [ans(ok) for ok in right],
+            "pick_worst": [ans(True)] * 3,
+            "pick_best_and_worst": [ans(ok) for ok in right],
+        }
     cells = aggregate(tasks, [trial_outcomes(t, answers[t.id], params) for t in tasks], params)
     hits = np.array([[1.0 if (answers[t.id]["pick_best"][k]["best"] == 0) else 0.0 for k in range(3)] for t in tasks])
     return cells[0]["metrics"]["top1"]["ap@1"], hits
@@ -208,9 +231,14 @@ def _selection_pass3(params):
         tasks.append(t)
         right = rng.random(3) < 0.6
         ans = lambda ok: {"best": 0 if ok else 1, "worst": 2, "status": "ok", "detail": None}  # noqa: E731
-        answers[t.id] = {"pick_best": [ans(ok) for ok in right], "pick_worst": [ans(True)] * 3,
-                         "pick_best_and_worst": [ans(ok) for ok in right]}
-    return aggregate(tasks, [trial_outcomes(t, answers[t.id], params) for t in tasks], params)[0]["metrics"]["top1"]["pass^3"]
+        answers[t.id] = {
+            "pick_best": [ans(ok) for ok in right],
+            "pick_worst": [ans(True)] * 3,
+            "pick_best_and_worst": [ans(ok) for ok in right],
+        }
+    return aggregate(tasks, [trial_outcomes(t, answers[t.id], params) for t in tasks], params)[0]["metrics"]["top1"][
+        "pass^3"
+    ]
 
 
 def _plain_ap1(hits, boot):
@@ -226,8 +254,13 @@ def _plain_ap1(hits, boot):
 def test_selection_ap1_bootstrap_equals_a_plain_loop(tmp_path, field, value):
     from pytest_pstbench.selection.protocol import SelectionParams
 
-    protocol = load_protocol("vab") if field is None else variant(
-        tmp_path, f"vab-boot-{field}", lambda d: d["aggregation"]["bootstrap"].update({field: value}), base="vab")
+    protocol = (
+        load_protocol("vab")
+        if field is None
+        else variant(
+            tmp_path, f"vab-boot-{field}", lambda d: d["aggregation"]["bootstrap"].update({field: value}), base="vab"
+        )
+    )
     params = SelectionParams.of(protocol)
     entry, hits = _selection_cells(params)
     want = _plain_ap1(hits, params.bootstrap)
@@ -242,12 +275,19 @@ def test_selection_pass3_bootstrap_equals_a_plain_loop(tmp_path, field, value):
     """pass^3 (1 when all three trials are right) bootstrapped over tasks: the plain loop, the protocol's fields."""
     from pytest_pstbench.selection.protocol import SelectionParams
 
-    protocol = load_protocol("vab") if field is None else variant(
-        tmp_path, f"vab-p3-{field}", lambda d: d["aggregation"]["bootstrap"].update({field: value}), base="vab")
+    protocol = (
+        load_protocol("vab")
+        if field is None
+        else variant(
+            tmp_path, f"vab-p3-{field}", lambda d: d["aggregation"]["bootstrap"].update({field: value}), base="vab"
+        )
+    )
     params = SelectionParams.of(protocol)
     _, hits = _selection_cells(params)
     cells_pass = hits.all(axis=1).astype(float)
     boot = params.bootstrap
-    want = plain_bootstrap(cells_pass, resamples=int(boot["resamples"]), seed=int(boot["seed"]), confidence=float(boot["confidence"]))
+    want = plain_bootstrap(
+        cells_pass, resamples=int(boot["resamples"]), seed=int(boot["seed"]), confidence=float(boot["confidence"])
+    )
     got = _selection_pass3(params)
     assert (got["ci_low"], got["ci_high"]) == want and got["mean"] == cells_pass.mean()

@@ -4,6 +4,7 @@ The packages are called here the way their documentation shows (color-matcher's 
 skimage's match_histograms, python-color-transfer's ColorTransfer with OpenCV's own RGB<->BGR
 conversion), independently of pstbench's wrappers.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -18,15 +19,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from helpers.protocols import protocol_without_lpips
+from helpers.tracks import make_track
 from PIL import Image
 
 import pytest_pstbench
-from helpers.protocols import protocol_without_lpips
-from helpers.tracks import make_track
-from pytest_pstbench.data import pinned_packages as pp
-from pytest_pstbench.paired.baselines import REFERENCE_METHODS, prepare_reference_baseline
 from pytest_pstbench.cli import main
 from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.data import pinned_packages as pp
+from pytest_pstbench.paired.baselines import REFERENCE_METHODS, prepare_reference_baseline
 
 PCT = pp.PYTHON_COLOR_TRANSFER
 # issue #45 item 6: the extra added to the installation in use (the tests run from a source tree, editable)
@@ -91,12 +92,15 @@ def _direct_idt(folder: Path, content: np.ndarray, style: np.ndarray) -> np.ndar
         sys.path.remove(str(folder))
     assert Path(sys.modules["python_color_transfer.color_transfer"].__file__).is_relative_to(folder)
     out = ColorTransfer().pdf_transfer(
-        img_arr_in=cv2.cvtColor(content, cv2.COLOR_RGB2BGR), img_arr_ref=cv2.cvtColor(style, cv2.COLOR_RGB2BGR), regrain=False
+        img_arr_in=cv2.cvtColor(content, cv2.COLOR_RGB2BGR),
+        img_arr_ref=cv2.cvtColor(style, cv2.COLOR_RGB2BGR),
+        regrain=False,
     )
     return cv2.cvtColor(out, cv2.COLOR_BGR2RGB)
 
 
 # --- each method against its package ----------------------------------------------------------
+
 
 @pytest.mark.parametrize("method", ["reinhard", "mkl"])
 def test_color_matcher_methods_match_a_direct_call(track, tmp_path, method):
@@ -167,6 +171,7 @@ def test_idt_draws_no_random_numbers(pct_folder):
 
 # --- folders, provenance, determinism ---------------------------------------------------------
 
+
 def test_all_writes_one_folder_per_method_deterministically(track, tmp_path, capsys):
     assert main(["baseline", "all", "--track", str(track), "--out", "a"]) == 0
     assert main(["baseline", "all", "--track", str(track), "--out", "b"]) == 0
@@ -214,11 +219,15 @@ def test_method_yaml_lands_in_run_json(track, tmp_path):
     (tmp_path / "mkl" / "method.yaml").write_text(yaml.safe_dump(meta))
     assert main(["score", "--track", str(track), "--outputs", "mkl", "--name", "mkl2", "--protocol", str(proto)]) == 0
     run = json.loads((tmp_path / "results" / "small" / "mkl2" / "run.json").read_text())
-    assert {"kind": "outputs_made_for_other_track", "method_yaml": {"track": "small", "revision": "0" * 12},
-            "scored": {"track": "small", "revision": t.revision}} in run["deviations"]
+    assert {
+        "kind": "outputs_made_for_other_track",
+        "method_yaml": {"track": "small", "revision": "0" * 12},
+        "scored": {"track": "small", "revision": t.revision},
+    } in run["deviations"]
 
 
 # --- bad input --------------------------------------------------------------------------------
+
 
 def test_unknown_method_is_a_one_line_error(track, tmp_path, capsys):
     assert main(["baseline", "reinhard", "nope", "--track", str(track), "--out", "x"]) == 2
@@ -307,6 +316,7 @@ def test_missing_cv2_names_the_extra(monkeypatch, capsys):
 
 # --- fetching python-color-transfer into the cache --------------------------------------------
 
+
 def _fake_wheel(src_folder: Path, path: Path) -> str:
     """A wheel zip with the real module files (so the file pins hold); returns its sha256."""
     with zipfile.ZipFile(path, "w") as zf:
@@ -393,8 +403,13 @@ def test_a_modified_cache_is_refused(tmp_path, pct_folder, monkeypatch):
 def test_pip_failure_is_one_line_with_the_manual_install(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("PSTBENCH_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(pp, "_LOADED", {})
-    monkeypatch.setattr(subprocess, "run", lambda cmd, *a, **k: subprocess.CompletedProcess(
-        cmd, 1, "", "WARNING: retrying\nERROR: No matching distribution found for python-color-transfer==0.1.2a0\n"))
+    monkeypatch.setattr(
+        subprocess,
+        "run",
+        lambda cmd, *a, **k: subprocess.CompletedProcess(
+            cmd, 1, "", "WARNING: retrying\nERROR: No matching distribution found for python-color-transfer==0.1.2a0\n"
+        ),
+    )
     assert main(["baseline", "idt", "--fetch-only"]) == 2
     line = _one_error_line(capsys.readouterr().err)
     assert "ERROR: No matching distribution found" in line
@@ -423,6 +438,7 @@ def test_an_installed_pinned_copy_is_used_without_fetching(tmp_path, pct_folder,
 
 # --- the other kinds of track -----------------------------------------------------------------
 
+
 def test_demo_track(tmp_path, monkeypatch):
     from pytest_pstbench.paired.tracks import resolve_track
 
@@ -430,8 +446,13 @@ def test_demo_track(tmp_path, monkeypatch):
     assert main(["baseline", "identity", "--track", "demo", "--out", "demo-id"]) == 0
     track = resolve_track("demo")
     meta = yaml.safe_load((tmp_path / "demo-id" / "method.yaml").read_text())
-    assert meta["track"] == {"id": "demo", "dataset": track.dataset_id, "revision": track.revision, "source": "demo",
-                             "n_pairs": len(track.pairs)}
+    assert meta["track"] == {
+        "id": "demo",
+        "dataset": track.dataset_id,
+        "revision": track.revision,
+        "source": "demo",
+        "n_pairs": len(track.pairs),
+    }
     for pair in track.pairs:
         np.testing.assert_array_equal(_rgb(tmp_path / "demo-id" / f"{pair.id}.png"), _rgb(pair.content))
 

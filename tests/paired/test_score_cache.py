@@ -1,6 +1,7 @@
 """Issue #32, items 1-3: the score cache holds everything that produced a value, and the Identity row goes
 through the same session and cache rules as every other run (no cache of its own).
 Found by the third audit (#32)."""
+
 from __future__ import annotations
 
 import csv
@@ -11,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from PIL import Image
-
 from helpers.protocols import protocol_without_lpips
 from helpers.tracks import make_outputs, make_track
+from PIL import Image
+
 from pytest_pstbench.cli import main as cli_main
 
 
@@ -33,8 +34,20 @@ def _entries(cache: Path) -> list[Path]:
 
 
 def _score(manifest, outputs, proto, results, *extra) -> int:
-    return cli_main(["score", "--track", str(manifest), "--outputs", str(outputs), "--results", str(results),
-                     "--protocol", str(proto), *extra])
+    return cli_main(
+        [
+            "score",
+            "--track",
+            str(manifest),
+            "--outputs",
+            str(outputs),
+            "--results",
+            str(results),
+            "--protocol",
+            str(proto),
+            *extra,
+        ]
+    )
 
 
 def _identity_psnr(out: str) -> str:
@@ -103,19 +116,38 @@ def test_a_cached_score_does_not_survive_a_change_of_the_lpips_weights(tmp_path,
         run = json.loads((results / "small" / "out" / "run.json").read_text())
         return values, run["environment"]["lpips_weights"]["digest"]
 
-    assert cli_main(["score", "--track", str(manifest), "--outputs", str(outputs), "--results", str(tmp_path / "a")]) == 0
+    assert (
+        cli_main(["score", "--track", str(manifest), "--outputs", str(outputs), "--results", str(tmp_path / "a")]) == 0
+    )
     old, old_digest = lpips_of(tmp_path / "a")
     weights, _ = resolve.resolve_features("alexnet")
     changed = {k: (v * 1.25 if k == "features.0.weight" else v).numpy() for k, v in weights.items()}
     digest = checks.weights_digest(changed)
-    cachefile.store(changed, "torchvision-cache", digest)  # other weights in the cache (as `weights fetch --force` could)
+    cachefile.store(
+        changed, "torchvision-cache", digest
+    )  # other weights in the cache (as `weights fetch --force` could)
     lpips_metric._MODELS.clear()  # a new process would build the model from them
-    assert cli_main(["score", "--track", str(manifest), "--outputs", str(outputs), "--results", str(tmp_path / "b")]) == 0
+    assert (
+        cli_main(["score", "--track", str(manifest), "--outputs", str(outputs), "--results", str(tmp_path / "b")]) == 0
+    )
     new, new_digest = lpips_of(tmp_path / "b")
     assert (old_digest, new_digest) != (digest, digest) and new_digest == digest
     lpips_metric._MODELS.clear()
-    assert cli_main(["score", "--track", str(manifest), "--outputs", str(outputs), "--results", str(tmp_path / "c"),
-                     "--no-cache"]) == 0
+    assert (
+        cli_main(
+            [
+                "score",
+                "--track",
+                str(manifest),
+                "--outputs",
+                str(outputs),
+                "--results",
+                str(tmp_path / "c"),
+                "--no-cache",
+            ]
+        )
+        == 0
+    )
     fresh, _ = lpips_of(tmp_path / "c")
     assert new == fresh != old  # the new weights' values, not the cached ones of the old weights
 
@@ -143,9 +175,19 @@ def test_the_key_holds_the_weights_and_the_rules_a_file_was_read_under(tmp_path)
     from pytest_pstbench.paired.scorecache import ScoreCache
 
     c = ScoreCache(tmp_path)
-    base = dict(output_sha256="a" * 64, read_as="output", dataset_id="d", revision="r", pair_id="p",
-                protocol_sha256="b" * 64, allow_resize=False, device="cpu", reference_sha256="1" * 64,
-                style_sha256="2" * 64, weights={"alexnet": "c" * 64})
+    base = dict(
+        output_sha256="a" * 64,
+        read_as="output",
+        dataset_id="d",
+        revision="r",
+        pair_id="p",
+        protocol_sha256="b" * 64,
+        allow_resize=False,
+        device="cpu",
+        reference_sha256="1" * 64,
+        style_sha256="2" * 64,
+        weights={"alexnet": "c" * 64},
+    )
     k = c.key(**base)
     for field, other in [("read_as", "dataset"), ("weights", {"alexnet": "d" * 64}), ("weights", {})]:
         assert c.key(**{**base, field: other}) != k, field

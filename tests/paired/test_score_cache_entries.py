@@ -3,6 +3,7 @@ stale entry is a miss, a non-finite value is never stored.
 
 Found by issue #11 (a number the kit prints is right or absent): each test reproduces one case of the issue
 (its number in the test's docstring) and checks the fixed behaviour."""
+
 from __future__ import annotations
 
 import json
@@ -10,7 +11,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from helpers.protocols import protocol_without_lpips
 from helpers.scoring import score_cli
 from helpers.tracks import make_outputs, make_track
@@ -23,7 +23,7 @@ def _psnr(a_path, b_path) -> float:
 
     a = np.asarray(Image.open(a_path), dtype=np.float64)
     b = np.asarray(Image.open(b_path), dtype=np.float64)
-    return float(10 * np.log10(255.0 ** 2 / np.mean((a - b) ** 2)))
+    return float(10 * np.log10(255.0**2 / np.mean((a - b) ** 2)))
 
 
 def _csv_column(run_dir, metric):
@@ -149,7 +149,8 @@ def test_verify_cache_refuses_a_bad_value(tmp_path, capsys):
     outputs = make_outputs(manifest, tmp_path / "out")
     assert score_cli(tmp_path, manifest, outputs, proto, "--verify-cache", "-1") == 2
     assert capsys.readouterr().err.strip() == (
-        "pstbench: error: --verify-cache '-1': expected a whole number of cached pairs to rescore (0 or more); fix: e.g. --verify-cache 5")
+        "pstbench: error: --verify-cache '-1': expected a whole number of cached pairs to rescore (0 or more); fix: e.g. --verify-cache 5"
+    )
 
 
 def test_the_pytest_verify_cache_option(pytester):
@@ -157,8 +158,14 @@ def test_the_pytest_verify_cache_option(pytester):
     manifest = make_track(pytester.path / "track")
     outputs = make_outputs(manifest, pytester.path / "out")
     proto = protocol_without_lpips(pytester.path / "proto.yaml")
-    base = ("-p", "no:cacheprovider", f"--pstbench-track={manifest}", f"--pstbench-protocol={proto}",
-            f"--pstbench-outputs={outputs}", "--pstbench-name=v")
+    base = (
+        "-p",
+        "no:cacheprovider",
+        f"--pstbench-track={manifest}",
+        f"--pstbench-protocol={proto}",
+        f"--pstbench-outputs={outputs}",
+        "--pstbench-name=v",
+    )
     pytester.runpytest_subprocess(*base).assert_outcomes(passed=4)
     r = pytester.runpytest_subprocess(*base, "--pstbench-verify-cache=4")
     r.assert_outcomes(passed=4)
@@ -167,8 +174,8 @@ def test_the_pytest_verify_cache_option(pytester):
 
 def test_a_non_finite_metric_never_reaches_the_cache(tmp_path, monkeypatch, capsys):
     """Issue #11 case 16."""
-    from pytest_pstbench.paired.scorecache import ScoreCache
     from pytest_pstbench.metrics.scorer import PairScorer
+    from pytest_pstbench.paired.scorecache import ScoreCache
 
     c = ScoreCache(tmp_path / "c")
     c.put("ab" * 32, {"psnr": float("nan")}, {})
@@ -188,13 +195,17 @@ def test_a_non_finite_metric_never_reaches_the_cache(tmp_path, monkeypatch, caps
 
     import numpy as np
     from PIL import Image
+
     p02 = np.asarray(Image.open(outputs / "p02.png"))
     monkeypatch.setattr(PairScorer, "score", nan_for_p02)
     n_before = len(_entries())
     capsys.readouterr()
     assert score_cli(tmp_path, manifest, outputs, proto) == 1
     err = capsys.readouterr().err
-    assert f"{outputs / 'p02.png'} (output): metric ssim is nan for pair p02, not a finite number; the pair is not scored" in err
+    assert (
+        f"{outputs / 'p02.png'} (output): metric ssim is nan for pair p02, not a finite number; the pair is not scored"
+        in err
+    )
     assert "Traceback" not in err
     run = json.loads((tmp_path / "results" / "small" / "run" / "run.json").read_text())
     assert run["complete"] is False and [f["pair"] for f in run["failures"]] == ["p02"]
@@ -208,20 +219,26 @@ def test_a_non_finite_metric_never_reaches_the_cache(tmp_path, monkeypatch, caps
 def test_no_entry_is_stored_when_a_file_changed_under_its_key(tmp_path, monkeypatch):
     """The key is computed before decoding; if the bytes decoded are not the bytes hashed (a file replaced
     in between, or a stale per-process hash), the values are used for this run but not cached. Issue #11 case 05."""
+    from pytest_pstbench.core.protocol import load_protocol
     from pytest_pstbench.paired import scorecache as cache_mod
     from pytest_pstbench.paired.scorecache import ScoreCache
-    from pytest_pstbench.core.protocol import load_protocol
     from pytest_pstbench.paired.session import RunSession
     from pytest_pstbench.paired.tracks import load_manifest
 
     manifest = make_track(tmp_path / "track")
     outputs = make_outputs(manifest, tmp_path / "out", strength=0.71)
     track = load_manifest(manifest)
-    session = RunSession(track, load_protocol(protocol_without_lpips(tmp_path / "proto.yaml")), name="r",
-                         results_dir=tmp_path / "results")
+    session = RunSession(
+        track,
+        load_protocol(protocol_without_lpips(tmp_path / "proto.yaml")),
+        name="r",
+        results_dir=tmp_path / "results",
+    )
     session.cache = ScoreCache(tmp_path / "c")
     pair = track.pair("p01")
-    monkeypatch.setattr(cache_mod, "dataset_file_sha256", lambda path: "0" * 64)  # a stale digest for every dataset file
+    monkeypatch.setattr(
+        cache_mod, "dataset_file_sha256", lambda path: "0" * 64
+    )  # a stale digest for every dataset file
     result = session.score_pair(pair, outputs / "p01.png")
     assert result.ok
     assert list((tmp_path / "c").rglob("*.json")) == []

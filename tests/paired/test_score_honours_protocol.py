@@ -1,6 +1,7 @@
 """`pstbench score` computes under the whole protocol it records: the aggregation statistic (also per
 metric), and the evaluation resolution. A score run under a protocol equals that protocol's row of
 `pstbench sensitivity` (one engine), and the numbers equal independent computations."""
+
 from __future__ import annotations
 
 import csv
@@ -10,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from helpers.tracks import make_outputs, make_track
 from PIL import Image
 from skimage.metrics import peak_signal_noise_ratio
 
-from helpers.tracks import make_outputs, make_track
 from pytest_pstbench.cli import main
 from pytest_pstbench.core.protocol import load_protocol
 from pytest_pstbench.paired.tracks import load_manifest
@@ -40,8 +41,25 @@ def setup(tmp_path_factory):
 
 def _score(root: Path, manifest: Path, outputs: Path, protocol: Path, name: str, capsys) -> Path:
     results = root / "results"
-    assert main(["score", "--track", str(manifest), "--outputs", str(outputs), "--protocol", str(protocol),
-                 "--name", name, "--results", str(results), "--no-cache"]) == 0, capsys.readouterr().err
+    assert (
+        main(
+            [
+                "score",
+                "--track",
+                str(manifest),
+                "--outputs",
+                str(outputs),
+                "--protocol",
+                str(protocol),
+                "--name",
+                name,
+                "--results",
+                str(results),
+                "--no-cache",
+            ]
+        )
+        == 0
+    ), capsys.readouterr().err
     return results / "small" / name
 
 
@@ -165,9 +183,19 @@ def test_bounds_name_the_protocols_statistic(setup, pytester):
     del data["metrics"]["lpips"]
     data["comparison"]["tie_threshold"].pop("lpips", None)
     proto = _protocol_file(root / "median-bounds.yaml", data)
-    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--pstbench-track={manifest}", f"--pstbench-outputs={half}",
-                                      f"--pstbench-protocol={proto}", "--pstbench-min", "psnr=99", "--pstbench-no-cache")
+    r = pytester.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        f"--pstbench-track={manifest}",
+        f"--pstbench-outputs={half}",
+        f"--pstbench-protocol={proto}",
+        "--pstbench-min",
+        "psnr=99",
+        "--pstbench-no-cache",
+    )
     assert r.ret == 1
     summary = json.loads((pytester.path / "results" / "small" / "half" / "summary.json").read_text())
     median = summary["metrics"]["psnr"]["value"]
-    r.stdout.fnmatch_lines([f"*pstbench gate FAILED: PSNR↑ (psnr) median {median:.6g} is below the minimum 99 (--pstbench-min)*"])
+    r.stdout.fnmatch_lines(
+        [f"*pstbench gate FAILED: PSNR↑ (psnr) median {median:.6g} is below the minimum 99 (--pstbench-min)*"]
+    )

@@ -4,6 +4,7 @@ What must hold: the run files do not depend on the number of workers nor on how 
 a call (the same bytes as one `pstbench score` per folder, and as the pytest items' path), the
 reference work of a pair is done once for all methods, and bad options are one-line errors.
 """
+
 from __future__ import annotations
 
 import json
@@ -11,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image
-
 from helpers.protocols import protocol_without_lpips
 from helpers.tracks import make_outputs, make_track
+from PIL import Image
+
 from pytest_pstbench.cli import main as cli_main
 
 RUN_FILES = ("metrics.csv", "summary.json")
@@ -33,8 +34,19 @@ def setup(tmp_path):
 
 
 def _score(tmp_path, manifest, proto, results, *outputs_and_extra):
-    return cli_main(["score", "--track", str(manifest), "--protocol", str(proto), "--results", str(tmp_path / results),
-                     "--no-cache", *outputs_and_extra])
+    return cli_main(
+        [
+            "score",
+            "--track",
+            str(manifest),
+            "--protocol",
+            str(proto),
+            "--results",
+            str(tmp_path / results),
+            "--no-cache",
+            *outputs_and_extra,
+        ]
+    )
 
 
 def test_several_outputs_in_one_call_equal_one_call_each(tmp_path, setup, capsys):
@@ -61,10 +73,19 @@ def test_values_do_not_depend_on_workers(tmp_path, setup, workers):
 def test_pipeline_equals_the_pytest_items_path(tmp_path, setup, pytester):
     manifest, a, _, proto = setup
     assert _score(tmp_path, manifest, proto, "cli", "--outputs", str(a)) == 0
-    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--pstbench-track={manifest}", f"--pstbench-protocol={proto}",
-                                      f"--pstbench-outputs={a}", f"--pstbench-results={tmp_path / 'py'}", "--pstbench-no-cache")
+    r = pytester.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        f"--pstbench-track={manifest}",
+        f"--pstbench-protocol={proto}",
+        f"--pstbench-outputs={a}",
+        f"--pstbench-results={tmp_path / 'py'}",
+        "--pstbench-no-cache",
+    )
     r.assert_outcomes(passed=5)
-    assert (tmp_path / "py" / "small" / "a" / "metrics.csv").read_bytes() == (tmp_path / "cli" / "small" / "a" / "metrics.csv").read_bytes()
+    assert (tmp_path / "py" / "small" / "a" / "metrics.csv").read_bytes() == (
+        tmp_path / "cli" / "small" / "a" / "metrics.csv"
+    ).read_bytes()
 
 
 def test_reference_and_style_decoded_once_per_pair_for_all_methods(tmp_path, setup, monkeypatch):
@@ -101,7 +122,9 @@ def test_bad_workers_is_one_line(tmp_path, setup, capsys, value):
     manifest, a, _, proto = setup
     assert _score(tmp_path, manifest, proto, "r", "--outputs", str(a), f"--workers={value}") == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"pstbench: error: --workers {value!r}: expected a whole number of worker threads, at least 1 (e.g. --workers 4)"]
+    assert err == [
+        f"pstbench: error: --workers {value!r}: expected a whole number of worker threads, at least 1 (e.g. --workers 4)"
+    ]
     assert not (tmp_path / "r").exists()
 
 
@@ -129,10 +152,18 @@ def test_two_folders_with_one_name_are_refused(tmp_path, setup, capsys):
 def test_xdist_gateways_spelled_tx_give_the_serial_run_files(tmp_path, setup, pytester):
     # `--tx N*popen` is the gateway spelling of the multi-machine command in docs/pytest.md (ssh= there)
     manifest, a, _, proto = setup
-    base = ("-p", "no:cacheprovider", f"--pstbench-track={manifest}", f"--pstbench-protocol={proto}",
-            f"--pstbench-outputs={a}", "--pstbench-no-cache")
+    base = (
+        "-p",
+        "no:cacheprovider",
+        f"--pstbench-track={manifest}",
+        f"--pstbench-protocol={proto}",
+        f"--pstbench-outputs={a}",
+        "--pstbench-no-cache",
+    )
     serial = pytester.runpytest_subprocess(*base, f"--pstbench-results={tmp_path / 'serial'}")
-    spread = pytester.runpytest_subprocess(*base, f"--pstbench-results={tmp_path / 'tx'}", "--dist", "load", "--tx", "2*popen")
+    spread = pytester.runpytest_subprocess(
+        *base, f"--pstbench-results={tmp_path / 'tx'}", "--dist", "load", "--tx", "2*popen"
+    )
     serial.assert_outcomes(passed=5)
     spread.assert_outcomes(passed=5)
     assert "gw1" in spread.stdout.str() or "2 workers" in spread.stdout.str()
@@ -147,7 +178,9 @@ def test_cuda_without_cuda_is_refused_before_scoring(tmp_path, setup, capsys):
     manifest, a, _, proto = setup  # a protocol without LPIPS: SSIM and CIEDE2000 run on the device too
     assert _score(tmp_path, manifest, proto, "r", "--outputs", str(a), "--device", "cuda") == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("pstbench: error: device 'cuda' was asked for, but CUDA is not available here")
+    assert len(err) == 1 and err[0].startswith(
+        "pstbench: error: device 'cuda' was asked for, but CUDA is not available here"
+    )
     assert not (tmp_path / "r").exists()
 
 
@@ -170,7 +203,7 @@ def test_an_incomplete_identity_row_is_scored_once(tmp_path, setup, monkeypatch,
     assert sorted(finished) == ["a", "identity"]  # not scored a second time for the table's row
 
 
-LOAD_LOGGER = '''
+LOAD_LOGGER = """
 import threading
 from pathlib import Path
 
@@ -186,7 +219,7 @@ def _logged(self, pair, output, dataset_images):
 
 
 session_mod.RunSession.load = _logged
-'''
+"""
 
 
 @pytest.mark.parametrize("xdist", [False, True])
@@ -198,9 +231,16 @@ def test_pytest_items_load_the_next_pair_ahead_in_a_thread(tmp_path, setup, pyte
     log = tmp_path / "loads.txt"
     pytester.makeconftest(f"LOG = {str(log)!r}\n" + LOAD_LOGGER)
     extra = ("-n", "2") if xdist else ()
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--pstbench-track={manifest}",
-                                           f"--pstbench-protocol={proto}", f"--pstbench-outputs={a}",
-                                           "--pstbench-no-cache", f"--pstbench-results={tmp_path / 'py'}", *extra)
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        f"--pstbench-track={manifest}",
+        f"--pstbench-protocol={proto}",
+        f"--pstbench-outputs={a}",
+        "--pstbench-no-cache",
+        f"--pstbench-results={tmp_path / 'py'}",
+        *extra,
+    )
     result.assert_outcomes(passed=5)
     loads = [line.split() for line in log.read_text().splitlines()]
     assert len(loads) == len({p for p, _ in loads}) == 5  # each pair loaded once
@@ -212,7 +252,7 @@ def test_pytest_items_load_the_next_pair_ahead_in_a_thread(tmp_path, setup, pyte
     assert _files(tmp_path / "py" / "small" / "a") == _files(tmp_path / "cli" / "small" / "a")
 
 
-THREADS_LOGGER = '''
+THREADS_LOGGER = """
 import os
 
 
@@ -221,7 +261,7 @@ def pytest_runtest_teardown(item):
 
     with open(LOG, "a") as fh:
         fh.write(f"{item.name} {torch.get_num_threads()} {os.environ.get('OMP_WAIT_POLICY')}\\n")
-'''
+"""
 
 
 @pytest.mark.parametrize("policy", [None, "ACTIVE"])
@@ -242,9 +282,19 @@ def test_xdist_workers_wait_passively_with_the_serial_thread_count(tmp_path, set
         monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
     else:
         monkeypatch.setenv("OMP_WAIT_POLICY", policy)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "threadlog", f"--pstbench-track={manifest}",
-                                           f"--pstbench-protocol={proto}", f"--pstbench-outputs={a}",
-                                           "--pstbench-no-cache", f"--pstbench-results={tmp_path / 'r'}", "-n", "2")
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "threadlog",
+        f"--pstbench-track={manifest}",
+        f"--pstbench-protocol={proto}",
+        f"--pstbench-outputs={a}",
+        "--pstbench-no-cache",
+        f"--pstbench-results={tmp_path / 'r'}",
+        "-n",
+        "2",
+    )
     result.assert_outcomes(passed=5)
     seen = {tuple(line.split()[1:]) for line in log.read_text().splitlines()}
     assert seen == {(str(torch.get_num_threads()), policy or "PASSIVE")}  # the thread count of this (serial) process

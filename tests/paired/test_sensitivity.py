@@ -1,5 +1,6 @@
 """`pstbench sensitivity`: variants as patches, values under variants against independent
 computations, Kendall tau against scipy, swaps, unavailable metrics, reuse, CLI end to end."""
+
 from __future__ import annotations
 
 import csv
@@ -12,10 +13,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import yaml
-from PIL import Image
-
 from helpers.protocols import protocol_without_lpips
 from helpers.tracks import make_outputs, make_track
+from PIL import Image
+
 from pytest_pstbench.cli import main
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.protocol import load_protocol
@@ -25,17 +26,28 @@ from pytest_pstbench.paired.tracks import load_manifest
 from pytest_pstbench.paired.variants import BASE_ID, flatten, load_variant, load_variants, shipped_variant_ids
 
 REQUIRED = {
-    "resolution-short512", "resolution-256",
-    "ssim-skimage-defaults", "ssim-luma", "ssim-wang",
-    "psnr-luma", "psnr-pooled",
-    "lpips-vgg", "lpips-squeeze", "lpips-v00", "lpips-input01", "lpips-resize256",
-    "deltae-skimage-white", "deltae-cie76",
-    "hcorr-64bins", "aggregation-median",
+    "resolution-short512",
+    "resolution-256",
+    "ssim-skimage-defaults",
+    "ssim-luma",
+    "ssim-wang",
+    "psnr-luma",
+    "psnr-pooled",
+    "lpips-vgg",
+    "lpips-squeeze",
+    "lpips-v00",
+    "lpips-input01",
+    "lpips-resize256",
+    "deltae-skimage-white",
+    "deltae-cie76",
+    "hcorr-64bins",
+    "aggregation-median",
 }
 BT601 = (0.299, 0.587, 0.114)
 
 
 # ---- helpers ------------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
@@ -45,7 +57,9 @@ def setup(tmp_path_factory):
     a = make_outputs(manifest, root / "half", strength=0.5)
     b = make_outputs(manifest, root / "most", strength=0.8)
     proto = protocol_without_lpips(root / "nolpips.yaml")
-    return SimpleNamespace(root=root, manifest=manifest, methods={"half": str(a), "most": str(b), "identity": "identity"}, protocol=proto)
+    return SimpleNamespace(
+        root=root, manifest=manifest, methods={"half": str(a), "most": str(b), "identity": "identity"}, protocol=proto
+    )
 
 
 def engine(setup, variants, methods=None, protocol=None, out_dir=None):
@@ -66,12 +80,17 @@ def images(setup, method: str):
     out = []
     for p in data["pairs"]:
         rd = lambda f: np.asarray(Image.open(setup.manifest.parent / f).convert("RGB"))  # noqa: E731
-        o = rd(p["content"]) if method == "identity" else np.asarray(Image.open(Path(setup.methods[method]) / f"{p['id']}.png"))
+        o = (
+            rd(p["content"])
+            if method == "identity"
+            else np.asarray(Image.open(Path(setup.methods[method]) / f"{p['id']}.png"))
+        )
         out.append((o, rd(p["reference"]), rd(p["style"])))
     return out
 
 
 # ---- variants as data -----------------------------------------------------------------------------------
+
 
 def test_shipped_variants_cover_the_issue_and_change_only_what_they_say():
     base = load_protocol()
@@ -79,34 +98,51 @@ def test_shipped_variants_cover_the_issue_and_change_only_what_they_say():
     base_flat = flatten(base.data)
     for v in load_variants(None, base)[1:]:
         patched_flat = flatten(v.protocol.data)
-        differing = {k for k in set(base_flat) | set(patched_flat) if base_flat.get(k, "<absent>") != patched_flat.get(k, "<absent>")}
+        differing = {
+            k
+            for k in set(base_flat) | set(patched_flat)
+            if base_flat.get(k, "<absent>") != patched_flat.get(k, "<absent>")
+        }
         # exactly the listed leaves differ, and every listed leaf is a real change
         assert differing == set(flatten(v.changes)), v.id
         assert v.description
 
 
 def test_variant_contents_match_the_references_they_name():
+    import inspect
+
     from skimage.color import colorconv
     from skimage.metrics import structural_similarity
-    import inspect
 
     base = load_protocol()
     vs = {v.id: v for v in load_variants(None, base)}
     # skimage's default D65 / 2 degree white point, read from skimage itself
-    assert vs["deltae-skimage-white"].protocol.metrics["delta_e00"]["white_point"] == pytest.approx(list(colorconv._illuminants["D65"]["2"]))
+    assert vs["deltae-skimage-white"].protocol.metrics["delta_e00"]["white_point"] == pytest.approx(
+        list(colorconv._illuminants["D65"]["2"])
+    )
     # skimage's SSIM defaults: uniform window, sample covariance (win_size 7 is its documented default)
     sig = inspect.signature(structural_similarity).parameters
     ssim = vs["ssim-skimage-defaults"].protocol.metrics["ssim"]
     assert ssim["gaussian_weights"] == sig["gaussian_weights"].default is False
     assert ssim["use_sample_covariance"] is True and ssim["win_size"] == 7
-    assert vs["ssim-wang"].protocol.metrics["ssim"]["sigma"] == 1.5 and vs["ssim-wang"].protocol.metrics["ssim"]["gaussian_weights"]
+    assert (
+        vs["ssim-wang"].protocol.metrics["ssim"]["sigma"] == 1.5
+        and vs["ssim-wang"].protocol.metrics["ssim"]["gaussian_weights"]
+    )
     assert vs["lpips-squeeze"].protocol.metrics["lpips"]["net"] == "squeeze"
-    assert vs["resolution-256"].protocol.data["resolution"]["evaluate"] == {"mode": "fixed", "width": 256, "height": 256, "filter": "bicubic"}
+    assert vs["resolution-256"].protocol.data["resolution"]["evaluate"] == {
+        "mode": "fixed",
+        "width": 256,
+        "height": 256,
+        "filter": "bicubic",
+    }
 
 
 def test_patch_is_a_deep_merge_of_mappings(tmp_path):
     base = load_protocol()
-    v = load_variant(write_variant(tmp_path / "v.yaml", "v", {"metrics": {"ssim": {"gaussian_weights": False, "win_size": 7}}}), base)
+    v = load_variant(
+        write_variant(tmp_path / "v.yaml", "v", {"metrics": {"ssim": {"gaussian_weights": False, "win_size": 7}}}), base
+    )
     assert v.protocol.metrics["ssim"]["sigma"] == base.metrics["ssim"]["sigma"]  # siblings kept
     assert v.protocol.metrics["ssim"]["gaussian_weights"] is False and v.protocol.metrics["ssim"]["win_size"] == 7
     assert v.protocol.metrics["psnr"] == base.metrics["psnr"]
@@ -117,11 +153,27 @@ def test_patch_is_a_deep_merge_of_mappings(tmp_path):
     "content, rule",
     [
         ({"id": "x", "description": "d", "changes": {"io": {"format": "JPEG"}}}, "may change only"),
-        ({"id": "x", "description": "d", "changes": {"metrics": {"ssim": {"kind": "psnr"}}}}, "may not change a metric's kind"),
+        (
+            {"id": "x", "description": "d", "changes": {"metrics": {"ssim": {"kind": "psnr"}}}},
+            "may not change a metric's kind",
+        ),
         ({"id": "x", "description": "d", "changes": {"metrics": {"nope": {"bins": 3}}}}, "no such metric"),
-        ({"id": "x", "description": "d", "changes": {"resolution": {"evaluate": {"mode": "half"}}}}, "resolution.evaluate.mode"),
-        ({"id": "x", "description": "d", "changes": {"aggregation": {"statistic": "trimmed"}}}, "aggregation.statistic"),
-        ({"id": "x", "description": "d", "changes": {"aggregation": {"per_metric": {"ssim": {"statistic": "pooled_mse"}}}}}, "kind psnr"),
+        (
+            {"id": "x", "description": "d", "changes": {"resolution": {"evaluate": {"mode": "half"}}}},
+            "resolution.evaluate.mode",
+        ),
+        (
+            {"id": "x", "description": "d", "changes": {"aggregation": {"statistic": "trimmed"}}},
+            "aggregation.statistic",
+        ),
+        (
+            {
+                "id": "x",
+                "description": "d",
+                "changes": {"aggregation": {"per_metric": {"ssim": {"statistic": "pooled_mse"}}}},
+            },
+            "kind psnr",
+        ),
         ({"id": "protocol", "description": "d", "changes": {"aggregation": {"statistic": "median"}}}, "plain name"),
         ({"id": "x", "changes": {"aggregation": {"statistic": "median"}}}, "missing key 'description'"),
         ({"id": "x", "description": "d", "changes": {}, "extra": 1}, "unknown key"),
@@ -137,6 +189,7 @@ def test_bad_variant_files_are_one_line_user_errors(tmp_path, content, rule):
 
 
 # ---- values under variants ---------------------------------------------------------------------------------
+
 
 def _hcorr64(a: np.ndarray, b: np.ndarray) -> float:
     rs = []
@@ -163,8 +216,20 @@ def _psnr_rgb(a, b) -> float:
 
 @pytest.fixture(scope="module")
 def value_run(setup):
-    return engine(setup, ["hcorr-64bins", "aggregation-median", "psnr-pooled", "psnr-luma", "ssim-skimage-defaults",
-                          "deltae-skimage-white", "deltae-cie76", "ssim-luma", "ssim-wang"])
+    return engine(
+        setup,
+        [
+            "hcorr-64bins",
+            "aggregation-median",
+            "psnr-pooled",
+            "psnr-luma",
+            "ssim-skimage-defaults",
+            "deltae-skimage-white",
+            "deltae-cie76",
+            "ssim-luma",
+            "ssim-wang",
+        ],
+    )
 
 
 def test_values_match_independent_computations(setup, value_run):
@@ -176,17 +241,25 @@ def test_values_match_independent_computations(setup, value_run):
     for method in setup.methods:
         imgs = images(setup, method)
         assert s["hcorr-64bins"]["hcorr_gt"][method] == pytest.approx([_hcorr64(o, r) for o, r, _ in imgs], abs=1e-12)
-        assert s["hcorr-64bins"]["hcorr_style"][method] == pytest.approx([_hcorr64(o, st) for o, _, st in imgs], abs=1e-12)
+        assert s["hcorr-64bins"]["hcorr_style"][method] == pytest.approx(
+            [_hcorr64(o, st) for o, _, st in imgs], abs=1e-12
+        )
         assert s[BASE_ID]["psnr"][method] == pytest.approx([_psnr_rgb(o, r) for o, r, _ in imgs], rel=1e-12)
         mse = [np.mean((o.astype(float) - r.astype(float)) ** 2) for o, r, _ in imgs]
         assert s["psnr-pooled"]["psnr"][method] == pytest.approx(mse, rel=1e-12)  # per-pair MSE
         y = lambda x: x.astype(float) @ np.array(BT601)  # noqa: E731
         assert s["psnr-luma"]["psnr"][method] == pytest.approx(
-            [10 * math.log10(255**2 / np.mean((y(o) - y(r)) ** 2)) for o, r, _ in imgs], rel=1e-12)
+            [10 * math.log10(255**2 / np.mean((y(o) - y(r)) ** 2)) for o, r, _ in imgs], rel=1e-12
+        )
         assert s["ssim-skimage-defaults"]["ssim"][method] == pytest.approx(
-            [structural_similarity(o, r, channel_axis=-1, data_range=255) for o, r, _ in imgs], abs=1e-12)
-        luma_ssim = [structural_similarity(y(o), y(r), data_range=255, gaussian_weights=True, sigma=1.5, use_sample_covariance=False)
-                     for o, r, _ in imgs]
+            [structural_similarity(o, r, channel_axis=-1, data_range=255) for o, r, _ in imgs], abs=1e-12
+        )
+        luma_ssim = [
+            structural_similarity(
+                y(o), y(r), data_range=255, gaussian_weights=True, sigma=1.5, use_sample_covariance=False
+            )
+            for o, r, _ in imgs
+        ]
         assert s["ssim-luma"]["ssim"][method] == pytest.approx(luma_ssim, abs=1e-12)
         # Wang's downsampling factor is max(1, round(48/256)) = 1 here: the same as luma SSIM
         assert s["ssim-wang"]["ssim"][method] == pytest.approx(luma_ssim, abs=1e-12)
@@ -198,9 +271,16 @@ def test_values_match_independent_computations(setup, value_run):
             assert not np.allclose(s[BASE_ID]["delta_e00"][method], expected, rtol=1e-6, atol=0)
         rows = np.asarray(matrix).sum(axis=1)
         assert s["deltae-cie76"]["delta_e00"][method] == pytest.approx(
-            [np.linalg.norm(_lab(o, matrix, rows) - _lab(r, matrix, rows), axis=-1).mean() for o, r, _ in imgs], rel=1e-12)
+            [np.linalg.norm(_lab(o, matrix, rows) - _lab(r, matrix, rows), axis=-1).mean() for o, r, _ in imgs],
+            rel=1e-12,
+        )
         # metrics a variant does not change keep the protocol's values
-        for vid, m in [("hcorr-64bins", "psnr"), ("psnr-luma", "ssim"), ("deltae-cie76", "hcorr_gt"), ("ssim-wang", "delta_e00")]:
+        for vid, m in [
+            ("hcorr-64bins", "psnr"),
+            ("psnr-luma", "ssim"),
+            ("deltae-cie76", "hcorr_gt"),
+            ("ssim-wang", "delta_e00"),
+        ]:
             np.testing.assert_array_equal(s[vid][m][method], s[BASE_ID][m][method])
 
 
@@ -246,7 +326,10 @@ def test_resolution_variant_equals_scoring_pre_resized_images(setup, tmp_path, e
     for method, out in (("half", lambda p: small / f"{p.id}.png"), ("identity", lambda p: p.content)):
         expected = [session.score_pair(p, out(p)).metrics for p in track.pairs]
         for m in run.scores["res"]:
-            assert run.scores["res"][m][method] == pytest.approx([e[m] for e in expected], rel=1e-12, abs=1e-12), (method, m)
+            assert run.scores["res"][m][method] == pytest.approx([e[m] for e in expected], rel=1e-12, abs=1e-12), (
+                method,
+                m,
+            )
 
 
 def _count_computations(monkeypatch) -> dict:
@@ -267,9 +350,15 @@ def _count_computations(monkeypatch) -> dict:
 
 def test_short_side_larger_than_the_images_reuses_the_protocol_values(setup, tmp_path, monkeypatch):
     counts = _count_computations(monkeypatch)
-    variant = write_variant(tmp_path / "big.yaml", "big", {"resolution": {"evaluate": {"mode": "short_side", "pixels": 512, "filter": "bicubic"}}})
+    variant = write_variant(
+        tmp_path / "big.yaml",
+        "big",
+        {"resolution": {"evaluate": {"mode": "short_side", "pixels": 512, "filter": "bicubic"}}},
+    )
     run = engine(setup, [str(variant)], methods={"half": setup.methods["half"], "identity": "identity"})
-    assert counts[("hist_corr", "value")] == 4 * 2 * 2  # pairs x methods x (hcorr_gt, hcorr_style), protocol only: no upscaling
+    assert (
+        counts[("hist_corr", "value")] == 4 * 2 * 2
+    )  # pairs x methods x (hcorr_gt, hcorr_style), protocol only: no upscaling
     for m in run.scores[BASE_ID]:
         np.testing.assert_array_equal(run.scores["big"][m]["half"], run.scores[BASE_ID][m]["half"])
 
@@ -290,10 +379,17 @@ def test_each_distinct_computation_runs_once_per_method_and_pair(setup, monkeypa
 
 # ---- analysis ----------------------------------------------------------------------------------------------
 
+
 def _result_from_scores(scores: dict, variant_ids: list[str], n_pairs: int) -> SensitivityResult:
     base = load_protocol()
     variants = load_variants(variant_ids, base)
-    track = SimpleNamespace(id="synthetic", revision="r1", dataset_id="synthetic", pairs=[None] * n_pairs, pair_ids=[f"p{i}" for i in range(n_pairs)])
+    track = SimpleNamespace(
+        id="synthetic",
+        revision="r1",
+        dataset_id="synthetic",
+        pairs=[None] * n_pairs,
+        pair_ids=[f"p{i}" for i in range(n_pairs)],
+    )
     methods = [SimpleNamespace(name=n, spec=n) for n in next(iter(next(iter(scores.values())).values()))]
     return SensitivityResult(track, base, variants, methods, scores, {}, {}, {})
 
@@ -304,7 +400,10 @@ def test_kendall_tau_and_rankings_against_scipy():
     rng = np.random.default_rng(3)
     names = ["m1", "m2", "m3", "m4", "m5"]
     metrics = load_protocol().ranked_metrics
-    scores = {vid: {m: {n: rng.normal(size=8) + i * 0.1 for i, n in enumerate(names)} for m in metrics} for vid in (BASE_ID, "aggregation-median")}
+    scores = {
+        vid: {m: {n: rng.normal(size=8) + i * 0.1 for i, n in enumerate(names)} for m in metrics}
+        for vid in (BASE_ID, "aggregation-median")
+    }
     a = analyse(_result_from_scores(scores, ["aggregation-median"], 8))
     hib = {m: load_protocol().metrics[m]["higher_is_better"] for m in metrics}
     for m in metrics:
@@ -354,13 +453,26 @@ def test_a_swap_is_detected_with_paired_significance_and_holm():
 
 # ---- unavailable metric, CLI -------------------------------------------------------------------------------------
 
+
 def test_squeeze_is_reported_unavailable_and_the_run_goes_on(tmp_path, monkeypatch):
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))  # no torchvision cache file for SqueezeNet
     monkeypatch.setenv("PSTBENCH_NO_TORCHVISION_DOWNLOAD", "1")
     manifest = make_track(tmp_path / "t", n=2)
     outs = make_outputs(manifest, tmp_path / "o")
     out = tmp_path / "sens"
-    code = main(["sensitivity", "--track", str(manifest), f"half={outs}", "identity=identity", "--variants", "lpips-squeeze", "--out", str(out)])
+    code = main(
+        [
+            "sensitivity",
+            "--track",
+            str(manifest),
+            f"half={outs}",
+            "identity=identity",
+            "--variants",
+            "lpips-squeeze",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     a = json.loads((out / "analysis.json").read_text())
     assert [(u["variant"], u["metric"]) for u in a["unavailable"]] == [("lpips-squeeze", "lpips")]
@@ -372,8 +484,19 @@ def test_squeeze_is_reported_unavailable_and_the_run_goes_on(tmp_path, monkeypat
 
 def test_cli_end_to_end(setup, tmp_path, capsys):
     out = tmp_path / "sens"
-    argv = ["sensitivity", "--track", str(setup.manifest), *[f"{k}={v}" for k, v in setup.methods.items()],
-            "--variants", "hcorr-64bins", "aggregation-median", "--out", str(out), "--protocol", str(setup.protocol)]
+    argv = [
+        "sensitivity",
+        "--track",
+        str(setup.manifest),
+        *[f"{k}={v}" for k, v in setup.methods.items()],
+        "--variants",
+        "hcorr-64bins",
+        "aggregation-median",
+        "--out",
+        str(out),
+        "--protocol",
+        str(setup.protocol),
+    ]
     assert main(argv) == 0
     captured = capsys.readouterr()
     assert "Kendall τ" in captured.out and "H-Corr(gt)" in captured.out
@@ -382,8 +505,21 @@ def test_cli_end_to_end(setup, tmp_path, capsys):
     assert list(rows[0]) == ["variant", "method", "pair", "metric", "value"]
     assert len(rows) == 3 * 3 * 4 * 5  # variants x methods x pairs x metrics
     a = json.loads((out / "analysis.json").read_text())
-    for key in ("track", "protocol", "protocol_sha256", "dataset_revision", "methods", "metrics", "variants", "aggregates",
-                "rankings", "kendall_tau", "swaps", "unavailable", "timings"):
+    for key in (
+        "track",
+        "protocol",
+        "protocol_sha256",
+        "dataset_revision",
+        "methods",
+        "metrics",
+        "variants",
+        "aggregates",
+        "rankings",
+        "kendall_tau",
+        "swaps",
+        "unavailable",
+        "timings",
+    ):
         assert key in a
     assert [v["id"] for v in a["variants"]] == [BASE_ID, "hcorr-64bins", "aggregation-median"]
     assert a["methods"] == ["half", "most", "identity"] and a["protocol_sha256"] == load_protocol(setup.protocol).sha256
@@ -409,8 +545,18 @@ def test_cli_bad_specs_are_one_line_errors(setup, tmp_path, capsys, specs, fragm
     (partial / "p02.png").unlink()
     fill = {"half": setup.methods["half"], "missing": str(tmp_path / "nope"), "partial": str(partial)}
     out = tmp_path / "sens"
-    argv = ["sensitivity", "--track", str(setup.manifest), *[s.format(**fill) for s in specs], "--variants", "aggregation-median",
-            "--out", str(out), "--protocol", str(setup.protocol)]
+    argv = [
+        "sensitivity",
+        "--track",
+        str(setup.manifest),
+        *[s.format(**fill) for s in specs],
+        "--variants",
+        "aggregation-median",
+        "--out",
+        str(out),
+        "--protocol",
+        str(setup.protocol),
+    ]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("pstbench: error:") and fragment in err[0]
@@ -418,8 +564,17 @@ def test_cli_bad_specs_are_one_line_errors(setup, tmp_path, capsys, specs, fragm
 
 
 def test_cli_unknown_variant_names_the_shipped_ones(setup, tmp_path, capsys):
-    argv = ["sensitivity", "--track", str(setup.manifest), f"half={setup.methods['half']}", "identity=identity",
-            "--variants", "no-such-variant", "--out", str(tmp_path / "s")]
+    argv = [
+        "sensitivity",
+        "--track",
+        str(setup.manifest),
+        f"half={setup.methods['half']}",
+        "identity=identity",
+        "--variants",
+        "no-such-variant",
+        "--out",
+        str(tmp_path / "s"),
+    ]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "no-such-variant" in err and "hcorr-64bins" in err
@@ -429,7 +584,9 @@ def test_default_variants_skip_metrics_the_base_lacks(setup):
     notes = []
     ids = [v.id for v in load_variants(None, load_protocol(setup.protocol), progress=notes.append)]
     assert ids[0] == BASE_ID and "hcorr-64bins" in ids and not [i for i in ids if i.startswith("lpips-")]
-    assert len(notes) == len([i for i in shipped_variant_ids() if i.startswith("lpips-")]) and all("no metric lpips" in n for n in notes)
+    assert len(notes) == len([i for i in shipped_variant_ids() if i.startswith("lpips-")]) and all(
+        "no metric lpips" in n for n in notes
+    )
     with pytest.raises(UserError, match="no such metric"):
         load_variants(["lpips-vgg"], load_protocol(setup.protocol))  # named explicitly: refused
 
@@ -465,7 +622,10 @@ def test_lpips_variants_equal_the_protocol_path(setup, lpips_run):
             assert s[vid]["lpips"][method] == pytest.approx(expected, abs=1e-6), (vid, method)
         # the variants do change LPIPS (the comparison above is not between equal numbers)
         for vid in LPIPS_VARIANTS:
-            assert not np.allclose(s[vid]["lpips"][method], s[BASE_ID]["lpips"][method], rtol=0.05, atol=1e-5), (vid, method)
+            assert not np.allclose(s[vid]["lpips"][method], s[BASE_ID]["lpips"][method], rtol=0.05, atol=1e-5), (
+                vid,
+                method,
+            )
     # two routes to the same 256x256 bicubic images: LPIPS's own resize and the evaluation resolution
     np.testing.assert_allclose(s["lpips-resize256"]["lpips"]["half"], s["resolution-256"]["lpips"]["half"], atol=1e-6)
 
@@ -541,24 +701,55 @@ def test_allow_resize_resizes_other_sized_outputs_and_lists_them(setup, tmp_path
     src = Image.open(big / "p01.png")
     src.resize((src.width * 2, src.height * 2), Image.Resampling.NEAREST).save(big / "p01.png")
     out = tmp_path / "sens"
-    argv = ["sensitivity", "--track", str(setup.manifest), f"big={big}", "identity=identity",
-            "--variants", "hcorr-64bins", "--out", str(out), "--protocol", str(setup.protocol)]
+    argv = [
+        "sensitivity",
+        "--track",
+        str(setup.manifest),
+        f"big={big}",
+        "identity=identity",
+        "--variants",
+        "hcorr-64bins",
+        "--out",
+        str(out),
+        "--protocol",
+        str(setup.protocol),
+    ]
     assert main(argv) == 2
     err = [ln for ln in capsys.readouterr().err.strip().splitlines() if ln.startswith("pstbench: error:")]
-    assert len(err) == 1 and "differs from the reference's" in err[0] and "--allow-resize" in err[0] and not out.exists()
+    assert (
+        len(err) == 1 and "differs from the reference's" in err[0] and "--allow-resize" in err[0] and not out.exists()
+    )
 
     assert main([*argv, "--allow-resize"]) == 0
     a = json.loads((out / "analysis.json").read_text())
     filt = load_protocol(setup.protocol).section("resolution")["allow_resize_filter"]
-    assert a["resized"] == [{"method": "big", "pair": "p01", "from": [src.width * 2, src.height * 2],
-                             "to": [src.width, src.height], "filter": filt}]
+    assert a["resized"] == [
+        {
+            "method": "big",
+            "pair": "p01",
+            "from": [src.width * 2, src.height * 2],
+            "to": [src.width, src.height],
+            "filter": filt,
+        }
+    ]
     # independent: resize with PIL here and compute the protocol's PSNR by hand
-    ref = np.asarray(Image.open(setup.manifest.parent / yaml.safe_load(setup.manifest.read_text())["pairs"][0]["reference"]).convert("RGB"), dtype=np.float64)
-    fixed = np.asarray(Image.open(big / "p01.png").resize((src.width, src.height), getattr(Image.Resampling, filt.upper())), dtype=np.float64)
-    rows = [r for r in csv.DictReader((out / "scores.csv").open())
-            if (r["variant"], r["method"], r["pair"], r["metric"]) == (BASE_ID, "big", "p01", "psnr")]
+    ref = np.asarray(
+        Image.open(setup.manifest.parent / yaml.safe_load(setup.manifest.read_text())["pairs"][0]["reference"]).convert(
+            "RGB"
+        ),
+        dtype=np.float64,
+    )
+    fixed = np.asarray(
+        Image.open(big / "p01.png").resize((src.width, src.height), getattr(Image.Resampling, filt.upper())),
+        dtype=np.float64,
+    )
+    rows = [
+        r
+        for r in csv.DictReader((out / "scores.csv").open())
+        if (r["variant"], r["method"], r["pair"], r["metric"]) == (BASE_ID, "big", "p01", "psnr")
+    ]
     assert len(rows) == 1
-    assert float(rows[0]["value"]) == pytest.approx(10 * np.log10(255.0 ** 2 / np.mean((fixed - ref) ** 2)), abs=1e-9)
+    assert float(rows[0]["value"]) == pytest.approx(10 * np.log10(255.0**2 / np.mean((fixed - ref) ** 2)), abs=1e-9)
 
 
 def test_out_naming_a_file_is_refused_before_anything_is_scored(setup, tmp_path, capsys, monkeypatch):
@@ -572,10 +763,23 @@ def test_out_naming_a_file_is_refused_before_anything_is_scored(setup, tmp_path,
     monkeypatch.setattr("pytest_pstbench.cli.sensitivity.run_sensitivity", no_scoring, raising=False)
     out = tmp_path / "analysis.txt"
     out.write_text("keep me")
-    argv = ["sensitivity", "--track", str(setup.manifest), f"half={setup.methods['half']}", "identity=identity",
-            "--variants", "aggregation-median", "--out", str(out), "--protocol", str(setup.protocol)]
+    argv = [
+        "sensitivity",
+        "--track",
+        str(setup.manifest),
+        f"half={setup.methods['half']}",
+        "identity=identity",
+        "--variants",
+        "aggregation-median",
+        "--out",
+        str(out),
+        "--protocol",
+        str(setup.protocol),
+    ]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"pstbench: error: --out {out}: is a file, not a folder (analysis files go to {out}); fix: give --out a "
-                   "folder (or a path that does not exist yet)"]
+    assert err == [
+        f"pstbench: error: --out {out}: is a file, not a folder (analysis files go to {out}); fix: give --out a "
+        "folder (or a path that does not exist yet)"
+    ]
     assert out.read_text() == "keep me"

@@ -1,4 +1,5 @@
 """Paired comparison: Wilcoxon + Holm against independent scipy calls and hand-derived values."""
+
 from __future__ import annotations
 
 import itertools
@@ -7,15 +8,14 @@ import json
 import numpy as np
 import pytest
 import scipy.stats
+from helpers.paired_runs import scores_from, write_run
 
 from pytest_pstbench.cli import main as cli_main
-from pytest_pstbench.paired.compare import BETTER, NO_DIFF, WORSE, compare_runs
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.protocol import load_protocol
-from pytest_pstbench.paired.runs import load_run
 from pytest_pstbench.core.stats import holm
-
-from helpers.paired_runs import scores_from, write_run
+from pytest_pstbench.paired.compare import BETTER, NO_DIFF, WORSE, compare_runs
+from pytest_pstbench.paired.runs import load_run
 
 PROTOCOL = load_protocol()
 METRICS = PROTOCOL.metric_names
@@ -106,7 +106,10 @@ def test_all_pairs_and_against_first(tmp_path):
         ({"track": "other"}, "run.json track is 'other' but"),
         ({"revision": "r2"}, "run.json dataset.revision is 'r2' but"),
         ({"protocol_sha": "0" * 64}, "run.json protocol.sha256 is '" + "0" * 64 + "' but"),
-        ({"complete": False}, "run.json says complete: false (5 of 6 pairs scored); only complete runs can be compared"),
+        (
+            {"complete": False},
+            "run.json says complete: false (5 of 6 pairs scored); only complete runs can be compared",
+        ),
     ],
 )
 def test_refusals(tmp_path, kwargs, message):
@@ -122,7 +125,10 @@ def test_refusals(tmp_path, kwargs, message):
 def test_refuses_other_pairs(tmp_path):
     a = write_run(tmp_path / "x", "a", scores_from({}, 6))
     b = write_run(tmp_path / "y", "b", scores_from({}, 5))
-    with pytest.raises(UserError, match=r"metrics.csv has another set of pairs than .*\(only in the first: \['p05'\], only here: \[\]\)"):
+    with pytest.raises(
+        UserError,
+        match=r"metrics.csv has another set of pairs than .*\(only in the first: \['p05'\], only here: \[\]\)",
+    ):
         compare_runs([load_run(a), load_run(b)])
 
 

@@ -12,6 +12,7 @@ missing answers, retries and k = 2 tasks. Every cell (overall, domain, k) of eve
 aggregation, the random baselines, TB-1's best-only / worst-only accuracy and the trial-0 accuracy
 must be equal (==, same float arithmetic) to the kit's.
 """
+
 from __future__ import annotations
 
 import json
@@ -107,13 +108,23 @@ def ref_records(tasks, lines, find=ref_tag) -> list[dict]:
             b = r["parsed_answer"]["best"]
             w = 1 - b
             gt = r["ground_truth"]
-            results.append({**r, "prompt_type": "pick_best_and_worst", "parsed_answer": {"best": b, "worst": w},
-                            "correct": b == gt["best"] and w == gt["worst"]})
+            results.append(
+                {
+                    **r,
+                    "prompt_type": "pick_best_and_worst",
+                    "parsed_answer": {"best": b, "worst": w},
+                    "correct": b == gt["best"] and w == gt["worst"],
+                }
+            )
     return results
 
 
 def _bucket():
-    return {"pick_best": [0, 0], "pick_worst": [0, 0], "pick_best_and_worst": [0, 0, 0, 0]}  # total, correct(, worst, both)
+    return {
+        "pick_best": [0, 0],
+        "pick_worst": [0, 0],
+        "pick_best_and_worst": [0, 0, 0, 0],
+    }  # total, correct(, worst, both)
 
 
 def ref_summary(results, cell_of) -> dict:
@@ -188,7 +199,7 @@ def ref_random(tasks, cell_of) -> dict:
     for t in tasks:
         k = len(t["candidates"])
         pb = (1.0 / k) ** TRIALS
-        bw = 0.5 ** TRIALS if k == 2 else (1.0 / (k * (k - 1))) ** TRIALS
+        bw = 0.5**TRIALS if k == 2 else (1.0 / (k * (k - 1))) ** TRIALS
         pb1 = 1.0 / k
         bw1 = 0.5 if k == 2 else 1.0 / (k * (k - 1))
         for c in cell_of({"domain": t["domain"], "n_images": k}):
@@ -212,8 +223,25 @@ def cell_of(r) -> list[tuple[str, str]]:
 
 def _forms(tag: str, label: str, other: str, rng: random.Random) -> str:
     """One way of writing `TAG: label` (format drift included)."""
-    form = rng.choice(["clean", "clean", "clean", "bold", "title", "lowertag", "lowerletter", "image", "several",
-                       "several_rev", "outside", "nospace", "paren", "none", "prose"])
+    form = rng.choice(
+        [
+            "clean",
+            "clean",
+            "clean",
+            "bold",
+            "title",
+            "lowertag",
+            "lowerletter",
+            "image",
+            "several",
+            "several_rev",
+            "outside",
+            "nospace",
+            "paren",
+            "none",
+            "prose",
+        ]
+    )
     return {
         "clean": f"{tag}: {label}",
         "bold": f"**{tag}:** {label}",
@@ -245,11 +273,17 @@ def generate(root: Path, seed: int = 12, per_cell: int = 6):
                 tid = f"{d[:3]}-{k}-{j}"
                 best = rng.randrange(k)
                 worst = rng.choice([i for i in range(k) if i != best])
-                tasks.append({"id": tid, "domain": d, "topic": "t", "candidates": ["img.png"] * k, "best": best, "worst": worst})
+                tasks.append(
+                    {"id": tid, "domain": d, "topic": "t", "candidates": ["img.png"] * k, "best": best, "worst": worst}
+                )
     import yaml
 
     manifest = root / "track.yaml"
-    manifest.write_text(yaml.safe_dump({"kind": "selection", "id": "official-check", "revision": "gen1", "tasks": tasks}, sort_keys=False))
+    manifest.write_text(
+        yaml.safe_dump(
+            {"kind": "selection", "id": "official-check", "revision": "gen1", "tasks": tasks}, sort_keys=False
+        )
+    )
     lines = []
     for t in tasks:
         k = len(t["candidates"])
@@ -309,7 +343,9 @@ def test_generated_data_covers_the_cases(gen):
     _manifest, tasks, lines, _answers = gen
     texts = [x["response"] for x in lines if "response" in x]
     assert sum(1 for x in lines if "error" in x) > 20
-    assert any("**BEST:**" in s for s in texts) and any("best:" in s for s in texts) and any("Image " in s for s in texts)
+    assert (
+        any("**BEST:**" in s for s in texts) and any("best:" in s for s in texts) and any("Image " in s for s in texts)
+    )
     results = ref_records(tasks, lines)
     assert sum(1 for r in results if "error" not in r and r.get("parsed_answer") is None) > 50  # unparseable
     assert sum(1 for t in tasks if len(t["candidates"]) == 2) == 18
@@ -456,8 +492,21 @@ def test_k2_best_and_worst_is_derived_from_parsed_pick_best(params, tmp_path):
 def test_score_cli_official_and_lenient_side_by_side(gen, tmp_path, capsys):
     manifest, tasks, lines, answers = gen
     results = tmp_path / "r"
-    code = cli_main(["vab", "score", "--track", str(manifest), "--answers", str(answers), "--results", str(results),
-                     "--also-protocol", "vab-lenient", "--extras"])
+    code = cli_main(
+        [
+            "vab",
+            "score",
+            "--track",
+            str(manifest),
+            "--answers",
+            str(answers),
+            "--results",
+            str(results),
+            "--also-protocol",
+            "vab-lenient",
+            "--extras",
+        ]
+    )
     assert code == 0
     out = capsys.readouterr().out
     assert "the same answers parsed under protocol vab-lenient:" in out and "inside best+worst answers" in out
@@ -489,12 +538,16 @@ def test_export_retry_lists_unparsed_and_errors_below_the_limit(tmp_path, params
     path = tmp_path / "a.jsonl"
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
     assert ans.retry_requests(track, ans.read_answers(path, track, params), params) == {
-        (t3.id, 1, "pick_best"): 2, (t3.id, 0, "pick_worst"): 2}
+        (t3.id, 1, "pick_best"): 2,
+        (t3.id, 0, "pick_worst"): 2,
+    }
     out = tmp_path / "retry"
     assert cli_main(["vab", "export", "--track", str(manifest), "--retry", str(path), "--out", str(out)]) == 0
     reqs = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
     assert [(r["task_id"], r["trial"], r["prompt_type"], r["attempt"]) for r in reqs] == [
-        (t3.id, 0, "pick_worst", 2), (t3.id, 1, "pick_best", 2)]
+        (t3.id, 0, "pick_worst", 2),
+        (t3.id, 1, "pick_best", 2),
+    ]
     assert reqs[0]["content"][0]["text"].startswith("You will be shown 3 images labeled A, B, C.")
     assert "re-ask list: 2 requests" in capsys.readouterr().out
 
@@ -502,8 +555,10 @@ def test_export_retry_lists_unparsed_and_errors_below_the_limit(tmp_path, params
 @pytest.mark.parametrize(
     "line,message",
     [
-        ({"trial": 0, "prompt_type": "pick_best", "response": "BEST: A", "attempt": "2"},
-         ":1: attempt '2' is not a positive integer; fix: number the attempts of a request 1, 2, ..."),
+        (
+            {"trial": 0, "prompt_type": "pick_best", "response": "BEST: A", "attempt": "2"},
+            ":1: attempt '2' is not a positive integer; fix: number the attempts of a request 1, 2, ...",
+        ),
         ({"trial": 0, "prompt_type": "pick_best"}, ":1: has neither response, error nor best/worst"),
     ],
 )
@@ -520,7 +575,9 @@ def test_bad_answer_lines(tmp_path, params, line, message):
 
 def test_also_protocol_needs_answers(gen, capsys):
     manifest = gen[0]
-    assert cli_main(["vab", "score", "--track", str(manifest), "--judge", "x.py:f", "--also-protocol", "vab-lenient"]) == 2
+    assert (
+        cli_main(["vab", "score", "--track", str(manifest), "--judge", "x.py:f", "--also-protocol", "vab-lenient"]) == 2
+    )
     assert capsys.readouterr().err.count("\n") == 1
 
 
@@ -538,15 +595,32 @@ def test_highest_attempt_counts_whatever_the_order(tmp_path, params):
     path.write_text("".join(json.dumps(x) + "\n" for x in rows))
     with pytest.raises(UserError) as e:
         ans.read_answers(path, track, params)
-    assert str(e.value).startswith(f"{path}:3: second answer for task {tid} trial 0 pick_best attempt 1 (first on line 2)")
+    assert str(e.value).startswith(
+        f"{path}:3: second answer for task {tid} trial 0 pick_best attempt 1 (first on line 2)"
+    )
 
 
 def test_t0_answers_are_shown_in_parentheses(gen, tmp_path, capsys):
     """The official summary's '(t=0)' is a second run at temperature 0: --t0-answers scores it as NAME@t0."""
     manifest, tasks, lines, answers = gen
     results = tmp_path / "r"
-    assert cli_main(["vab", "score", "--track", str(manifest), "--answers", str(answers), "--t0-answers", str(answers),
-                     "--results", str(results)]) == 0
+    assert (
+        cli_main(
+            [
+                "vab",
+                "score",
+                "--track",
+                str(manifest),
+                "--answers",
+                str(answers),
+                "--t0-answers",
+                str(answers),
+                "--results",
+                str(results),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     ref = ref_summary(ref_records(tasks, lines), cell_of)[("overall", "all")]
     p = f"{ref['p3']['top1'] * 100:.1f}%"
@@ -558,12 +632,27 @@ def test_t0_answers_are_shown_in_parentheses(gen, tmp_path, capsys):
 @pytest.mark.parametrize(
     "edit,message",
     [
-        (lambda d: d["answers"]["records"].update(error="ignored"), "answers.records.error must be one of counted, dropped, absent"),
-        (lambda d: d["answers"]["records"]["unparseable"].update(pick_worst="x"), "answers.records.unparseable.pick_worst must be one of"),
+        (
+            lambda d: d["answers"]["records"].update(error="ignored"),
+            "answers.records.error must be one of counted, dropped, absent",
+        ),
+        (
+            lambda d: d["answers"]["records"]["unparseable"].update(pick_worst="x"),
+            "answers.records.unparseable.pick_worst must be one of",
+        ),
         (lambda d: d["answers"]["attempts"].update(max=0), "answers.attempts.max must be a positive integer"),
-        (lambda d: d["aggregations"]["ap@1"].update(definition="mean_over_tasks"), "aggregations.ap@1.definition must be mean_of_trial_accuracies"),
-        (lambda d: d["message"]["image"].update(format="PNG"), "message.image: only mode RGB and format JPEG are implemented"),
-        (lambda d: d["prompt_types"]["pick_best_and_worst"].update(derived_for_k2_from="pick_worst"), "derived_for_k2_from must be pick_best"),
+        (
+            lambda d: d["aggregations"]["ap@1"].update(definition="mean_over_tasks"),
+            "aggregations.ap@1.definition must be mean_of_trial_accuracies",
+        ),
+        (
+            lambda d: d["message"]["image"].update(format="PNG"),
+            "message.image: only mode RGB and format JPEG are implemented",
+        ),
+        (
+            lambda d: d["prompt_types"]["pick_best_and_worst"].update(derived_for_k2_from="pick_worst"),
+            "derived_for_k2_from must be pick_best",
+        ),
         (lambda d: d["sampling"].update(max_tokens="8k"), "sampling.max_tokens must be a positive integer"),
     ],
 )

@@ -34,6 +34,7 @@ Not scripted here: HTTP 400/401/403/404. The vab protocol does not retry them an
 401/403/404 (`answers.attempts`, a documented deviation from the official client's retries);
 tests/selection/test_model_client.py checks those counts against the measured official ones.
 """
+
 from __future__ import annotations
 
 import base64
@@ -78,10 +79,12 @@ SCENARIOS = {
     "think_twice": [("text", "<think>BEST: {x}</think>mid <think>WORST: {y}</think>\nBEST: {b}\nWORST: {w}")],
     "think_upper": [("text", "<THINK>BEST: {x} WORST: {y}</THINK>BEST: {b} WORST: {w}")],
     "reasoning_content": [("json", {"content": "BEST: {b}\nWORST: {w}", "reasoning_content": "BEST: {x} WORST: {y}"})],
-    "reasoning_field_keeps_think": [("json", {"content": "<think>BEST: {x} WORST: {y}</think>BEST: {b}\nWORST: {w}",
-                                              "reasoning": "thought"})],
-    "reasoning_content_null": [("json", {"content": "<think>BEST: {x} WORST: {y}</think>BEST: {b}\nWORST: {w}",
-                                         "reasoning_content": None})],
+    "reasoning_field_keeps_think": [
+        ("json", {"content": "<think>BEST: {x} WORST: {y}</think>BEST: {b}\nWORST: {w}", "reasoning": "thought"})
+    ],
+    "reasoning_content_null": [
+        ("json", {"content": "<think>BEST: {x} WORST: {y}</think>BEST: {b}\nWORST: {w}", "reasoning_content": None})
+    ],
     "bold": [("text", "**BEST: {b}**\n**WORST: {w}**")],
     "bold_colon": [("text", "**BEST:** {b}\n**WORST:** {w}"), ("text", "BEST: {b}\nWORST: {w}")],
     "lower": [("text", "best: {b}\nworst: {w}")],
@@ -160,8 +163,18 @@ def build_dataset(root: Path, n_tasks: int, seed: int):
             cands.append(data)
             size_of[(w, h)] = (tid, j)
             size_of[(h, w)] = (tid, j)
-        tasks.append({"task_id": tid, "domain": domain, "substyle": sub, "n_images": k, "labels": labels,
-                      "best": labels[best], "worst": labels[worst], "images": cands})
+        tasks.append(
+            {
+                "task_id": tid,
+                "domain": domain,
+                "substyle": sub,
+                "n_images": k,
+                "labels": labels,
+                "best": labels[best],
+                "worst": labels[worst],
+                "images": cands,
+            }
+        )
     return tasks, size_of
 
 
@@ -197,10 +210,19 @@ def write_inputs(work: Path, tasks, official_python: str):
             (files_dir / rel).write_bytes(data)
             rels.append(rel)
         spec.append({**{k: v for k, v in t.items() if k != "images"}, "files": [str(files_dir / r) for r in rels]})
-        manifest_tasks.append({"id": t["task_id"], "domain": t["domain"], "topic": t["substyle"], "candidates": rels,
-                               "best": t["labels"].index(t["best"]), "worst": t["labels"].index(t["worst"])})
-    (files_dir / "track.yaml").write_text(json.dumps({"kind": "selection", "id": "vab-parity", "tasks": manifest_tasks},
-                                                     indent=1), encoding="utf-8")  # JSON is YAML
+        manifest_tasks.append(
+            {
+                "id": t["task_id"],
+                "domain": t["domain"],
+                "topic": t["substyle"],
+                "candidates": rels,
+                "best": t["labels"].index(t["best"]),
+                "worst": t["labels"].index(t["worst"]),
+            }
+        )
+    (files_dir / "track.yaml").write_text(
+        json.dumps({"kind": "selection", "id": "vab-parity", "tasks": manifest_tasks}, indent=1), encoding="utf-8"
+    )  # JSON is YAML
     (work / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
     out = work / "official" / "BakeLab" / "Visual-Aesthetic-Benchmark" / "data" / "test-00000-of-00001.parquet"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -237,8 +259,13 @@ class FakeServer:
                 body = json.loads(raw)
                 content = body["messages"][0]["content"]
                 header = content[0]["text"]
-                ptype = ("pick_best_and_worst" if "and which has the worst" in header else
-                         "pick_worst" if "the worst overall" in header else "pick_best")
+                ptype = (
+                    "pick_best_and_worst"
+                    if "and which has the worst" in header
+                    else "pick_worst"
+                    if "the worst overall" in header
+                    else "pick_best"
+                )
                 cands = []
                 for part in content:
                     if part.get("type") == "image_url":
@@ -284,9 +311,14 @@ class FakeServer:
                     msg = {"role": "assistant"}
                     for kk, v in step[1].items():
                         msg[kk] = v.format(**fill) if isinstance(v, str) else v
-                out = {"id": "cmpl-1", "object": "chat.completion", "created": 1700000000, "model": body.get("model"),
-                       "choices": [{"index": 0, "message": msg, "finish_reason": "stop"}],
-                       "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
+                out = {
+                    "id": "cmpl-1",
+                    "object": "chat.completion",
+                    "created": 1700000000,
+                    "model": body.get("model"),
+                    "choices": [{"index": 0, "message": msg, "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+                }
                 self._send(200, json.dumps(out).encode())
 
             def _send(self, code, data):
@@ -311,22 +343,51 @@ def run_official(work: Path, src: Path, python: str, base: str, timeout_s: float
     for f in ("eval.py", "summarize.py"):
         shutil.copy(src / f, wd / f)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "API_", "HF_", "LITELLM"))}
-    env.update({"HF_HOME": str(wd / "hf-home"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-                "LITELLM_LOCAL_MODEL_COST_MAP": "True", "NO_PROXY": "127.0.0.1",
-                "no_proxy": "127.0.0.1"})
+    env.update(
+        {
+            "HF_HOME": str(wd / "hf-home"),
+            "HF_HUB_OFFLINE": "1",
+            "HF_DATASETS_OFFLINE": "1",
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            "NO_PROXY": "127.0.0.1",
+            "no_proxy": "127.0.0.1",
+        }
+    )
     logs = []
     for phase in (1, 2):
         server.side, server.phase = "official", phase
         t0 = time.time()
-        p = subprocess.run([python, "eval.py", "--model", f"openai/{MODEL}", "--api-base", base, "--api-key", "sk-parity",
-                            "--concurrency", str(concurrency), "--output-dir", "results"], cwd=wd, env=env,
-                           capture_output=True, text=True)
+        p = subprocess.run(
+            [
+                python,
+                "eval.py",
+                "--model",
+                f"openai/{MODEL}",
+                "--api-base",
+                base,
+                "--api-key",
+                "sk-parity",
+                "--concurrency",
+                str(concurrency),
+                "--output-dir",
+                "results",
+            ],
+            cwd=wd,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         logs.append(p.stdout[-3000:] + p.stderr[-3000:])
         print(f"  official eval.py phase {phase}: rc {p.returncode}, {time.time() - t0:.0f} s", flush=True)
         if p.returncode:
             pytest.fail(f"official eval.py failed (phase {phase}, exit {p.returncode}):\n{p.stderr[-4000:]}")
-    p = subprocess.run([python, "summarize.py", "--results-dir", "results", "-o", "summary.json"], cwd=wd, env=env,
-                       capture_output=True, text=True)
+    p = subprocess.run(
+        [python, "summarize.py", "--results-dir", "results", "-o", "summary.json"],
+        cwd=wd,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if p.returncode:
         pytest.fail(f"official summarize.py failed (exit {p.returncode}):\n{p.stdout[-2000:]}\n{p.stderr[-4000:]}")
     (wd / "eval-log.txt").write_text("\n".join(logs), encoding="utf-8")
@@ -341,13 +402,36 @@ def run_kit(work: Path, manifest: Path, base: str, timeout_s: float, concurrency
     for phase in (1, 2):
         server.side, server.phase = "kit", phase
         t0 = time.time()
-        cmd = [sys.executable, "-m", "pytest_pstbench.cli", "vab", "run", "--track", str(manifest), "--model", MODEL,
-               "--api-base", base, "--api-key-env", "PARITY_KEY", "--timeout", str(timeout_s), "--concurrency",
-               str(concurrency), "--answers", str(answers), "--results", str(work / "kit" / "results"), "-q"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest_pstbench.cli",
+            "vab",
+            "run",
+            "--track",
+            str(manifest),
+            "--model",
+            MODEL,
+            "--api-base",
+            base,
+            "--api-key-env",
+            "PARITY_KEY",
+            "--timeout",
+            str(timeout_s),
+            "--concurrency",
+            str(concurrency),
+            "--answers",
+            str(answers),
+            "--results",
+            str(work / "kit" / "results"),
+            "-q",
+        ]
         p = subprocess.run(cmd, env=env, capture_output=True, text=True)
         print(f"  pstbench vab run phase {phase}: rc {p.returncode}, {time.time() - t0:.0f} s", flush=True)
         if (p.returncode not in (0, 1) and "was stopped" not in p.stderr) or "Traceback" in p.stderr:
-            pytest.fail(f"pstbench vab run failed (phase {phase}, exit {p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-4000:]}")
+            pytest.fail(
+                f"pstbench vab run failed (phase {phase}, exit {p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-4000:]}"
+            )
     return answers
 
 
@@ -378,8 +462,9 @@ def official_cells(summary: dict) -> dict:
     out = {}
     key = {"top1": "pick_best", "bot1": "pick_worst", "tb1": "pick_best_and_worst_both"}
     for m, k in key.items():
-        out[("overall", "all", m, "pass^3")] = (summary[k.replace("_both", "")]["accuracy_both"] if m == "tb1"
-                                                else summary[k]["accuracy"])
+        out[("overall", "all", m, "pass^3")] = (
+            summary[k.replace("_both", "")]["accuracy_both"] if m == "tb1" else summary[k]["accuracy"]
+        )
         if "avg_pass_at_1" in summary:
             out[("overall", "all", m, "ap@1")] = summary["avg_pass_at_1"][k]
         for d, v in summary.get("by_domain", {}).items():
@@ -404,10 +489,16 @@ def compare(server: FakeServer, official_summary: dict, official_results: dict, 
     keys_o = {k for (s, k) in server.bodies if s == "official"}
     keys_k = {k for (s, k) in server.bodies if s == "kit"}
     body_diff = [k for k in keys_o & keys_k if server.bodies[("official", k)] != server.bodies[("kit", k)]]
-    multi = [k for k in keys_o | keys_k if len(server.bodies.get(("official", k), ())) > 1 or len(server.bodies.get(("kit", k), ())) > 1]
-    print(f"requests: official {len(keys_o)}, kit {len(keys_k)}, only official {len(keys_o - keys_k)}, only kit "
-          f"{len(keys_k - keys_o)}; request bodies differing: {len(body_diff)}; requests with more than one body on a side: {len(multi)}"
-          f"; unrecognised images: {server.unknown}")
+    multi = [
+        k
+        for k in keys_o | keys_k
+        if len(server.bodies.get(("official", k), ())) > 1 or len(server.bodies.get(("kit", k), ())) > 1
+    ]
+    print(
+        f"requests: official {len(keys_o)}, kit {len(keys_k)}, only official {len(keys_o - keys_k)}, only kit "
+        f"{len(keys_k - keys_o)}; request bodies differing: {len(body_diff)}; requests with more than one body on a side: {len(multi)}"
+        f"; unrecognised images: {server.unknown}"
+    )
     for k in body_diff[:3]:
         a, b = server.body_examples[("official", k)], server.body_examples[("kit", k)]
         print("  body differs:", k, describe_body_diff(a, b))
@@ -446,10 +537,21 @@ def compare(server: FakeServer, official_summary: dict, official_results: dict, 
         n_rec += 1
         t = labels_of[r["task_id"]]
         kit = parsed[(r["task_id"], r["prompt_type"], r["trial"])]
-        lab = lambda i: None if i is None else LABELS[i]  # dataset labels are A.. in dataset order
+
+        def lab(i):
+            return None if i is None else LABELS[i]  # dataset labels are A.. in dataset order
+
         pa = r.get("parsed_answer") or {}
-        want = {n: pa.get(n) for n in (("best",) if r["prompt_type"] == "pick_best" else ("worst",)
-                                       if r["prompt_type"] == "pick_worst" else ("best", "worst"))}
+        want = {
+            n: pa.get(n)
+            for n in (
+                ("best",)
+                if r["prompt_type"] == "pick_best"
+                else ("worst",)
+                if r["prompt_type"] == "pick_worst"
+                else ("best", "worst")
+            )
+        }
         got = {n: lab(kit[n]) for n in want}
         if "error" in r:
             ok = kit["status"] == "error"
@@ -458,8 +560,17 @@ def compare(server: FakeServer, official_summary: dict, official_results: dict, 
         if not ok:
             rec_diff += 1
             if rec_diff <= 5:
-                print("  record differs:", r["task_id"], r["prompt_type"], r["trial"], "official", want,
-                      repr(r.get("model_response", r.get("error")))[:120], "kit", kit)
+                print(
+                    "  record differs:",
+                    r["task_id"],
+                    r["prompt_type"],
+                    r["trial"],
+                    "official",
+                    want,
+                    repr(r.get("model_response", r.get("error")))[:120],
+                    "kit",
+                    kit,
+                )
         del t
     print(f"records: {n_rec} official records (not derived); parsed answers differing: {rec_diff}")
     problems += rec_diff
@@ -484,7 +595,9 @@ def compare(server: FakeServer, official_summary: dict, official_results: dict, 
         kv = cells[(g, v)]["metrics"][m][agg]["random"]
         rand_diff += kv != val
     n_rand = sum(1 for k in off_rand if not k[2].startswith("tb1-"))
-    print(f"cells: {len(off_model)} model cells, differing: {cell_diff}; {n_rand} random-baseline cells, differing: {rand_diff}")
+    print(
+        f"cells: {len(off_model)} model cells, differing: {cell_diff}; {n_rand} random-baseline cells, differing: {rand_diff}"
+    )
     problems += cell_diff + rand_diff
     return problems
 
@@ -525,16 +638,23 @@ def official_python(src: Path) -> str | None:
     return str(venv) if venv.exists() else None
 
 
-@pytest.mark.skipif(not OFFICIAL, reason="the official VAB toolkit is absent: set PSTBENCH_VAB_OFFICIAL to a checkout of "
-                                         "github.com/BakeLab/Visual-Aesthetic-Benchmark")
+@pytest.mark.skipif(
+    not OFFICIAL,
+    reason="the official VAB toolkit is absent: set PSTBENCH_VAB_OFFICIAL to a checkout of "
+    "github.com/BakeLab/Visual-Aesthetic-Benchmark",
+)
 def test_the_kit_and_the_official_toolkit_agree(tmp_path, capsys):
     src = Path(OFFICIAL)
     if not (src / "eval.py").is_file() or not (src / "summarize.py").is_file():
-        pytest.skip(f"PSTBENCH_VAB_OFFICIAL={OFFICIAL}: no eval.py and summarize.py there (not a checkout of the official toolkit)")
+        pytest.skip(
+            f"PSTBENCH_VAB_OFFICIAL={OFFICIAL}: no eval.py and summarize.py there (not a checkout of the official toolkit)"
+        )
     python = official_python(src)
     if python is None:
-        pytest.skip("no Python with the official toolkit's dependencies: set PSTBENCH_VAB_OFFICIAL_PYTHON or run "
-                    f"`uv sync --frozen` in {src}")
+        pytest.skip(
+            "no Python with the official toolkit's dependencies: set PSTBENCH_VAB_OFFICIAL_PYTHON or run "
+            f"`uv sync --frozen` in {src}"
+        )
     if subprocess.run([python, "-c", "import datasets, litellm"], capture_output=True).returncode:
         pytest.skip(f"{python} cannot import the official toolkit's dependencies (datasets, litellm)")
     work = tmp_path

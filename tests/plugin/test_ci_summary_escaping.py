@@ -1,12 +1,12 @@
 """A published baseline's name and fields reach the CI job summary, the JUnit properties and the pytest
 terminal summary only escaped: issue #44 cases 8 (terminal) and 10 (Markdown, XML)."""
+
 from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
 
 import pytest
-
 from helpers.tracks import make_outputs
 
 FAILED = pytest.ExitCode.TESTS_FAILED
@@ -27,8 +27,13 @@ def test_a_baseline_name_is_escaped_in_the_summary_junit_and_terminal(pytester, 
     worse = make_outputs(s.manifest, pytester.path / "worse", strength=0.3)
     step = pytester.path / "step.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step))
-    r = pytester.runpytest_subprocess(*s.base, f"--pstbench-outputs={worse}", "--pstbench-name=cand",
-                                      f"--pstbench-baseline={s.baseline}", "--junitxml=junit.xml")
+    r = pytester.runpytest_subprocess(
+        *s.base,
+        f"--pstbench-outputs={worse}",
+        "--pstbench-name=cand",
+        f"--pstbench-baseline={s.baseline}",
+        "--junitxml=junit.xml",
+    )
     assert r.ret == FAILED, r.stdout.str()
     text = step.read_text()
     assert "baseline" in text and "**Gate: FAILED**" in text

@@ -1,6 +1,7 @@
 """Issue #32 item 6: a bound given twice (`--pstbench-min psnr=25 --pstbench-min psnr=10`, or two ini lines)
 is refused as a margin given twice is, by the one KEY=VALUE parser of core/gate.py.
 Found by the third audit (#32)."""
+
 from __future__ import annotations
 
 import pytest

@@ -2,12 +2,13 @@
 paired and selection tracks alike, through one function (plugin.config.track_value): run from a subfolder
 that holds another track.yaml, pytest scores the ini's track, not the other one.
 Found by the third audit (#32)."""
-from __future__ import annotations
 
-import pytest
+from __future__ import annotations
 
 from helpers.protocols import protocol_without_lpips
 from helpers.tracks import make_outputs, make_track
+
+
 def test_ini_track_is_relative_to_the_ini_folder_not_the_current_folder(pytester, monkeypatch):
     root = pytester.path
     manifest = make_track(root / "track", n=2, track_id="root-track")
@@ -15,8 +16,10 @@ def test_ini_track_is_relative_to_the_ini_folder_not_the_current_folder(pytester
     make_outputs(manifest, root / "outs")
     make_outputs(manifest, root / "sub" / "outs")
     proto = protocol_without_lpips(root / "proto.yaml")
-    pytester.makeini(f"[pytest]\npstbench_track = track/track.yaml\npstbench_outputs = outs\npstbench_name = m\n"
-                     f"pstbench_protocol = {proto}\npstbench_results = results\n")
+    pytester.makeini(
+        f"[pytest]\npstbench_track = track/track.yaml\npstbench_outputs = outs\npstbench_name = m\n"
+        f"pstbench_protocol = {proto}\npstbench_results = results\n"
+    )
     monkeypatch.chdir(root / "sub")
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
     assert result.ret == 0, "\n".join(result.outlines + result.errlines)
@@ -34,4 +37,6 @@ def test_track_value_keeps_ids_and_resolves_paths(pytester):
     assert track_value(pytester.parseconfig()) == "vab-demo"
     pytester.makeini("[pytest]\npstbench_track = tracks/x.yaml\n")
     assert track_value(pytester.parseconfig()) == str(pytester.path / "tracks" / "x.yaml")
-    assert track_value(pytester.parseconfig("--pstbench-track=tracks/x.yaml")) == "tracks/x.yaml"  # the command line: as given
+    assert (
+        track_value(pytester.parseconfig("--pstbench-track=tracks/x.yaml")) == "tracks/x.yaml"
+    )  # the command line: as given

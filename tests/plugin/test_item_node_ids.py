@@ -1,20 +1,27 @@
 """Node ids of a track's items: clean JUnit classname/name, `-k` and `--lf` (issue #24)."""
+
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
-from PIL import Image
-
 from helpers.protocols import protocol_without_lpips
 from helpers.tracks import make_outputs, make_track
+from PIL import Image
+
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
 
 def test_demo_junit_names_are_clean_and_k_selects_one_pair(pytester):
     proto = protocol_without_lpips(pytester.path / "proto.yaml")
-    base = ("-p", "no:cacheprovider", "--pstbench-track=demo", "--pstbench-outputs=identity", f"--pstbench-protocol={proto}")
+    base = (
+        "-p",
+        "no:cacheprovider",
+        "--pstbench-track=demo",
+        "--pstbench-outputs=identity",
+        f"--pstbench-protocol={proto}",
+    )
     r = pytester.runpytest_subprocess(*base, "--junitxml=report.xml")
     assert r.ret == 0, r.stdout.str()
     cases = list(ET.parse(pytester.path / "report.xml").getroot().iter("testcase"))

@@ -2,6 +2,7 @@
 started on 127.0.0.1 for the test, with its own host key, client key and config; skipped where no sshd can
 be started). The workers are ssh hosts in another folder, with the cache folder handed over in the gateway
 spec as the docs say; the run's files equal a serial run's byte for byte, and the gate decides the same."""
+
 from __future__ import annotations
 
 import getpass
@@ -12,14 +13,15 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
-
 from helpers.tracks import make_outputs, make_track
+
 SSHD = shutil.which("sshd") or ("/usr/sbin/sshd" if os.path.exists("/usr/sbin/sshd") else None)
-pytestmark = pytest.mark.skipif(not (SSHD and shutil.which("ssh") and shutil.which("ssh-keygen")),
-                                reason="needs OpenSSH (sshd, ssh, ssh-keygen): apt-get install openssh-server")
+pytestmark = pytest.mark.skipif(
+    not (SSHD and shutil.which("ssh") and shutil.which("ssh-keygen")),
+    reason="needs OpenSSH (sshd, ssh, ssh-keygen): apt-get install openssh-server",
+)
 
 
 def _free_port() -> int:
@@ -39,15 +41,18 @@ def ssh_host(tmp_path_factory):
     (d / "sshd_config").write_text(
         f"Port {port}\nListenAddress 127.0.0.1\nHostKey {d / 'host_key'}\nAuthorizedKeysFile {d / 'authorized_keys'}\n"
         f"PidFile {d / 'sshd.pid'}\nStrictModes no\nUsePAM no\nPasswordAuthentication no\n"
-        "KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n")
+        "KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n"
+    )
     (d / "ssh_config").write_text(
         f"Host pstbench-test\n  HostName 127.0.0.1\n  Port {port}\n  User {getpass.getuser()}\n"
         f"  IdentityFile {d / 'client_key'}\n  IdentitiesOnly yes\n  StrictHostKeyChecking no\n"
-        "  UserKnownHostsFile /dev/null\n  BatchMode yes\n  LogLevel ERROR\n")
+        "  UserKnownHostsFile /dev/null\n  BatchMode yes\n  LogLevel ERROR\n"
+    )
     if os.geteuid() == 0:
         os.makedirs("/run/sshd", exist_ok=True)  # sshd's privilege separation folder, when run as root
-    server = subprocess.Popen([SSHD, "-D", "-e", "-f", str(d / "sshd_config")], stdout=subprocess.DEVNULL,
-                              stderr=open(d / "sshd.log", "wb"))
+    server = subprocess.Popen(
+        [SSHD, "-D", "-e", "-f", str(d / "sshd_config")], stdout=subprocess.DEVNULL, stderr=open(d / "sshd.log", "wb")
+    )
     try:
         for _ in range(50):
             probe = subprocess.run(["ssh", "-F", str(d / "ssh_config"), "pstbench-test", "true"], capture_output=True)
@@ -78,8 +83,9 @@ def test_the_documented_multi_host_command_over_ssh_equals_a_serial_run(pytester
     args = ("-p", "no:cacheprovider", "--pstbench-track=track/track.yaml", "--pstbench-outputs=out")
     run = pytester.path / "results" / "small" / "out"
 
-    r = pytester.runpytest_subprocess(*args, "--dist=load", f"--tx={spec}", "--max-worker-restart=0",
-                                      "--pstbench-min=psnr=5")
+    r = pytester.runpytest_subprocess(
+        *args, "--dist=load", f"--tx={spec}", "--max-worker-restart=0", "--pstbench-min=psnr=5"
+    )
     out = r.stdout.str()
     assert r.ret == 0, out + r.stderr.str()
     r.assert_outcomes(passed=4)
@@ -89,8 +95,9 @@ def test_the_documented_multi_host_command_over_ssh_equals_a_serial_run(pytester
     distributed = {name: (run / name).read_bytes() for name in ("metrics.csv", "summary.json")}
 
     # the gate fails over ssh exactly as serially (a bound no run reaches)
-    failing = pytester.runpytest_subprocess(*args, "--dist=load", f"--tx={spec}", "--max-worker-restart=0",
-                                            "--pstbench-min=psnr=99")
+    failing = pytester.runpytest_subprocess(
+        *args, "--dist=load", f"--tx={spec}", "--max-worker-restart=0", "--pstbench-min=psnr=99"
+    )
     assert failing.ret == 1
     serial_failing = pytester.runpytest_subprocess(*args, "--pstbench-min=psnr=99")
     assert serial_failing.ret == 1

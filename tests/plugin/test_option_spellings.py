@@ -10,10 +10,10 @@ outcome, and ini lines that give one metric two bounds are refused as on the com
 file and the key.
 Case 7: `-n 2 --dist each` scored every pair twice (8 items for 4 pairs) and wrote a complete run; it is
 refused before any worker starts, as is `--tx ... --dist each`."""
+
 from __future__ import annotations
 
 import pytest
-
 from helpers.protocols import protocol_without_lpips
 from helpers.tracks import make_outputs, make_track
 
@@ -94,33 +94,56 @@ def test_space_form_path_that_keeps_the_ini_file_is_accepted(pytester, outside):
     """issue #44 case 4: the space form is refused only where it changed pytest's configuration (here
     `-c` names the ini file, so the value cannot move it)."""
     manifest, outputs, proto = outside
-    ini = pytester.makeini(f"[pytest]\npstbench_min = psnr=1000\npstbench_protocol = {proto}\npstbench_outputs = {outputs}\n")
+    ini = pytester.makeini(
+        f"[pytest]\npstbench_min = psnr=1000\npstbench_protocol = {proto}\npstbench_outputs = {outputs}\n"
+    )
     pytester.makepyfile(TEST_FILE)
     r = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-c", str(ini), "--pstbench-track", str(manifest))
     assert r.ret == pytest.ExitCode.TESTS_FAILED, "\n".join(r.outlines + r.errlines)
     r.stdout.fnmatch_lines(["*pstbench gate FAILED: PSNR↑ (psnr) mean * is below the minimum 1000*"])
 
 
-@pytest.mark.parametrize("key, lines", [("pstbench_min", ("psnr=1000", "psnr=10")), ("pstbench_max", ("psnr=10", "psnr=50")),
-                                        ("pstbench_gate_margin", ("psnr=0.1", "psnr=0.2"))])
+@pytest.mark.parametrize(
+    "key, lines",
+    [
+        ("pstbench_min", ("psnr=1000", "psnr=10")),
+        ("pstbench_max", ("psnr=10", "psnr=50")),
+        ("pstbench_gate_margin", ("psnr=0.1", "psnr=0.2")),
+    ],
+)
 def test_a_metric_given_twice_in_the_ini_file_names_the_file_and_key(pytester, outside, key, lines):
     """issue #44 case 4: two ini lines for one metric are refused as on the command line, the one line naming
     the ini file and the key (not --pstbench-min, which was not given)."""
     manifest, outputs, proto = outside
     ini = pytester.makeini(f"[pytest]\n{key} =\n    {lines[0]}\n    {lines[1]}\n")
     pytester.makepyfile(TEST_FILE)
-    r = pytester.runpytest_inprocess("-p", "no:cacheprovider", f"--pstbench-track={manifest}",
-                                     f"--pstbench-outputs={outputs}", f"--pstbench-protocol={proto}")
+    r = pytester.runpytest_inprocess(
+        "-p",
+        "no:cacheprovider",
+        f"--pstbench-track={manifest}",
+        f"--pstbench-outputs={outputs}",
+        f"--pstbench-protocol={proto}",
+    )
     err = [line for line in r.errlines if line.strip()]
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     assert len(err) == 1, err
     a, b = (line.partition("=")[2] for line in lines)
-    assert err[0] == f"ERROR: pstbench: {ini}: {key}: two {'margins' if 'margin' in key else 'values'} for psnr ({a} and {b}); fix: give one"
+    assert (
+        err[0]
+        == f"ERROR: pstbench: {ini}: {key}: two {'margins' if 'margin' in key else 'values'} for psnr ({a} and {b}); fix: give one"
+    )
     # the same lines on the command line: the same refusal, naming the option
-    option = "--pstbench-" + key[len("pstbench_"):].replace("_", "-")
+    option = "--pstbench-" + key[len("pstbench_") :].replace("_", "-")
     pytester.makeini("[pytest]\n")
-    r = pytester.runpytest_inprocess("-p", "no:cacheprovider", f"--pstbench-track={manifest}", f"--pstbench-outputs={outputs}",
-                                     f"--pstbench-protocol={proto}", f"{option}={lines[0]}", f"{option}={lines[1]}")
+    r = pytester.runpytest_inprocess(
+        "-p",
+        "no:cacheprovider",
+        f"--pstbench-track={manifest}",
+        f"--pstbench-outputs={outputs}",
+        f"--pstbench-protocol={proto}",
+        f"{option}={lines[0]}",
+        f"{option}={lines[1]}",
+    )
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     assert f"{option}: two " in "\n".join(r.errlines)
 
@@ -132,8 +155,14 @@ def test_dist_each_is_refused(pytester, outside, dist_args):
     pytest.importorskip("xdist")
     manifest, outputs, proto = outside
     pytester.makepyfile(TEST_FILE)
-    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--pstbench-track={manifest}", f"--pstbench-outputs={outputs}",
-                                      f"--pstbench-protocol={proto}", *dist_args)
+    r = pytester.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        f"--pstbench-track={manifest}",
+        f"--pstbench-outputs={outputs}",
+        f"--pstbench-protocol={proto}",
+        *dist_args,
+    )
     out = r.stdout.str() + r.stderr.str()
     err = [line for line in r.stderr.str().splitlines() if line.strip()]
     assert r.ret == pytest.ExitCode.USAGE_ERROR, out

@@ -1,4 +1,5 @@
 """End-to-end tests of the pytest plugin with pytester (each run in a subprocess, as a user runs it)."""
+
 from __future__ import annotations
 
 import json
@@ -7,9 +8,9 @@ import sys
 
 import numpy as np
 import pytest
+from helpers.tracks import make_outputs, make_track
 from PIL import Image
 
-from helpers.tracks import make_outputs, make_track
 from pytest_pstbench.cli import main as cli_main
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
@@ -18,7 +19,9 @@ pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptio
 @pytest.fixture
 def setup(pytester):
     manifest = make_track(pytester.path / "track")
-    outputs = make_outputs(manifest, pytester.path / "mine" / "outputs")  # run name: mine (a folder `outputs` names no method)
+    outputs = make_outputs(
+        manifest, pytester.path / "mine" / "outputs"
+    )  # run name: mine (a folder `outputs` names no method)
     return manifest, outputs
 
 
@@ -65,7 +68,9 @@ def test_empty_folder_one_item_per_pair_same_numbers_as_cli(pytester, setup, mon
     result.assert_outcomes(passed=4)
     for pid in ("p01", "p02", "p03", "p04"):
         result.stdout.fnmatch_lines([f"*pstbench-small::{pid} PASSED*"])
-    result.stdout.fnmatch_lines(["*track: small   protocol: pstbench   dataset: small@*   n=4*", "method*PSNR↑*SSIM↑*LPIPS↓*ΔE00↓*", "mine *±*"])
+    result.stdout.fnmatch_lines(
+        ["*track: small   protocol: pstbench   dataset: small@*   n=4*", "method*PSNR↑*SSIM↑*LPIPS↓*ΔE00↓*", "mine *±*"]
+    )
     run_dir = pytester.path / "results" / "small" / "mine"
     monkeypatch.chdir(pytester.path)
     assert cli_main(["score", "--track", str(manifest), "--outputs", str(outputs), "--results", "cli-results"]) == 0
@@ -97,7 +102,12 @@ def test_ini_options(pytester, setup):
 
 def test_xdist_gives_byte_identical_run_files(pytester, setup):
     manifest, outputs = setup
-    common = (f"--pstbench-track={manifest}", f"--pstbench-outputs={outputs}", "--pstbench-name=serial", "--pstbench-no-cache")
+    common = (
+        f"--pstbench-track={manifest}",
+        f"--pstbench-outputs={outputs}",
+        "--pstbench-name=serial",
+        "--pstbench-no-cache",
+    )
     r1 = _run(pytester, *common)
     r2 = _run(pytester, *common, "--pstbench-results=xdist", "-n", "2")
     r1.assert_outcomes(passed=4)
@@ -132,7 +142,9 @@ def test_stray_png_is_a_usage_error(pytester, setup):
     (outputs / "notes.txt").write_text("ignored")
     result = _run(pytester, f"--pstbench-track={manifest}", f"--pstbench-outputs={outputs}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*PNG files not named after a pair of track small: p99.png; fix: name outputs <pair_id>.png*"])
+    result.stderr.fnmatch_lines(
+        ["*PNG files not named after a pair of track small: p99.png; fix: name outputs <pair_id>.png*"]
+    )
     assert not (pytester.path / "results").exists()
 
 
@@ -162,7 +174,12 @@ def test_user_test_with_pstbench_score(pytester, setup):
     run_dir = pytester.path / "results" / "small" / "inproc"
     ident = pytester.path / "results" / "small" / "identity"
     # the in-memory identity scores equal the CLI's Identity run (content files as outputs)
-    assert cli_main(["score", "--track", str(manifest), "--outputs", str(outputs), "--results", str(pytester.path / "results")]) == 0
+    assert (
+        cli_main(
+            ["score", "--track", str(manifest), "--outputs", str(outputs), "--results", str(pytester.path / "results")]
+        )
+        == 0
+    )
     assert (run_dir / "metrics.csv").read_text() == (ident / "metrics.csv").read_text()
 
 
@@ -177,9 +194,16 @@ def test_identity_outputs_in_pytest_equal_cli_identity(pytester, setup):
     manifest, outputs = setup
     result = _run(pytester, f"--pstbench-track={manifest}", "--pstbench-outputs=identity", "--pstbench-results=py")
     result.assert_outcomes(passed=4)
-    assert cli_main(["score", "--track", str(manifest), "--outputs", str(outputs), "--results", str(pytester.path / "cli")]) == 0
+    assert (
+        cli_main(
+            ["score", "--track", str(manifest), "--outputs", str(outputs), "--results", str(pytester.path / "cli")]
+        )
+        == 0
+    )
     for f in ("metrics.csv", "summary.json"):
-        assert (pytester.path / "py/small/identity" / f).read_bytes() == (pytester.path / "cli/small/identity" / f).read_bytes()
+        assert (pytester.path / "py/small/identity" / f).read_bytes() == (
+            pytester.path / "cli/small/identity" / f
+        ).read_bytes()
 
 
 def test_pstbench_images_reads_the_pair_as_the_protocol_does(pytester, setup):
@@ -194,7 +218,8 @@ def test_pstbench_images_reads_the_pair_as_the_protocol_does(pytester, setup):
     Image.open(src).save(manifest.parent / "p01_content.jpg", exif=exif.tobytes())
     data["pairs"][0]["content"] = "p01_content.jpg"
     manifest.write_text(yaml.safe_dump(data, sort_keys=False))
-    pytester.makepyfile(test_images="""
+    pytester.makepyfile(
+        test_images="""
         import numpy as np
         from PIL import Image
 
@@ -208,7 +233,8 @@ def test_pstbench_images_reads_the_pair_as_the_protocol_does(pytester, setup):
             assert pstbench_images.inputs == (pstbench_images.content, pstbench_images.style)
             assert np.array_equal(pstbench_images.reference, np.asarray(Image.open(pstbench_pair.reference).convert("RGB")))
             pstbench_score(pstbench_images.reference)
-        """)
+        """
+    )
     result = _run(pytester, f"--pstbench-track={manifest}", "--pstbench-name=img", "-v")
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines(["*test_images[[]p01[]] PASSED*"])

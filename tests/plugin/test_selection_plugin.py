@@ -1,6 +1,7 @@
 """The pytest plugin on selection tracks, end to end with pytester (each run in a subprocess).
 
 These runs use the full vab-demo track, built once into the test session's PSTBENCH_CACHE."""
+
 from __future__ import annotations
 
 import json
@@ -59,29 +60,41 @@ def test_answers_file_and_xdist_identical(pytester, demo_track):
     for task in demo_track.tasks:
         for t, order in enumerate(orders_for(task, params)):
             b, w = params.labels[order.index(task.best)], params.labels[order.index(task.worst)]
-            text = {"pick_best": f"BEST: {b}", "pick_worst": f"WORST: {w}", "pick_best_and_worst": f"BEST: {b}\nWORST: {w}"}
+            text = {
+                "pick_best": f"BEST: {b}",
+                "pick_worst": f"WORST: {w}",
+                "pick_best_and_worst": f"BEST: {b}\nWORST: {w}",
+            }
             for ptype in params.prompt_types_for(task.k):
                 if task.id == "vd-03" and t == 2 and ptype == "pick_worst":
                     continue  # one missing answer
-                lines.append(json.dumps({"task_id": task.id, "trial": t, "prompt_type": ptype, "response": text[ptype]}))
+                lines.append(
+                    json.dumps({"task_id": task.id, "trial": t, "prompt_type": ptype, "response": text[ptype]})
+                )
     answers = pytester.path / "model-x.jsonl"
     answers.write_text("\n".join(lines) + "\n")
     r1 = _run(pytester, "--pstbench-track=vab-demo", f"--pstbench-answers={answers}")
-    r2 = _run(pytester, "--pstbench-track=vab-demo", f"--pstbench-answers={answers}", "--pstbench-results=xd", "-n", "2")
+    r2 = _run(
+        pytester, "--pstbench-track=vab-demo", f"--pstbench-answers={answers}", "--pstbench-results=xd", "-n", "2"
+    )
     r1.assert_outcomes(passed=30)
     r2.assert_outcomes(passed=30)
     # vab counts a missing answer as the official summary does (no record): Bot-1 ap@1 stays 1.000 (trial 2 has
     # 29 counted records), and vd-03 fails Bot-1 pass^3 (3 counted trials needed): 29/30
-    r1.stdout.fnmatch_lines([
-        "overall*1.000 ± 0.000*1.000 ± 0.000*",
-        "overall*1.000 ± 0.000*0.967 ± *",
-        "answers: 1 missing, 0 unparseable and 0 API errors of 252 (counted as the protocol's answers.records says; listed in run.json answers.problems)",
-    ])
+    r1.stdout.fnmatch_lines(
+        [
+            "overall*1.000 ± 0.000*1.000 ± 0.000*",
+            "overall*1.000 ± 0.000*0.967 ± *",
+            "answers: 1 missing, 0 unparseable and 0 API errors of 252 (counted as the protocol's answers.records says; listed in run.json answers.problems)",
+        ]
+    )
     a, b = pytester.path / "results" / "vab-demo" / "model-x", pytester.path / "xd" / "vab-demo" / "model-x"
     for name in ("per_task.csv", "summary.json"):
         assert (a / name).read_bytes() == (b / name).read_bytes()
     run = json.loads((b / "run.json").read_text())
-    assert run["answers"]["problems"] == [{"task": "vd-03", "trial": 2, "prompt_type": "pick_worst", "status": "missing", "detail": "no answer"}]
+    assert run["answers"]["problems"] == [
+        {"task": "vd-03", "trial": 2, "prompt_type": "pick_worst", "status": "missing", "detail": "no answer"}
+    ]
 
 
 def test_bad_answers_file_is_a_usage_error(pytester):
@@ -89,7 +102,11 @@ def test_bad_answers_file_is_a_usage_error(pytester):
     bad.write_text('{"task_id": "vd-01", "trial": 0, "prompt_type": "pick_best", "response": "BEST: A"}\n{oops\n')
     result = _run(pytester, "--pstbench-track=vab-demo", f"--pstbench-answers={bad}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"*pstbench: {bad}:2: not valid JSON (Expecting property name enclosed in double quotes); fix: write one JSON object per line"])
+    result.stderr.fnmatch_lines(
+        [
+            f"*pstbench: {bad}:2: not valid JSON (Expecting property name enclosed in double quotes); fix: write one JSON object per line"
+        ]
+    )
     assert "Traceback" not in result.stderr.str()
     assert not (pytester.path / "results").exists()
 
@@ -112,7 +129,13 @@ def test_judge_fixture_in_conftest(pytester):
     result.assert_outcomes(passed=31)
     result.stdout.fnmatch_lines(["*judge: fixture pstbench_judge", "overall*30*"])
     run = json.loads((pytester.path / "results" / "vab-demo" / "fx" / "run.json").read_text())
-    assert run["judge"] == {"kind": "fixture", "fixture": "pstbench_judge", "module": "conftest", "qualname": "pstbench_judge.<locals>.brightness", "num_trials": 2}
+    assert run["judge"] == {
+        "kind": "fixture",
+        "fixture": "pstbench_judge",
+        "module": "conftest",
+        "qualname": "pstbench_judge.<locals>.brightness",
+        "num_trials": 2,
+    }
     assert run["complete"] is True
 
 
@@ -131,10 +154,14 @@ def test_failing_judge_fails_items_with_one_line(pytester):
 def test_no_judge_explains_and_bad_judge_spec_is_a_usage_error(pytester):
     result = _run(pytester, "--pstbench-track=vab-demo")
     assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
-    result.stdout.fnmatch_lines(["*track vab-demo is a selection track and no judge was given; fix: pass --pstbench-answers FILE*"])
+    result.stdout.fnmatch_lines(
+        ["*track vab-demo is a selection track and no judge was given; fix: pass --pstbench-answers FILE*"]
+    )
     result = _run(pytester, "--pstbench-track=vab-demo", "--pstbench-judge=nocolon")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*pstbench: --judge nocolon: expected module:function, path/to/file.py:function or pyiqa:METRIC*"])
+    result.stderr.fnmatch_lines(
+        ["*pstbench: --judge nocolon: expected module:function, path/to/file.py:function or pyiqa:METRIC*"]
+    )
 
 
 def test_local_selection_manifest_from_ini(pytester, demo_track):
@@ -148,7 +175,16 @@ def test_local_selection_manifest_from_ini(pytester, demo_track):
             dest = local / f"{task.id}_{c.name}"
             dest.write_bytes(c.read_bytes())
             files.append(dest.name)
-        data["tasks"].append({"id": task.id, "domain": task.domain, "topic": task.topic, "candidates": files, "best": task.best, "worst": task.worst})
+        data["tasks"].append(
+            {
+                "id": task.id,
+                "domain": task.domain,
+                "topic": task.topic,
+                "candidates": files,
+                "best": task.best,
+                "worst": task.worst,
+            }
+        )
     import yaml
 
     (local / "track.yaml").write_text(yaml.safe_dump(data))
@@ -162,8 +198,12 @@ def test_local_selection_manifest_from_ini(pytester, demo_track):
 
 
 def test_paired_only_options_are_refused(pytester):
-    result = _run(pytester, "--pstbench-track=vab-demo", "--pstbench-outputs=out", f"--pstbench-judge={JUDGES}:sharpness")
+    result = _run(
+        pytester, "--pstbench-track=vab-demo", "--pstbench-outputs=out", f"--pstbench-judge={JUDGES}:sharpness"
+    )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
-        ["*pstbench: --pstbench-outputs: not supported for selection tracks (a selection track is scored from --pstbench-answers or --pstbench-judge); fix: drop the option"]
+        [
+            "*pstbench: --pstbench-outputs: not supported for selection tracks (a selection track is scored from --pstbench-answers or --pstbench-judge); fix: drop the option"
+        ]
     )

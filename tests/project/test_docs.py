@@ -10,6 +10,7 @@
 5. the front page's "Scoring your method" commands run end to end on the demo track, and the CLI and
    pytest runs give byte-identical run files.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -97,7 +98,9 @@ def _segments(line: str):
     segment: list[str] = []
     for token in list(lex) + [";"]:
         if token in SEPARATORS:
-            while segment and (re.match(r"[A-Za-z_][A-Za-z0-9_]*=", segment[0]) or segment[0] in ("do", "then", "done")):
+            while segment and (
+                re.match(r"[A-Za-z_][A-Za-z0-9_]*=", segment[0]) or segment[0] in ("do", "then", "done")
+            ):
                 segment.pop(0)
             if segment:
                 yield segment
@@ -152,7 +155,9 @@ def test_front_page_stays_short_and_keeps_the_two_commands():
     text = (ROOT / "README.md").read_text()
     assert len(text.splitlines()) <= 250
     # `.ci/run` and the project's CI run the README's test command as written.
-    assert "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]' && python -m pytest -n 2\n" in text
+    assert (
+        "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]' && python -m pytest -n 2\n" in text
+    )
     assert "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]' && pstbench demo\n" in text
     ci = (ROOT / ".ci" / "run").read_text()
     assert "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]' && python -m pytest -n 2" in ci
@@ -174,7 +179,7 @@ def _help(path: tuple[str, ...], capsys) -> tuple[int, str]:
     return _HELP[path]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _parser():
     return build_parser()
 
@@ -241,7 +246,9 @@ def test_cli_option_tables_match_the_commands(capsys):
         help_text = _help(tuple(m.group(1).split()), capsys)[1]
         for row in re.findall(r"^\| `([^`]+)`", section, flags=re.M):
             for option in _options([row]):
-                if option not in help_text.split() and not re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", help_text):
+                if option not in help_text.split() and not re.search(
+                    rf"(?<![\w-]){re.escape(option)}(?![\w-])", help_text
+                ):
                     problems.append(f"docs/cli.md: `pstbench {m.group(1)}` table lists {option}, not in its --help")
     assert tables >= 4
     assert not problems, "\n".join(problems)
@@ -254,8 +261,13 @@ def test_cli_option_tables_match_the_commands(capsys):
 @pytest.fixture(scope="module")
 def pytest_help(tmp_path_factory) -> str:
     cwd = tmp_path_factory.mktemp("pytest-help")
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--help"],
-                          cwd=cwd, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--help"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
@@ -275,7 +287,14 @@ def test_every_pstbench_pytest_option_in_the_docs_exists(pytest_help):
 
 def test_every_ini_key_the_docs_name_exists(pytest_help):
     ini_keys = set(re.findall(r"^\s+(pstbench_[a-z_]+) \(", pytest_help, flags=re.M))  # `  key (type):`
-    fixtures = {"pstbench_protocol", "pstbench_track", "pstbench_pair", "pstbench_compare", "pstbench_score", "pstbench_judge"}
+    fixtures = {
+        "pstbench_protocol",
+        "pstbench_track",
+        "pstbench_pair",
+        "pstbench_compare",
+        "pstbench_score",
+        "pstbench_judge",
+    }
     assert "pstbench_track" in ini_keys
     problems = []
     for page in PAGES:
@@ -293,10 +312,15 @@ def test_every_ini_key_the_docs_name_exists(pytest_help):
 
 def test_every_option_and_command_of_the_old_readme_is_still_documented():
     corpus = "\n".join(p.read_text() for p in PAGES)
+
     def words(text):  # brackets do not count: `[--net alex vgg]` may become `[--net alex vgg squeeze]`
         return [w for w in (w.strip("[]()") for w in text.split()) if w]
 
-    shown = [words(s) for p in PAGES for s in (*_code_spans(p), *(line.strip() for line, f in _outside_fences(p.read_text()) if f))]
+    shown = [
+        words(s)
+        for p in PAGES
+        for s in (*_code_spans(p), *(line.strip() for line, f in _outside_fences(p.read_text()) if f))
+    ]
     problems = []
     for entry in (ROOT / "tests" / "project" / "docs_inventory.txt").read_text().splitlines():
         if entry.startswith("#") or not entry.strip():

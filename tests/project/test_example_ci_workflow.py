@@ -14,6 +14,7 @@ test checks that the cache key includes the track's revision output by the `trac
 git repository with the baseline committed (as the README says), as checkout's full clone gives it in CI, for
 the `pstbench history` step (issue #41).
 """
+
 from __future__ import annotations
 
 import os
@@ -25,9 +26,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import numpy as np
-import pytest
 import yaml
-
 from helpers.tracks import make_track
 from PIL import Image
 
@@ -38,7 +37,9 @@ def _local_track(root: Path) -> Path:
     """A local track with id pst50-paired (standing in for the remote one): conftest's photographs, with the
     style made from the same scene (shifted) under the reference's look, as in PST50, so that the example's
     method (Reinhard colour transfer) stays within the example's LPIPS bound."""
-    manifest = make_track(root, n=8, size=(128, 96), track_id="pst50-paired")  # 8 pairs: enough for a significant Wilcoxon-Holm verdict
+    manifest = make_track(
+        root, n=8, size=(128, 96), track_id="pst50-paired"
+    )  # 8 pairs: enough for a significant Wilcoxon-Holm verdict
     for p in yaml.safe_load(manifest.read_text())["pairs"]:
         ref = np.asarray(Image.open(root / p["reference"]))
         Image.fromarray(np.roll(ref, 13, axis=1)).save(root / p["style"])
@@ -60,13 +61,19 @@ def _path(tmp_path: Path) -> str:
 
 
 def _git(repo: Path, *args: str) -> None:
-    ident = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t",
-             "GIT_COMMITTER_EMAIL": "t@example.org"}
+    ident = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.org",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.org",
+    }
     subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env={**os.environ, **ident})
 
 
 def _bash(cmd: str, cwd: Path, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", "-e", "-o", "pipefail", "-c", cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        ["bash", "-e", "-o", "pipefail", "-c", cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=900
+    )
 
 
 def test_install_step_uses_the_repository_at_a_tag_or_commit():
@@ -164,8 +171,12 @@ def test_workflow_revision_step_for_the_remote_track(tmp_path):
     wf = _workflow()
     step = next(s for s in wf["jobs"]["score"]["steps"] if s.get("id") == "track")
     gh_output = tmp_path / "out"
-    env = {**os.environ, **{k: str(v) for k, v in wf["env"].items()}, "GITHUB_OUTPUT": str(gh_output),
-           "PATH": _path(tmp_path)}
+    env = {
+        **os.environ,
+        **{k: str(v) for k, v in wf["env"].items()},
+        "GITHUB_OUTPUT": str(gh_output),
+        "PATH": _path(tmp_path),
+    }
     proc = _bash(step["run"], tmp_path, env)
     assert proc.returncode == 0, proc.stderr
     assert gh_output.read_text() == "revision=6ed86e3\n"

@@ -7,6 +7,7 @@ and the `pip install` step is not run. Two more things stand in for GitHub: the 
 `${{ github.ref_name }}` of a step's `env:` are given values, and PSTBENCH_BASELINE is set to the pinned URI
 the publish job printed (as a maintainer pastes it into the workflow), PSTBENCH_PUBLISH to the local Hub's repo.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,9 +16,7 @@ import re
 import shutil
 from pathlib import Path
 
-import pytest
 import yaml
-
 from helpers.hub_server import FakeHub
 from test_example_ci_workflow import EXAMPLE, _bash, _local_track, _path
 
@@ -86,7 +85,8 @@ def _run(tmp_path: Path, hub: FakeHub) -> None:
     files = hub.repos["me/pstbench-baselines"].commits[commit].files
     local = repo / "results" / "pst50-paired" / "baseline"
     assert {p: files[p] for p in files if p.startswith("pst50-paired/")} == {
-        f"pst50-paired/baseline/{n}": (local / n).read_bytes() for n in ("metrics.csv", "run.json", "summary.json")}
+        f"pst50-paired/baseline/{n}": (local / n).read_bytes() for n in ("metrics.csv", "run.json", "summary.json")
+    }
 
     # the pull-request job, on the pinned URI
     env["PSTBENCH_BASELINE"] = pinned
@@ -98,8 +98,9 @@ def _run(tmp_path: Path, hub: FakeHub) -> None:
     out = ran[-1][1].stdout
     assert "pstbench gate passed" in out and f"baseline {pinned}: published run at commit {commit}" in out, out[-3000:]
     run = json.loads((repo / "results" / "pst50-paired" / "candidate" / "run.json").read_text())
-    assert run["baselines"] == [{"uri": pinned, "repo": "me/pstbench-baselines", "commit": commit,
-                                 "path": "pst50-paired/baseline"}]
+    assert run["baselines"] == [
+        {"uri": pinned, "repo": "me/pstbench-baselines", "commit": commit, "path": "pst50-paired/baseline"}
+    ]
     # a worse method fails the same step
     test_method = repo / "test_method.py"
     test_method.write_text(test_method.read_text().replace("return reinhard_lab(content, style)", "return content"))

@@ -6,6 +6,7 @@ environment running the tests, added to its sys.path by a `.pth` line. A folder 
 file is not a site folder, so the `.pth` files inside it (this tree's editable install) are not
 processed: `pytest_pstbench` can only come from the installed wheel, which the test checks.
 """
+
 from __future__ import annotations
 
 import os
@@ -18,7 +19,6 @@ import venv
 from pathlib import Path
 
 import pytest
-
 from helpers.pins import assert_matches_pin
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,12 +32,18 @@ def installed(tmp_path_factory):
     # Build from a copy of the source files only: a stale build/ folder in the tree would otherwise be
     # packed into the wheel and could hide a missing file.
     src = root / "src"
-    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(
-        ".git", ".venv", "build", "dist", "*.egg-info", "results", "__pycache__", ".pytest_cache"))
+    shutil.copytree(
+        REPO,
+        src,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv", "build", "dist", "*.egg-info", "results", "__pycache__", ".pytest_cache"
+        ),
+    )
     wheels = root / "dist"
     build = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(src)],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     assert build.returncode == 0, build.stdout + build.stderr
     (wheel,) = wheels.glob("pytest_pstbench-*.whl")
@@ -45,14 +51,22 @@ def installed(tmp_path_factory):
     venv.EnvBuilder(with_pip=True).create(env_dir)
     bin_dir = env_dir / ("Scripts" if os.name == "nt" else "bin")
     py = bin_dir / "python"
-    purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             capture_output=True, text=True, check=True).stdout.strip()
+    purelib = subprocess.run(
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     Path(purelib, "_pstbench_test_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    inst = subprocess.run([str(py), "-m", "pip", "install", "--no-deps", "--no-index", "-q", str(wheel)],
-                          capture_output=True, text=True)
+    inst = subprocess.run(
+        [str(py), "-m", "pip", "install", "--no-deps", "--no-index", "-q", str(wheel)], capture_output=True, text=True
+    )
     assert inst.returncode == 0, inst.stdout + inst.stderr
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTEST_ADDOPTS",
-                                                              "PYTEST_XDIST_WORKER", "PYTEST_XDIST_TESTRUNUID")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_TESTRUNUID")
+    }
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
     env["VIRTUAL_ENV"] = str(env_dir)
     return bin_dir, env, Path(purelib)
@@ -65,11 +79,18 @@ def _run(cmd, cwd, env):
 
 def test_the_wheel_ships_the_package_and_its_data(installed, tmp_path):
     bin_dir, env, purelib = installed
-    r = _run([str(bin_dir / "python"), "-c",
-              "import pytest_pstbench, pytest_pstbench.core.protocol as p, pytest_pstbench.paired.variants as v;"
-              "print(pytest_pstbench.__file__); print(p.protocols_dir()); print(len(v.shipped_variant_ids()));"
-              "print(p.load_protocol('vab').id);"
-              "from pytest_pstbench.report.html import page_css; print(page_css().count('{'))"], tmp_path, env)
+    r = _run(
+        [
+            str(bin_dir / "python"),
+            "-c",
+            "import pytest_pstbench, pytest_pstbench.core.protocol as p, pytest_pstbench.paired.variants as v;"
+            "print(pytest_pstbench.__file__); print(p.protocols_dir()); print(len(v.shipped_variant_ids()));"
+            "print(p.load_protocol('vab').id);"
+            "from pytest_pstbench.report.html import page_css; print(page_css().count('{'))",
+        ],
+        tmp_path,
+        env,
+    )
     assert r.returncode == 0, r.stderr
     module_file, protocols, n_variants, vab, css_rules = r.stdout.split("\n")[:5]
     # imported from the fresh environment's site-packages, not from this source tree
@@ -84,10 +105,19 @@ def test_the_wheel_ships_the_package_and_its_data(installed, tmp_path):
     assert (dist_info / "licenses" / "LICENSE").read_bytes() == (REPO / "LICENSE").read_bytes()
     assert "License-Expression: MIT" in (dist_info / "METADATA").read_text()
     # issue #45 item 6: an extra is added to this installation from the wheel it came from
-    r = _run([str(bin_dir / "python"), "-c", "from pytest_pstbench.core.install import extra_install; print(extra_install('iqa'))"],
-             tmp_path, env)
+    r = _run(
+        [
+            str(bin_dir / "python"),
+            "-c",
+            "from pytest_pstbench.core.install import extra_install; print(extra_install('iqa'))",
+        ],
+        tmp_path,
+        env,
+    )
     assert r.returncode == 0, r.stderr
-    assert re.fullmatch(r"pip install '/\S+/dist/pytest_pstbench-0\.1\.0-py3-none-any\.whl\[iqa\]'", r.stdout.strip()), r.stdout
+    assert re.fullmatch(
+        r"pip install '/\S+/dist/pytest_pstbench-0\.1\.0-py3-none-any\.whl\[iqa\]'", r.stdout.strip()
+    ), r.stdout
 
 
 def test_demo_score_and_plugin_run_from_the_installed_wheel(installed, tmp_path):
@@ -101,19 +131,52 @@ def test_demo_score_and_plugin_run_from_the_installed_wheel(installed, tmp_path)
         for name in ("metrics.csv", "summary.json"):
             assert_matches_pin(tmp_path / "res" / "demo" / method / name, GOLDEN / method / name)
 
-    score = _run([str(bin_dir / "pstbench"), "score", "--track", "demo", "--outputs", str(reinhard / "outputs"),
-                  "--name", "again", "--results", "res", "--no-cache"], tmp_path, env)
+    score = _run(
+        [
+            str(bin_dir / "pstbench"),
+            "score",
+            "--track",
+            "demo",
+            "--outputs",
+            str(reinhard / "outputs"),
+            "--name",
+            "again",
+            "--results",
+            "res",
+            "--no-cache",
+        ],
+        tmp_path,
+        env,
+    )
     assert score.returncode == 0, score.stdout + score.stderr
     # the CLI scoring the same outputs again gives the same per-pair numbers
     assert (tmp_path / "res" / "demo" / "again" / "metrics.csv").read_bytes() == (reinhard / "metrics.csv").read_bytes()
 
     plug = tmp_path / "plug"
     plug.mkdir()
-    r = _run([str(bin_dir / "python"), "-m", "pytest", "-p", "no:cacheprovider", "--pstbench-track", "demo",
-              f"--pstbench-outputs={reinhard / 'outputs'}", "--pstbench-name", "viaplugin",  # `=`: the folder is not here
-              f"--pstbench-results={tmp_path / 'res'}", "--pstbench-no-cache"], plug, env)
+    r = _run(
+        [
+            str(bin_dir / "python"),
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "--pstbench-track",
+            "demo",
+            f"--pstbench-outputs={reinhard / 'outputs'}",
+            "--pstbench-name",
+            "viaplugin",  # `=`: the folder is not here
+            f"--pstbench-results={tmp_path / 'res'}",
+            "--pstbench-no-cache",
+        ],
+        plug,
+        env,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "10 passed" in r.stdout
-    assert (tmp_path / "res" / "demo" / "viaplugin" / "metrics.csv").read_bytes() == (reinhard / "metrics.csv").read_bytes()
-    assert (tmp_path / "res" / "demo" / "viaplugin" / "summary.json").read_text().replace('"viaplugin"', '"reinhard"') \
-        == (reinhard / "summary.json").read_text()
+    assert (tmp_path / "res" / "demo" / "viaplugin" / "metrics.csv").read_bytes() == (
+        reinhard / "metrics.csv"
+    ).read_bytes()
+    assert (tmp_path / "res" / "demo" / "viaplugin" / "summary.json").read_text().replace(
+        '"viaplugin"', '"reinhard"'
+    ) == (reinhard / "summary.json").read_text()

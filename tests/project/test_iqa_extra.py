@@ -10,6 +10,7 @@ pyiqa 0.1.16: 74 NR metrics, 72 fail on weights only, 2 (piqe, entropy) created;
 icecream and setuptools<81, 17 failed on a missing module (qalign*, clipiqa*, laion_aes, liqe*, qualiclip*,
 maclip, clipscore).
 """
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,10 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.skipif(os.environ.get("PSTBENCH_IQA_EXTRA") != "1",
-                                reason="opt-in: PSTBENCH_IQA_EXTRA=1 installs the [iqa] extra from the package index")
+pytestmark = pytest.mark.skipif(
+    os.environ.get("PSTBENCH_IQA_EXTRA") != "1",
+    reason="opt-in: PSTBENCH_IQA_EXTRA=1 installs the [iqa] extra from the package index",
+)
 
 PROBE = r"""
 import json, sys
@@ -52,8 +55,13 @@ print(json.dumps({"created": out, "same": same}))
 
 def test_every_no_reference_metric_is_creatable_from_the_installed_extra(tmp_path):
     src = tmp_path / "src"
-    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(
-        ".git", ".venv", "build", "dist", "*.egg-info", "results", "__pycache__", ".pytest_cache"))
+    shutil.copytree(
+        REPO,
+        src,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv", "build", "dist", "*.egg-info", "results", "__pycache__", ".pytest_cache"
+        ),
+    )
     wheels = tmp_path / "dist"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels), str(src)], check=True)
     (wheel,) = wheels.glob("pytest_pstbench-*.whl")
@@ -64,9 +72,18 @@ def test_every_no_reference_metric_is_creatable_from_the_installed_extra(tmp_pat
     image = tmp_path / "img.png"
     __import__("PIL.Image", fromlist=["Image"]).new("RGB", (64, 48), (120, 80, 40)).save(image)
     caches = {k: str(tmp_path / "cache" / k) for k in ("TORCH_HOME", "HF_HOME", "XDG_CACHE_HOME")}
-    blocked = {**os.environ, **caches, "HF_HUB_OFFLINE": "1", "HTTP_PROXY": "http://127.0.0.1:9",
-               "HTTPS_PROXY": "http://127.0.0.1:9", "http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9",
-               "NO_PROXY": "", "no_proxy": "", "PSTBENCH_CACHE": str(tmp_path / "cache" / "pstbench")}
+    blocked = {
+        **os.environ,
+        **caches,
+        "HF_HUB_OFFLINE": "1",
+        "HTTP_PROXY": "http://127.0.0.1:9",
+        "HTTPS_PROXY": "http://127.0.0.1:9",
+        "http_proxy": "http://127.0.0.1:9",
+        "https_proxy": "http://127.0.0.1:9",
+        "NO_PROXY": "",
+        "no_proxy": "",
+        "PSTBENCH_CACHE": str(tmp_path / "cache" / "pstbench"),
+    }
     blocked.pop("PYTHONPATH", None)
     r = subprocess.run([str(py), "-c", PROBE, str(image)], capture_output=True, text=True, env=blocked, cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]

@@ -1,5 +1,6 @@
 """Library hygiene (issue #24): huggingface_hub only through its public client API, with timeouts per
 request; the LPIPS weights download bounds its own request, not the process's sockets."""
+
 from __future__ import annotations
 
 import re
@@ -62,7 +63,9 @@ def test_hub_client_survives_a_second_copy_of_its_http_library(monkeypatch):
 
     monkeypatch.setenv(hub.NETWORK_TIMEOUT_ENV, "7.5")
     hub.bounded_hub_client()
-    lib = next(c for c in type(hf.get_session()).__mro__ if not c.__module__.startswith("pytest_pstbench")).__module__.split(".")[0]
+    lib = next(
+        c for c in type(hf.get_session()).__mro__ if not c.__module__.startswith("pytest_pstbench")
+    ).__module__.split(".")[0]
     saved = {name: mod for name, mod in sys.modules.items() if name == lib or name.startswith(lib + ".")}
     try:
         for name in saved:  # a later import of the library gives a second copy, as after pytester's restore

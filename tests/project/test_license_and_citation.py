@@ -1,14 +1,15 @@
 """Issue #45 items 10 and 11: a LICENSE shipped in the sdist (the wheel's is checked by
 test_installed_wheel.py), and a way to cite: CITATION.cff and the README's "How to cite"."""
+
 from __future__ import annotations
 
 import shutil
 import subprocess
 import sys
 import tarfile
-import tomllib
 from pathlib import Path
 
+import tomllib
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
@@ -24,11 +25,25 @@ def test_license_is_mit_and_matches_the_project_metadata():
 
 def test_the_sdist_ships_the_license_and_the_citation(tmp_path):
     src = tmp_path / "src"
-    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(
-        ".git", ".venv", "build", "dist", "*.egg-info", "results", "__pycache__", ".pytest_cache"))
+    shutil.copytree(
+        REPO,
+        src,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv", "build", "dist", "*.egg-info", "results", "__pycache__", ".pytest_cache"
+        ),
+    )
     out = tmp_path / "sdist"
-    r = subprocess.run([sys.executable, "-c", "import sys; from setuptools import build_meta as b; "
-                        "print(b.build_sdist(sys.argv[1]))", str(out)], cwd=src, capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from setuptools import build_meta as b; print(b.build_sdist(sys.argv[1]))",
+            str(out),
+        ],
+        cwd=src,
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     (sdist,) = out.glob("pytest_pstbench-*.tar.gz")
     with tarfile.open(sdist) as tar:
@@ -55,5 +70,12 @@ def test_citation_cff_cites_the_kit_and_both_protocol_sources():
 def test_readme_says_how_to_cite_and_what_to_report():
     readme = (REPO / "README.md").read_text()
     section = readme.split("## How to cite\n", 1)[1].split("\n## ", 1)[0]
-    for needed in ("CITATION.cff", "protocol.id", "dataset.revision", "arXiv:2605.12684", "Protocol Matters", "LICENSE"):
+    for needed in (
+        "CITATION.cff",
+        "protocol.id",
+        "dataset.revision",
+        "arXiv:2605.12684",
+        "Protocol Matters",
+        "LICENSE",
+    ):
         assert needed in section, needed

@@ -14,6 +14,7 @@
 Each check is a function over {module: source}; the tests at the end plant a violation of each in a small
 synthetic source and see it reported.
 """
+
 from __future__ import annotations
 
 import ast
@@ -27,9 +28,18 @@ LISTING = f"{PACKAGE}.core.hub.listing"
 STORE = f"{PACKAGE}.core.store"
 LISTING_CALLS = {"list_repo_tree", "get_paths_info", "list_repo_files", "list_repo_refs", "list_repo_commits"}
 HF_ERRORS = {  # huggingface_hub's exception classes a module could branch on (huggingface_hub.errors)
-    "HfHubHTTPError", "RepositoryNotFoundError", "GatedRepoError", "DisabledRepoError", "RevisionNotFoundError",
-    "EntryNotFoundError", "RemoteEntryNotFoundError", "LocalEntryNotFoundError", "BadRequestError",
-    "OfflineModeIsEnabled", "HFValidationError", "LocalTokenNotFoundError",
+    "HfHubHTTPError",
+    "RepositoryNotFoundError",
+    "GatedRepoError",
+    "DisabledRepoError",
+    "RevisionNotFoundError",
+    "EntryNotFoundError",
+    "RemoteEntryNotFoundError",
+    "LocalEntryNotFoundError",
+    "BadRequestError",
+    "OfflineModeIsEnabled",
+    "HFValidationError",
+    "LocalTokenNotFoundError",
 }
 
 
@@ -56,8 +66,9 @@ def _imports(tree) -> list[tuple[str, str | None]]:
 
 def _names(node) -> set[str]:
     """Every plain name and attribute name used under `node`."""
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} | \
-        {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} | {
+        n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)
+    }
 
 
 def _called(node) -> str | None:
@@ -75,10 +86,13 @@ def hfapi_and_retry_violations(sources: dict[str, str]) -> list[str]:
         imports = _imports(tree)
         if any(name == "HfApi" for _, name in imports) or "HfApi" in _names(tree):
             out.append(f"{module}: HfApi")
-        talks_to_hub = any(m.split(".")[0] == "huggingface_hub" or m.startswith(f"{PACKAGE}.core.hub") for m, _ in imports)
+        talks_to_hub = any(
+            m.split(".")[0] == "huggingface_hub" or m.startswith(f"{PACKAGE}.core.hub") for m, _ in imports
+        )
         loops = [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While, ast.AsyncFor))]
-        if talks_to_hub and any(isinstance(c, ast.Call) and (_called(c) or "").endswith("sleep")
-                                for loop in loops for c in ast.walk(loop)):
+        if talks_to_hub and any(
+            isinstance(c, ast.Call) and (_called(c) or "").endswith("sleep") for loop in loops for c in ast.walk(loop)
+        ):
             out.append(f"{module}: a retry loop")
     return out
 
@@ -94,7 +108,9 @@ def error_map_violations(sources: dict[str, str]) -> list[str]:
         for mod, name in _imports(tree):
             if mod.startswith("huggingface_hub.errors") or (mod == "huggingface_hub" and name == "errors"):
                 found.add("huggingface_hub.errors")
-            elif mod.split(".")[0] == "huggingface_hub" and name and re.search(r"(Error|Exception)$|^OfflineMode", name):
+            elif (
+                mod.split(".")[0] == "huggingface_hub" and name and re.search(r"(Error|Exception)$|^OfflineMode", name)
+            ):
                 found.add(name)
         found |= _names(tree) & HF_ERRORS
         found |= {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and n.value in HF_ERRORS}
@@ -179,18 +195,24 @@ def test_each_check_catches_a_planted_violation():
         f"{p}.data.gated": "def gated(exc):\n    return type(exc).__name__ == 'GatedRepoError'\n",
         f"{p}.data.named": "from huggingface_hub.utils import RepositoryNotFoundError\n",
         f"{p}.cli.read": "from pytest_pstbench.core.store.folder import read_run_folder\n"
-                         "def show(d):\n    return read_run_folder(d, ('run.json',), 'run')\n",
+        "def show(d):\n    return read_run_folder(d, ('run.json',), 'run')\n",
         f"{p}.selection.client": "import time\nfor i in range(3):\n    time.sleep(1)\n",  # not a Hub module
         CLIENT: "from huggingface_hub import HfApi, errors as E\nimport time\nwhile True:\n    time.sleep(HfApi() and 1)\n"
-                "E.RepositoryNotFoundError\n",
+        "E.RepositoryNotFoundError\n",
         LISTING: "def tree(api):\n    return api.list_repo_tree('o/n'), api.get_paths_info('o/n', [])\n",
         f"{STORE}.reader": "def read(d):\n    return read_run_folder(d, (), 'run')\n",
         f"{p}.paired.runs": "def load_run(d):\n    return read_run_folder(d, (), 'run')\n"
-                            "def other(d):\n    return read_run_folder(d, (), 'run')\n",
+        "def other(d):\n    return read_run_folder(d, (), 'run')\n",
     }
     assert hfapi_and_retry_violations(planted) == [f"{p}.data.hub2: HfApi", f"{p}.data.hub2: a retry loop"]
-    assert error_map_violations(planted) == [f"{p}.data.hub2: GatedRepoError", f"{p}.data.hub2: huggingface_hub.errors",
-                                             f"{p}.data.gated: GatedRepoError", f"{p}.data.named: RepositoryNotFoundError"]
+    assert error_map_violations(planted) == [
+        f"{p}.data.hub2: GatedRepoError",
+        f"{p}.data.hub2: huggingface_hub.errors",
+        f"{p}.data.gated: GatedRepoError",
+        f"{p}.data.named: RepositoryNotFoundError",
+    ]
     assert listing_violations(planted) == [f"{p}.data.hub2: list_repo_tree"]
     assert run_reading_violations(planted, {(f"{p}.paired.runs", "load_run")}) == [
-        f"{p}.cli.read:3: read_run_folder in show", f"{p}.paired.runs:4: read_run_folder in other"]
+        f"{p}.cli.read:3: read_run_folder in show",
+        f"{p}.paired.runs:4: read_run_folder in other",
+    ]

@@ -1,5 +1,6 @@
 """`pstbench report`: the HTML page, its figures and thumbnails, links, values, escaping, refusals,
 the sensitivity section, and a headless Chromium screenshot when Chromium is installed."""
+
 from __future__ import annotations
 
 import csv
@@ -14,10 +15,10 @@ from urllib.parse import unquote, urlparse
 import numpy as np
 import pytest
 import yaml
-from PIL import Image
-
 from helpers.protocols import protocol_without_lpips
 from helpers.tracks import make_outputs, make_track
+from PIL import Image
+
 from pytest_pstbench.cli import main
 
 SOURCE = Path(__import__("pytest_pstbench").__file__).resolve().parents[1]  # the tests run from a source tree
@@ -36,8 +37,20 @@ def setup(tmp_path_factory):
     runs = []
     for name, strength in (("alpha", 0.3), ("beta", 0.7)):
         out = make_outputs(manifest, root / "outs" / name, strength=strength)
-        argv = ["score", "--track", str(manifest), "--outputs", str(out), "--name", name,
-                "--results", str(results), "--protocol", str(proto), "--no-cache"]
+        argv = [
+            "score",
+            "--track",
+            str(manifest),
+            "--outputs",
+            str(out),
+            "--name",
+            name,
+            "--results",
+            str(results),
+            "--protocol",
+            str(proto),
+            "--no-cache",
+        ]
         assert main(argv) == 0
         runs.append(results / "small" / name)
     return {"root": root, "manifest": manifest, "proto": proto, "results": results, "runs": runs}
@@ -223,9 +236,22 @@ def test_rewrites_an_earlier_report_but_not_another_folder(setup, tmp_path, caps
 def test_names_and_method_info_are_escaped(setup, tmp_path):
     name = "evil<script>alert(1)<script>&"
     out = make_outputs(setup["manifest"], tmp_path / "evil_outputs", strength=0.5)
-    argv = ["score", "--track", str(setup["manifest"]), "--outputs", str(out), "--name", name,
-            "--results", str(tmp_path / "results"), "--protocol", str(setup["proto"]), "--no-cache",
-            "--method-info", 'note=<img src=x onerror="alert(2)">']
+    argv = [
+        "score",
+        "--track",
+        str(setup["manifest"]),
+        "--outputs",
+        str(out),
+        "--name",
+        name,
+        "--results",
+        str(tmp_path / "results"),
+        "--protocol",
+        str(setup["proto"]),
+        "--no-cache",
+        "--method-info",
+        'note=<img src=x onerror="alert(2)">',
+    ]
     assert main(argv) == 0
     rep = tmp_path / "rep"
     assert main(["report", str(tmp_path / "results" / "small" / name), "--out", str(rep), "--max-pairs", "1"]) == 0
@@ -278,13 +304,39 @@ def test_incomplete_run_is_shown_with_its_failures(setup, tmp_path):
     out = make_outputs(setup["manifest"], tmp_path / "partial", strength=0.5)
     gone = sorted(out.glob("*.png"))[0]
     gone.unlink()
-    argv = ["score", "--track", str(setup["manifest"]), "--outputs", str(out), "--name", "partial",
-            "--results", str(tmp_path / "results"), "--protocol", str(setup["proto"]), "--no-cache"]
+    argv = [
+        "score",
+        "--track",
+        str(setup["manifest"]),
+        "--outputs",
+        str(out),
+        "--name",
+        "partial",
+        "--results",
+        str(tmp_path / "results"),
+        "--protocol",
+        str(setup["proto"]),
+        "--no-cache",
+    ]
     assert main(argv) == 1  # a pair failed: run files with complete: false
     rep = tmp_path / "rep"
     run = tmp_path / "results" / "small" / "partial"
-    assert main(["report", str(setup["runs"][0]), str(run), "--out", str(rep), "--track", str(setup["manifest"]),
-                 "--max-pairs", "2"]) == 0
+    assert (
+        main(
+            [
+                "report",
+                str(setup["runs"][0]),
+                str(run),
+                "--out",
+                str(rep),
+                "--track",
+                str(setup["manifest"]),
+                "--max-pairs",
+                "2",
+            ]
+        )
+        == 0
+    )
     raw = (rep / "index.html").read_text(encoding="utf-8")
     assert f"incomplete: {N_PAIRS - 1} of {N_PAIRS} pairs" in raw
     assert raw.count('<div class="pair">') == 2  # --max-pairs
@@ -295,7 +347,9 @@ def test_incomplete_run_is_shown_with_its_failures(setup, tmp_path):
 
 def test_wrong_track_is_refused(setup, tmp_path, capsys):
     other = make_track(tmp_path / "other", n=2, track_id="other")
-    code, err = run_cli(["report", str(setup["runs"][0]), "--out", str(tmp_path / "rep"), "--track", str(other)], capsys)
+    code, err = run_cli(
+        ["report", str(setup["runs"][0]), "--out", str(tmp_path / "rep"), "--track", str(other)], capsys
+    )
     assert code == 2
     assert "--track" in error_line(err) and "'other'" in error_line(err)
 
@@ -321,8 +375,12 @@ def test_incompatible_runs_are_refused(setup, tmp_path, capsys, field, edit):
 def test_a_paired_run_labelled_selection_is_refused(setup, tmp_path, capsys):
     """issue #42: selection runs are drawn (tests/report/test_selection_report.py); a folder whose run.json says
     kind: selection but that holds a paired run's files is refused by the selection loader, in one line."""
-    sel = copy_run(setup["runs"][0], tmp_path / "sel", edit=lambda d: d.update(kind="selection"),
-                   edit_summary=lambda d: d.update(kind="selection"))
+    sel = copy_run(
+        setup["runs"][0],
+        tmp_path / "sel",
+        edit=lambda d: d.update(kind="selection"),
+        edit_summary=lambda d: d.update(kind="selection"),
+    )
     code, err = run_cli(["report", str(sel), "--out", str(tmp_path / "rep")], capsys)
     assert code == 2
     line = error_line(err)
@@ -338,9 +396,11 @@ def test_missing_matplotlib_is_a_one_line_error(setup, tmp_path, capsys, monkeyp
 
 
 def test_module_import_is_cheap():
-    code = ("import sys, pytest_pstbench.cli.report, pytest_pstbench.report.build; "
-            "heavy = [m for m in ('numpy', 'PIL', 'matplotlib', 'yaml', 'torch') if m in sys.modules]; "
-            "assert not heavy, heavy")
+    code = (
+        "import sys, pytest_pstbench.cli.report, pytest_pstbench.report.build; "
+        "heavy = [m for m in ('numpy', 'PIL', 'matplotlib', 'yaml', 'torch') if m in sys.modules]; "
+        "assert not heavy, heavy"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -352,9 +412,18 @@ def analysis_for(setup) -> dict:
     ranked = [m for m, p in metrics.items() if p["ranked"]]
     variants = [
         {"id": "protocol", "description": "the protocol as written", "file": "protocols/pstbench.yaml", "changes": {}},
-        {"id": "ssim_uniform7", "description": "SSIM with skimage defaults", "file": "protocols/variants/x.yaml",
-         "changes": {"metrics.ssim.gaussian_weights": False}},
-        {"id": "lpips_vgg", "description": "LPIPS with VGG", "file": "protocols/variants/x.yaml", "changes": {"metrics.lpips.net": "vgg"}},
+        {
+            "id": "ssim_uniform7",
+            "description": "SSIM with skimage defaults",
+            "file": "protocols/variants/x.yaml",
+            "changes": {"metrics.ssim.gaussian_weights": False},
+        },
+        {
+            "id": "lpips_vgg",
+            "description": "LPIPS with VGG",
+            "file": "protocols/variants/x.yaml",
+            "changes": {"metrics.lpips.net": "vgg"},
+        },
     ]
     rankings = {v["id"]: {m: ["beta", "alpha"] for m in ranked} for v in variants[:2]}
     rankings["ssim_uniform7"]["ssim"] = ["alpha", "beta"]
@@ -371,15 +440,30 @@ def analysis_for(setup) -> dict:
         "protocol_sha256": run["protocol"]["sha256"],
         "dataset_revision": run["dataset"]["revision"],
         "methods": ["alpha", "beta"],
-        "metrics": {m: {"label": metrics[m]["label"], "higher_is_better": metrics[m]["higher_is_better"]} for m in ranked},
+        "metrics": {
+            m: {"label": metrics[m]["label"], "higher_is_better": metrics[m]["higher_is_better"]} for m in ranked
+        },
         "variants": variants,
         "aggregates": aggregates,
         "rankings": rankings,
         "kendall_tau": kendall,
-        "swaps": [{"variant": "ssim_uniform7", "metric": "ssim", "a": "alpha", "b": "beta",
-                   "base_order": ["beta", "alpha"], "variant_order": ["alpha", "beta"],
-                   "base_p_holm": 0.012, "variant_p_holm": 0.31, "base_significant": True, "variant_significant": False}],
-        "unavailable": [{"variant": "lpips_vgg", "metric": m, "reason": "protocol has no <lpips> metric"} for m in ranked],
+        "swaps": [
+            {
+                "variant": "ssim_uniform7",
+                "metric": "ssim",
+                "a": "alpha",
+                "b": "beta",
+                "base_order": ["beta", "alpha"],
+                "variant_order": ["alpha", "beta"],
+                "base_p_holm": 0.012,
+                "variant_p_holm": 0.31,
+                "base_significant": True,
+                "variant_significant": False,
+            }
+        ],
+        "unavailable": [
+            {"variant": "lpips_vgg", "metric": m, "reason": "protocol has no <lpips> metric"} for m in ranked
+        ],
         "timings": {"total_s": 1.5},
     }
 
@@ -390,7 +474,10 @@ def test_sensitivity_section(setup, tmp_path):
     analysis = analysis_for(setup)
     (sens / "analysis.json").write_text(json.dumps(analysis))
     rep = tmp_path / "rep"
-    assert main(["report", *map(str, setup["runs"]), "--out", str(rep), "--sensitivity", str(sens), "--max-pairs", "1"]) == 0
+    assert (
+        main(["report", *map(str, setup["runs"]), "--out", str(rep), "--sensitivity", str(sens), "--max-pairs", "1"])
+        == 0
+    )
     raw = (rep / "index.html").read_text(encoding="utf-8")
     page = parse(rep)
     assert "sensitivity" in page.ids and "swaps" in page.ids
@@ -437,15 +524,19 @@ def test_bad_analysis_is_a_one_line_error(setup, tmp_path, capsys, content, expe
         content(a)
         content = json.dumps(a)
     (sens / "analysis.json").write_text(content)
-    code, err = run_cli(["report", str(setup["runs"][0]), "--out", str(tmp_path / "rep"), "--sensitivity", str(sens)], capsys)
+    code, err = run_cli(
+        ["report", str(setup["runs"][0]), "--out", str(tmp_path / "rep"), "--sensitivity", str(sens)], capsys
+    )
     assert code == 2
     line = error_line(err)
     assert expect in line and "analysis.json" in line
 
 
 def test_sensitivity_folder_without_analysis(setup, tmp_path, capsys):
-    code, err = run_cli(["report", str(setup["runs"][0]), "--out", str(tmp_path / "rep"),
-                         "--sensitivity", str(setup["runs"][1])], capsys)
+    code, err = run_cli(
+        ["report", str(setup["runs"][0]), "--out", str(tmp_path / "rep"), "--sensitivity", str(setup["runs"][1])],
+        capsys,
+    )
     assert code == 2 and "analysis.json not found" in error_line(err)
 
 
@@ -456,9 +547,17 @@ CHROMIUM = next((shutil.which(b) for b in ("chromium", "chromium-browser", "goog
 @pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (apt-get install chromium)")
 def test_page_renders_in_headless_chromium(report, tmp_path):
     shot = tmp_path / "shot.png"
-    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-           f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}", "--window-size=1200,2000",
-           (report / "index.html").resolve().as_uri()]
+    cmd = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        f"--screenshot={shot}",
+        "--window-size=1200,2000",
+        (report / "index.html").resolve().as_uri(),
+    ]
     subprocess.run(cmd, check=True, capture_output=True, timeout=120)
     with Image.open(shot) as im:
         assert im.size == (1200, 2000)

@@ -1,6 +1,7 @@
 """`pstbench table`: numbers against summary.json read independently, marks against `pstbench compare
 --json` (raw p-values; Holm recomputed here by its definition), LaTeX compiled with pdflatex + booktabs
 when a TeX engine is installed (else a golden file), escaping of every user string, refusals."""
+
 from __future__ import annotations
 
 import contextlib
@@ -14,11 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from PIL import Image
-
 from helpers.protocols import protocol_without_lpips
 from helpers.selection_runs import selection  # noqa: F401  (the selection runs good, bad, good2: a module fixture)
 from helpers.tracks import make_outputs, make_track
+from PIL import Image
+
 from pytest_pstbench.cli import main as cli_main
 from pytest_pstbench.core.protocol import load_protocol
 
@@ -87,7 +88,9 @@ def _parse_md(text: str) -> tuple[list[str], dict[str, list[str]]]:
 def _expected_marks(values: dict[str, float], decimals: int, hib: bool, exclude: str) -> dict[str, str]:
     shown = {k: round(v, decimals) for k, v in values.items() if k != exclude}
     order = sorted(set(shown.values()), reverse=hib)
-    return {k: ("best" if v == order[0] else "second" if len(order) > 1 and v == order[1] else "") for k, v in shown.items()}
+    return {
+        k: ("best" if v == order[0] else "second" if len(order) > 1 and v == order[1] else "") for k, v in shown.items()
+    }
 
 
 # ---- paired runs scored on a local track ---------------------------------------------------------------
@@ -112,8 +115,20 @@ def paired(tmp_path_factory):
     }
     outs["bright"] = _brighten(outs["strong"], root / "o" / "bright", 3)
     for name, o in [("identity", "identity"), *outs.items()]:
-        code, _, err = _cli("score", "--track", manifest, "--outputs", o, "--name", name, "--results", results,
-                            "--protocol", proto, "--no-cache")
+        code, _, err = _cli(
+            "score",
+            "--track",
+            manifest,
+            "--outputs",
+            o,
+            "--name",
+            name,
+            "--results",
+            results,
+            "--protocol",
+            proto,
+            "--no-cache",
+        )
         assert code == 0, err
     runs = {n: results / "small" / n for n in ("identity", *outs)}
     return root, manifest, proto, runs
@@ -130,7 +145,9 @@ def check_paired_table(runs: dict[str, Path], proto: Path) -> None:
     ranked, dec, hib = _ranked(proto), _decimals(proto), _hib(proto)
     assert list(rows) == ["Identity", *methods]  # Identity first
     assert len(head) == 1 + len(ranked)
-    summaries = {("Identity" if n == "identity" else n): json.loads((d / "summary.json").read_text()) for n, d in runs.items()}
+    summaries = {
+        ("Identity" if n == "identity" else n): json.loads((d / "summary.json").read_text()) for n, d in runs.items()
+    }
     code, js, _ = _cli("table", *given, "--format", "json")
     table = json.loads(js)
     all_tests = []  # (column metric, row, raw p, direction) of the table, in order
@@ -145,8 +162,15 @@ def check_paired_table(runs: dict[str, Path], proto: Path) -> None:
         # the tests: compare --json with the column's best run first, every other run a candidate
         best = next(n for n in methods if marks[n] == "best")
         others = [n for n in summaries if n != best]
-        code, out, err = _cli("compare", runs[best], *[runs["identity" if n == "Identity" else n] for n in others],
-                              "--against-first", "--metrics", m, "--json")
+        code, out, err = _cli(
+            "compare",
+            runs[best],
+            *[runs["identity" if n == "Identity" else n] for n in others],
+            "--against-first",
+            "--metrics",
+            m,
+            "--json",
+        )
         assert code == 0, err
         comp = {t["candidate"]: t for t in json.loads(out)["tests"]}
         col = table["columns"][j]
@@ -176,18 +200,39 @@ def test_single_column_marks_equal_compare_verdicts_exactly(paired):
     """One column: the table's Holm family is compare --against-first's, so its verdicts are the marks."""
     root, manifest, proto, runs = paired
     for m in _ranked(proto):
-        code, js, _ = _cli("table", runs["identity"], runs["strong"], runs["mid"], runs["weak"], runs["bright"],
-                           "--metrics", m, "--format", "json")
+        code, js, _ = _cli(
+            "table",
+            runs["identity"],
+            runs["strong"],
+            runs["mid"],
+            runs["weak"],
+            runs["bright"],
+            "--metrics",
+            m,
+            "--format",
+            "json",
+        )
         col = json.loads(js)["columns"][0]
         best = col["reference"]
         others = [n for n in col["cells"] if n != best]
-        code, out, _ = _cli("compare", runs[best], *[runs["identity" if n == "Identity" else n] for n in others],
-                            "--against-first", "--metrics", m, "--json")
+        code, out, _ = _cli(
+            "compare",
+            runs[best],
+            *[runs["identity" if n == "Identity" else n] for n in others],
+            "--against-first",
+            "--metrics",
+            m,
+            "--json",
+        )
         verdicts = {t["candidate"]: t["verdict"] for t in json.loads(out)["tests"]}
         for n in others:
             assert col["cells"][n]["worse"] == (verdicts["identity" if n == "Identity" else n] == "worse"), (m, n)
-            assert col["cells"][n]["test"]["p_holm"] == next(t for t in json.loads(out)["tests"]
-                                                              if t["candidate"] == ("identity" if n == "Identity" else n))["p_holm"]
+            assert (
+                col["cells"][n]["test"]["p_holm"]
+                == next(
+                    t for t in json.loads(out)["tests"] if t["candidate"] == ("identity" if n == "Identity" else n)
+                )["p_holm"]
+            )
 
 
 def test_against_a_named_run(paired):
@@ -210,10 +255,16 @@ def test_against_a_named_run(paired):
 def _compile(tex: str, where: Path) -> None:
     where.mkdir(parents=True, exist_ok=True)
     (where / "table.tex").write_text(tex)
-    (where / "doc.tex").write_text("\\documentclass{article}\n\\usepackage{booktabs}\n\\begin{document}\n"
-                                   "\\input{table.tex}\n\\end{document}\n")
-    proc = subprocess.run([PDFLATEX, "-interaction=nonstopmode", "-halt-on-error", "doc.tex"], cwd=where,
-                          capture_output=True, text=True, timeout=120)
+    (where / "doc.tex").write_text(
+        "\\documentclass{article}\n\\usepackage{booktabs}\n\\begin{document}\n\\input{table.tex}\n\\end{document}\n"
+    )
+    proc = subprocess.run(
+        [PDFLATEX, "-interaction=nonstopmode", "-halt-on-error", "doc.tex"],
+        cwd=where,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert (where / "doc.pdf").stat().st_size > 0
 
@@ -269,8 +320,9 @@ def test_demo_five_baselines(tmp_path):
 
 
 # ---- hand-written runs: escaping, ties, tracks, refusals ------------------------------------------------
-def write_run(root: Path, folder: str, name: str, values: dict[str, np.ndarray], *, track="t", revision="r1",
-              method=None) -> Path:
+def write_run(
+    root: Path, folder: str, name: str, values: dict[str, np.ndarray], *, track="t", revision="r1", method=None
+) -> Path:
     """A run folder in the documented formats, summary.json with the kit's entry per metric (`summary_entry`:
     table reads runs through the validating reader, which recomputes it)."""
     from pytest_pstbench.paired.aggregation import summary_entry
@@ -280,16 +332,37 @@ def write_run(root: Path, folder: str, name: str, values: dict[str, np.ndarray],
     n = len(next(iter(values.values())))
     cols = {m: values.get(m, np.full(n, 0.5)) for m in METRICS}
     lines = ["pair_id," + ",".join(METRICS)] + [
-        f"p{i:02d}," + ",".join(repr(float(cols[m][i])) for m in METRICS) for i in range(n)]
+        f"p{i:02d}," + ",".join(repr(float(cols[m][i])) for m in METRICS) for i in range(n)
+    ]
     (d / "metrics.csv").write_text("\n".join(lines) + "\n")
     metrics = {m: summary_entry([float(v) for v in cols[m]], PROTOCOL, m) for m in METRICS}
-    (d / "summary.json").write_text(json.dumps({"track": track, "protocol": "pstbench", "dataset_revision": revision,
-                                                "name": name, "n": n, "complete": True, "metrics": metrics}))
-    (d / "run.json").write_text(json.dumps({
-        "protocol": {"id": "pstbench", "sha256": PROTOCOL.sha256}, "name": name, "track": track,
-        "dataset": {"id": track, "revision": revision}, "complete": True, "n_pairs": n, "n_scored": n,
-        **({"method": method} if method else {}),
-    }))
+    (d / "summary.json").write_text(
+        json.dumps(
+            {
+                "track": track,
+                "protocol": "pstbench",
+                "dataset_revision": revision,
+                "name": name,
+                "n": n,
+                "complete": True,
+                "metrics": metrics,
+            }
+        )
+    )
+    (d / "run.json").write_text(
+        json.dumps(
+            {
+                "protocol": {"id": "pstbench", "sha256": PROTOCOL.sha256},
+                "name": name,
+                "track": track,
+                "dataset": {"id": track, "revision": revision},
+                "complete": True,
+                "n_pairs": n,
+                "n_scored": n,
+                **({"method": method} if method else {}),
+            }
+        )
+    )
     return d
 
 
@@ -300,8 +373,15 @@ def _hand_runs(root: Path, track="t", revision="r1") -> list[Path]:
     n = 8
     base = np.linspace(20, 27, n)
     return [
-        write_run(root, "identity", "identity", {"psnr": base - 3}, track=track, revision=revision,
-                  method={"method": "identity"}),
+        write_run(
+            root,
+            "identity",
+            "identity",
+            {"psnr": base - 3},
+            track=track,
+            revision=revision,
+            method={"method": "identity"},
+        ),
         write_run(root, "nasty", NASTY, {"psnr": base, "ssim": np.full(n, 0.91)}, track=track, revision=revision),
         write_run(root, "tie", "tie", {"psnr": base + 0.001, "ssim": np.full(n, 0.91)}, track=track, revision=revision),
         write_run(root, "low", "low_run", {"psnr": base - 1, "ssim": np.full(n, 0.80)}, track=track, revision=revision),
@@ -339,19 +419,24 @@ def test_several_tracks_grouped_columns(tmp_path):
     assert head == ["Method", "t1: PSNR↑", "t2: PSNR↑"]
     assert rows["low\\_run"][1] == ""
     code, tex, _ = _cli("table", *a, *b, "--metrics", "psnr", "--format", "latex")
-    assert "\\multicolumn{1}{c}{t1} & \\multicolumn{1}{c}{t2}" in tex and "\\cmidrule(lr){2-2} \\cmidrule(lr){3-3}" in tex
+    assert (
+        "\\multicolumn{1}{c}{t1} & \\multicolumn{1}{c}{t2}" in tex and "\\cmidrule(lr){2-2} \\cmidrule(lr){3-3}" in tex
+    )
     if PDFLATEX:
         _compile(tex, tmp_path / "tex")
 
 
-@pytest.mark.parametrize("case, message", [
-    ("revision", "run.json dataset.revision is 'r2' but"),
-    ("no_identity", "no Identity run of track t among the run folders nor at"),
-    ("twice", "is also the name of"),
-    ("metric", "--metrics: nonesuch not in protocol pstbench"),
-    ("mixed", "is a paired run (metrics.csv) but"),
-    ("unicode", "has no LaTeX spelling"),
-])
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("revision", "run.json dataset.revision is 'r2' but"),
+        ("no_identity", "no Identity run of track t among the run folders nor at"),
+        ("twice", "is also the name of"),
+        ("metric", "--metrics: nonesuch not in protocol pstbench"),
+        ("mixed", "is a paired run (metrics.csv) but"),
+        ("unicode", "has no LaTeX spelling"),
+    ],
+)
 def test_refusals_are_one_line_errors(tmp_path, case, message):
     runs = _hand_runs(tmp_path / "x")
     extra = []
@@ -385,13 +470,20 @@ def test_selection_numbers_random_row_and_mcnemar_marks(selection, tmp_path):
     head, rows = _parse_md(md)
     vab = yaml.safe_load(load_protocol("vab").path.read_text())
     metrics, aggs = list(vab["metrics"]), list(vab["aggregations"])
-    assert head[1:] == [f"{vab['metrics'][m]['label']} {vab['aggregations'][a]['label']}" for m in metrics for a in aggs]
+    assert head[1:] == [
+        f"{vab['metrics'][m]['label']} {vab['aggregations'][a]['label']}" for m in metrics for a in aggs
+    ]
     human_label = "Human (leave-one-out, 10 experts)"  # vab-demo ships its simulated panel's votes (selection.human)
     assert list(rows) == ["Random", human_label, *names]
-    overall = {n: next(c for c in json.loads((selection[n] / "summary.json").read_text())["cells"] if c["group"] == "overall")
-               for n in names}
-    human = next(c for c in json.loads((selection["good"] / "summary.json").read_text())["human"]["cells"]
-                 if c["group"] == "overall")
+    overall = {
+        n: next(c for c in json.loads((selection[n] / "summary.json").read_text())["cells"] if c["group"] == "overall")
+        for n in names
+    }
+    human = next(
+        c
+        for c in json.loads((selection["good"] / "summary.json").read_text())["human"]["cells"]
+        if c["group"] == "overall"
+    )
     code, js, _ = _cli("table", *[selection[n] for n in names], "--format", "json")
     table = json.loads(js)
     tests = []
@@ -407,8 +499,9 @@ def test_selection_numbers_random_row_and_mcnemar_marks(selection, tmp_path):
             assert number == f"{e['mean']:.3f} ± {e['pm']:.3f}" and mark == marks[n]
         best = next(n for n in names if marks[n] == "best")
         others = [n for n in names if n != best]
-        code, out, _ = _cli("compare", selection[best], *[selection[n] for n in others], "--against-first",
-                            "--metrics", m, "--json")
+        code, out, _ = _cli(
+            "compare", selection[best], *[selection[n] for n in others], "--against-first", "--metrics", m, "--json"
+        )
         comp = {t["candidate"]: t for t in json.loads(out)["tests"] if t["outcome"] == a}
         col = table["columns"][j]
         assert (col["metric"], col["aggregation"], col["reference"]) == (m, a, best)
@@ -417,7 +510,9 @@ def test_selection_numbers_random_row_and_mcnemar_marks(selection, tmp_path):
             tests.append(((m, a), n, comp[n]["pvalue"], comp[n]["b"] - comp[n]["c"]))
     adjusted = holm_reference([t[2] for t in tests])
     daggers = {(col, n) for (col, n, _, d), p in zip(tests, adjusted) if p < 0.05 and d < 0}
-    shown = {(ma, n) for j, ma in enumerate((m, a) for m in metrics for a in aggs) for n in names if _strip_md(rows[n][j])[2]}
+    shown = {
+        (ma, n) for j, ma in enumerate((m, a) for m in metrics for a in aggs) for n in names if _strip_md(rows[n][j])[2]
+    }
     assert shown == daggers and daggers
     code, tex, _ = _cli("table", *[selection[n] for n in names], "--format", "latex")
     assert code == 0 and "Random & 0.290" in tex
@@ -462,9 +557,11 @@ def test_one_method_has_no_marks_and_the_legend_says_why(tmp_path):
 def test_reported_metric_asked_for_is_shown_unmarked_and_untested(tmp_path):
     n = 8
     base = np.linspace(20, 27, n)
-    runs = [write_run(tmp_path, "identity", "identity", {"psnr": base - 3}, method={"method": "identity"}),
-            write_run(tmp_path, "a", "a", {"psnr": base, "hcorr_style": np.full(n, 0.9)}),
-            write_run(tmp_path, "b", "b", {"psnr": base - 1, "hcorr_style": np.linspace(0.1, 0.3, n)})]
+    runs = [
+        write_run(tmp_path, "identity", "identity", {"psnr": base - 3}, method={"method": "identity"}),
+        write_run(tmp_path, "a", "a", {"psnr": base, "hcorr_style": np.full(n, 0.9)}),
+        write_run(tmp_path, "b", "b", {"psnr": base - 1, "hcorr_style": np.linspace(0.1, 0.3, n)}),
+    ]
     code, js, err = _cli("table", *runs, "--metrics", "psnr", "hcorr_style", "--format", "json")
     assert code == 0, err
     table = json.loads(js)

@@ -2,6 +2,7 @@
 `pstbench history SOURCE --json` (the same steps, in order, with the same numbers), one plot per metric (every
 image the page references exists in the report folder), the breaks and the versions left out. The commit messages
 are a stranger's text: a hostile one renders as text (no element of it reaches the page)."""
+
 from __future__ import annotations
 
 import json
@@ -12,8 +13,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
-
 from helpers.paired_runs import scores_from, write_run
+
 from pytest_pstbench.cli import main as cli_main
 
 N = 16
@@ -33,8 +34,13 @@ def make_repo(tmp: Path) -> Path:
     base = 30.0 + rng.normal(0, 1.0, N)
     repo = tmp / "method"
     repo.mkdir()
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@example.org"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.org",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.org",
+    }
 
     def git(*args):
         subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env=env)
@@ -95,14 +101,29 @@ def test_the_report_shows_the_history_steps_plots_and_escapes_commit_messages(tm
     text = (tmp_path / "rep" / "index.html").read_text(encoding="utf-8")
     page = Page()
     page.feed(text)
-    got = [(a["data-commit"], a["data-metric"], a["data-direction"], float(a["data-mean-diff"]), float(a["data-p"]),
-            float(a["data-p-holm"]), cells[5]) for a, cells in page.rows]
-    want = [(s["commit"], s["metric"], s["direction"], s["mean_diff"], s["p"], s["p_holm"], s["message"]) for s in h["steps"]]
+    got = [
+        (
+            a["data-commit"],
+            a["data-metric"],
+            a["data-direction"],
+            float(a["data-mean-diff"]),
+            float(a["data-p"]),
+            float(a["data-p-holm"]),
+            cells[5],
+        )
+        for a, cells in page.rows
+    ]
+    want = [
+        (s["commit"], s["metric"], s["direction"], s["mean_diff"], s["p"], s["p_holm"], s["message"])
+        for s in h["steps"]
+    ]
     assert got == want  # the message cell reads as the commit's message: text, not markup
     assert ("a", {"href": "#history"}) in page.tags and any(a.get("id") == "history" for _t, a in page.tags)
     assert not [a for t, a in page.tags if t == "script" or "onerror" in a]  # nothing of the hostile message is markup
     assert HOSTILE not in text
-    refs = [a.get("src") or a.get("href") for t, a in page.tags if t in ("img", "a") and (a.get("src") or a.get("href"))]
+    refs = [
+        a.get("src") or a.get("href") for t, a in page.tags if t in ("img", "a") and (a.get("src") or a.get("href"))
+    ]
     local = [r for r in refs if not r.startswith(("#", "http:", "https:"))]
     history = [r for r in local if r.startswith("history/")]
     assert len({r for r in history if r.endswith(".png")}) == len(h["points"][0]["metrics"])
@@ -123,14 +144,17 @@ def test_a_page_of_selection_runs_gains_the_history_section_too(tmp_path, capsys
     """The section is the frame's: a selection page shows it (in the navigation too), with the steps of
     `pstbench history --json` over the same runs in order (McNemar, Holm over the history)."""
     from helpers.selection_runs import BAD, GOOD, pattern, score
+
     from pytest_pstbench.core.protocol import load_protocol
     from pytest_pstbench.selection.protocol import SelectionParams
     from pytest_pstbench.selection.tracks import resolve_selection_track
 
     demo = resolve_selection_track("vab-demo")
     params = SelectionParams.of(load_protocol("vab"))
-    runs = [score(tmp_path, n, demo, params, pattern(seed, rates))
-            for n, seed, rates in (("g1", 1, GOOD), ("b1", 2, BAD), ("g2", 3, GOOD))]
+    runs = [
+        score(tmp_path, n, demo, params, pattern(seed, rates))
+        for n, seed, rates in (("g1", 1, GOOD), ("b1", 2, BAD), ("g2", 3, GOOD))
+    ]
     capsys.readouterr()
     code, out, err = cli(capsys, "history", *runs, "--json")
     assert code == 0, err
@@ -140,7 +164,9 @@ def test_a_page_of_selection_runs_gains_the_history_section_too(tmp_path, capsys
     assert code == 0, err
     page = Page()
     page.feed((tmp_path / "rep" / "index.html").read_text(encoding="utf-8"))
-    got = [(a["data-source"], a["data-metric"], a["data-direction"], float(a["data-p-holm"])) for a, _cells in page.rows]
+    got = [
+        (a["data-source"], a["data-metric"], a["data-direction"], float(a["data-p-holm"])) for a, _cells in page.rows
+    ]
     assert got == [(s["source"], s["metric"], s["direction"], s["p_holm"]) for s in h["steps"]]
     assert ("a", {"href": "#history"}) in page.tags
     imgs = [a["src"] for t, a in page.tags if t == "img" and a.get("src", "").startswith("history/")]

@@ -1,5 +1,6 @@
 """`pstbench report`: a published run's paths are read inside its run folder only, and the run.json fields the
 page reads are checked by the one validating reader (issue #44 case 9)."""
+
 from __future__ import annotations
 
 import json
@@ -7,10 +8,10 @@ import re
 import shutil
 
 import pytest
-
 from helpers.hub_server import FakeHub, point_at
 from helpers.protocols import protocol_without_lpips
 from helpers.tracks import make_outputs, make_track
+
 from pytest_pstbench.cli import main
 
 TOKEN = "hf_pstbenchSECRETtoken0123456789"
@@ -29,8 +30,25 @@ def hub(tmp_path, monkeypatch):
 
 def _score(tmp_path, manifest, proto, name="alpha"):
     out = make_outputs(manifest, tmp_path / "outs" / name, strength=0.3)
-    assert main(["score", "--track", str(manifest), "--outputs", str(out), "--name", name, "--results",
-                 str(tmp_path / "results"), "--protocol", str(proto), "--no-cache"]) == 0
+    assert (
+        main(
+            [
+                "score",
+                "--track",
+                str(manifest),
+                "--outputs",
+                str(out),
+                "--name",
+                name,
+                "--results",
+                str(tmp_path / "results"),
+                "--protocol",
+                str(proto),
+                "--no-cache",
+            ]
+        )
+        == 0
+    )
     return tmp_path / "results" / "small" / name
 
 
@@ -55,13 +73,17 @@ def test_a_published_run_never_shows_a_file_of_this_machine(hub, tmp_path, capsy
     assert len(set(re.findall(r'src="(thumbs/[^"]+)"', (local / "index.html").read_text(encoding="utf-8")))) == 3 * 4
 
 
-@pytest.mark.parametrize("edit,field", [
-    (lambda d: d.update(outputs=5), "outputs is a number, not a list"),
-    (lambda d: d["outputs"].__setitem__(0, 7), "outputs[0] has a number"),
-    (lambda d: d.update(failures=[{"pair": ["p01"], "message": "x"}]), "failures[0] has pair a list"),
-    (lambda d: d.update(deviations=3), "deviations is a number"),
-    (lambda d: d.update(outputs_dir=["x"]), "outputs_dir is a list"),
-], ids=["outputs-number", "outputs-entry-number", "failure-pair-list", "deviations-number", "outputs-dir-list"])
+@pytest.mark.parametrize(
+    "edit,field",
+    [
+        (lambda d: d.update(outputs=5), "outputs is a number, not a list"),
+        (lambda d: d["outputs"].__setitem__(0, 7), "outputs[0] has a number"),
+        (lambda d: d.update(failures=[{"pair": ["p01"], "message": "x"}]), "failures[0] has pair a list"),
+        (lambda d: d.update(deviations=3), "deviations is a number"),
+        (lambda d: d.update(outputs_dir=["x"]), "outputs_dir is a list"),
+    ],
+    ids=["outputs-number", "outputs-entry-number", "failure-pair-list", "deviations-number", "outputs-dir-list"],
+)
 def test_run_json_fields_the_page_reads_are_checked(tmp_path, capsys, edit, field):
     """Issue #44 case 9 (an earlier round's case): run.json's outputs, failures and deviations of another shape
     end `report` in one line naming the field, before anything is drawn (not in a traceback)."""

@@ -2,6 +2,7 @@
 
 Found by issue #11 (a number the kit prints is right or absent): each test reproduces one case of the issue
 (its number in the test's docstring) and checks the fixed behaviour."""
+
 from __future__ import annotations
 
 from helpers.pngs import write_png
@@ -15,5 +16,7 @@ def test_a_thumbnail_of_a_decompression_bomb_is_a_placeholder(tmp_path):
     bomb = write_png(tmp_path / "bomb.png", 12000, 12000, valid=False)
     img = Thumbs(tmp_path / "stage", 96).make(bomb)
     assert img.src is None
-    assert img.missing == (f"{bomb}: cannot be read as an image (ValueError: header says 12000x12000 pixels, more than "
-                           "the kit decodes (64 MP; decompression-bomb guard))")
+    assert img.missing == (
+        f"{bomb}: cannot be read as an image (ValueError: header says 12000x12000 pixels, more than "
+        "the kit decodes (64 MP; decompression-bomb guard))"
+    )

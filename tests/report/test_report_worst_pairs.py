@@ -1,6 +1,7 @@
 """Issue #45 item 9 (the report's part): with two or more runs, `pstbench report` has a Worst pairs section:
 per ranked metric, the pairs each run lost most on against the first run, largest loss first, each linked to
 the pair's thumbnails (a plain anchor). Values checked against a hand computation from the runs' metrics.csv."""
+
 from __future__ import annotations
 
 import csv
@@ -8,9 +9,9 @@ from html.parser import HTMLParser
 
 import pytest
 import yaml
-
 from helpers.protocols import protocol_without_lpips
 from helpers.tracks import make_outputs, make_track
+
 from pytest_pstbench.cli import main
 
 
@@ -70,15 +71,34 @@ def runs(tmp_path_factory):
         make_outputs(manifest, root / f"far{pid}", strength)
         (cand / f"{pid}.png").write_bytes((root / f"far{pid}" / f"{pid}.png").read_bytes())
     for name, out in (("base", base), ("cand", cand)):
-        assert main(["score", "--track", str(manifest), "--outputs", str(out), "--name", name, "--results",
-                     str(root / "results"), "--protocol", str(proto), "--no-cache"]) == 0
+        assert (
+            main(
+                [
+                    "score",
+                    "--track",
+                    str(manifest),
+                    "--outputs",
+                    str(out),
+                    "--name",
+                    name,
+                    "--results",
+                    str(root / "results"),
+                    "--protocol",
+                    str(proto),
+                    "--no-cache",
+                ]
+            )
+            == 0
+        )
     return root, manifest, proto, root / "results" / "small"
 
 
 def _report(runs, *names, extra=()):
     root, manifest, proto, results = runs
     out = root / ("report-" + "-".join(names) + "".join(extra))
-    assert main(["report", *(str(results / n) for n in names), "--out", str(out), "--track", str(manifest), *extra]) == 0
+    assert (
+        main(["report", *(str(results / n) for n in names), "--out", str(out), "--track", str(manifest), *extra]) == 0
+    )
     p = Worst()
     p.feed((out / "index.html").read_text(encoding="utf-8"))
     return p

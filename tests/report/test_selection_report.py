@@ -2,6 +2,7 @@
 answers file with a hostile run name) made in-process; the page's numbers are `pstbench table`'s, its picks
 and lists are per_task.csv's, every text is escaped, `--max-tasks` bounds the gallery, and what it cannot
 draw is refused in one line."""
+
 from __future__ import annotations
 
 import csv
@@ -11,8 +12,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-
 from helpers.selection_runs import GOOD, pattern, score
+
 from pytest_pstbench.cli import main
 
 SOURCE = Path(__import__("pytest_pstbench").__file__).resolve().parents[1]
@@ -117,19 +118,34 @@ def test_picks_and_lists_are_per_task_csvs(runs, built):
         for a in mine:
             row = rows[a["data-task"]]
             assert a["data-cols"] == ",".join(row[f"{c}{a['data-trial']}"] for c in cols[a["data-pick"]])
-        wrong = [t for t, r in rows.items() if any(r[f"{m}_t{k}"] == "0" for m in ("top1", "bot1", "tb1") for k in range(3))]
-        moved = [t for t, r in rows.items()
-                 if any(len({r[f"{c}{k}"] for k in range(3)} - {""}) > 1 for c in ("best_t", "worst_t", "bw_best_t", "bw_worst_t"))]
+        wrong = [
+            t for t, r in rows.items() if any(r[f"{m}_t{k}"] == "0" for m in ("top1", "bot1", "tb1") for k in range(3))
+        ]
+        moved = [
+            t
+            for t, r in rows.items()
+            if any(
+                len({r[f"{c}{k}"] for k in range(3)} - {""}) > 1
+                for c in ("best_t", "worst_t", "bw_best_t", "bw_worst_t")
+            )
+        ]
         assert wrong and (moved or i == 1)  # a scoring function picks the same candidate in every order
         for name, want in (("wrong", wrong), ("moved", moved)):
-            listed = [a["data-task"] for a, _ in page.cells if "data-task" in a and "data-pick" not in a
-                      and a.get("data-list") == f"{name}-{i}"]
+            listed = [
+                a["data-task"]
+                for a, _ in page.cells
+                if "data-task" in a and "data-pick" not in a and a.get("data-list") == f"{name}-{i}"
+            ]
             assert listed == want, name
     for src in page.srcs:  # offline: every image is a file of the page's folder
         assert not src.startswith(("http:", "https:", "//", "/", "<")), src
         assert (out / src).is_file(), src
-    assert len([s for s in page.srcs if s.startswith("thumbs/")]) == sum(int(r["k"]) for r in per_task(runs[1][0]).values())
-    assert len([s for s in page.srcs if s.startswith("figures/") and "/bias-" not in s]) == 6  # bias: test_selection_report_bias
+    assert len([s for s in page.srcs if s.startswith("thumbs/")]) == sum(
+        int(r["k"]) for r in per_task(runs[1][0]).values()
+    )
+    assert (
+        len([s for s in page.srcs if s.startswith("figures/") and "/bias-" not in s]) == 6
+    )  # bias: test_selection_report_bias
     assert all(h.startswith("#") and h[1:] in page.ids or (out / h).is_file() for h in page.hrefs)
 
 
@@ -147,7 +163,7 @@ def test_max_tasks_bounds_the_gallery_and_names_the_rest(runs, tmp_path):
     tasks = list(per_task(runs[1][1]))
     assert {f"task-{i}" for i in range(1, 5)} <= page.ids and "task-5" not in page.ids
     assert "left-out" in page.ids
-    left = html[html.index('id="left-out"'):].split("</p>")[0]
+    left = html[html.index('id="left-out"') :].split("</p>")[0]
     assert all(t in left for t in tasks[4:]) and not any(f" {t}," in left for t in tasks[:4])
     assert len(list((out / "thumbs").iterdir())) == sum(int(per_task(runs[1][0])[t]["k"]) for t in tasks[:4])
     listed = [a["data-task"] for a, _ in page.cells if a.get("data-list") == "wrong-2"]
@@ -178,10 +194,13 @@ def test_a_paired_and_a_selection_run_are_refused_in_one_line(runs, tmp_path, ca
     assert not (tmp_path / "rep").exists()
 
 
-@pytest.mark.parametrize("argv,words", [
-    (["--max-pairs", "3"], ["--max-pairs 3", "--max-tasks"]),
-    (["--sensitivity", "x"], ["--sensitivity x", "selection runs"]),
-])
+@pytest.mark.parametrize(
+    "argv,words",
+    [
+        (["--max-pairs", "3"], ["--max-pairs 3", "--max-tasks"]),
+        (["--sensitivity", "x"], ["--sensitivity x", "selection runs"]),
+    ],
+)
 def test_options_of_the_paired_page_are_refused(runs, tmp_path, capsys, argv, words):
     code = main(["report", str(runs[1][0]), "--out", str(tmp_path / "rep"), *argv])
     line = error_line(capsys.readouterr().err)

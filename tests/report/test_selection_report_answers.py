@@ -1,6 +1,7 @@
 """`pstbench report` over selection runs, the Answers (issue #42 "Answers"): a model judge's answer texts per
 trial and prompt type in `<details>`, escaped and cut to a bound, the unparseable answers and the API errors
 marked; a scoring function's run shows none; a published run says once that its answers file is not here."""
+
 from __future__ import annotations
 
 import json
@@ -9,9 +10,9 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-
 from helpers.hub_server import FakeHub, point_at
 from helpers.selection_runs import GOOD, pattern, write_answers
+
 from pytest_pstbench.cli import main
 
 SOURCE = Path(__import__("pytest_pstbench").__file__).resolve().parents[1]
@@ -48,8 +49,23 @@ def runs(tmp_path_factory):
         elif key == (task.id, 1, "pick_best"):
             line.clear(), line.update(base, error="RateLimitError: <i>429</i>")
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
-    assert main(["vab", "score", "--track", "vab-demo", "--answers", str(path), "--name", "model",
-                 "--results", str(root / "results")]) == 0
+    assert (
+        main(
+            [
+                "vab",
+                "score",
+                "--track",
+                "vab-demo",
+                "--answers",
+                str(path),
+                "--name",
+                "model",
+                "--results",
+                str(root / "results"),
+            ]
+        )
+        == 0
+    )
     return root, task.id, [root / "results" / "vab-demo" / "sharpness", root / "results" / "vab-demo" / "model"]
 
 
@@ -119,8 +135,9 @@ def test_answer_texts_render_escaped_cut_and_marked(runs, tmp_path):
     marked = sorted(k for k, (a, _, _) in details.items() if a["data-status"] != "ok")
     assert marked == [("0", "pick_worst"), ("1", "pick_best")]
     run = json.loads((paths[1] / "run.json").read_text())
-    assert {(p["task"], str(p["trial"]), p["prompt_type"]) for p in run["answers"]["problems"]} == \
-        {(tid, t, p) for t, p in marked}
+    assert {(p["task"], str(p["trial"]), p["prompt_type"]) for p in run["answers"]["problems"]} == {
+        (tid, t, p) for t, p in marked
+    }
 
 
 def test_a_function_judge_shows_no_answers(runs, tmp_path):

@@ -2,6 +2,7 @@
 page's folder) and the numbers of selection/position_bias.py as text, checked for one judge against an independent
 computation (a plain loop over per_task.csv's picks and the track's orders, scipy's chi-square); a hostile judge
 name is text there; and the page is built from one read of each run (not one for the page and one for its table)."""
+
 from __future__ import annotations
 
 import csv
@@ -10,8 +11,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-
 from helpers.selection_runs import GOOD, pattern, score
+
 from pytest_pstbench.cli import main
 
 SOURCE = Path(__import__("pytest_pstbench").__file__).resolve().parents[1]
@@ -129,8 +130,11 @@ def test_one_judges_numbers_against_scipy(runs, built):
     tasks = {t.id: t for t in resolve_selection_track("vab-demo").tasks}
     with open(runs[1] / "per_task.csv", newline="", encoding="utf-8") as fh:
         per_task = list(csv.DictReader(fh))
-    shown = {(f["data-role"], f["data-k"], f["data-field"]): float(f["data-value"]) for f in page.fields
-             if f["data-judge"] == "2" and f["data-value"] != "None"}
+    shown = {
+        (f["data-role"], f["data-k"], f["data-field"]): float(f["data-value"])
+        for f in page.fields
+        if f["data-judge"] == "2" and f["data-value"] != "None"
+    }
     checked = 0
     for role in ("best", "worst"):
         for k in sorted({int(r["k"]) for r in per_task}):

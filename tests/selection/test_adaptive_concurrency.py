@@ -1,16 +1,17 @@
 """#40: `vab run --concurrency auto` reaches >= 90% of a server's rate limit with few 429s, writes the answers a fixed
 run writes (same responses, same attempt numbers: a 429 waited out spends no official attempt), and records the limit
 over time in run.json; a long Retry-After cuts the limit once and does not hold it low; bad values are one-line errors."""
+
 from __future__ import annotations
 
 import hashlib
 import json
 
 import pytest
+from helpers.openai_server import OpenAIServer, make_selection_track, throughput
 
 from pytest_pstbench.cli import main as cli_main
 from pytest_pstbench.selection.pacing import AdaptiveLimiter
-from helpers.openai_server import OpenAIServer, make_selection_track, throughput
 
 
 def _answer(body: dict) -> str:
@@ -21,14 +22,35 @@ def _answer(body: dict) -> str:
 
 
 def _run(track, base, tmp_path, name, *extra):
-    return cli_main(["vab", "run", "--track", str(track), "--model", "m", "--api-base", base, "--answers",
-                     str(tmp_path / f"{name}.jsonl"), "--results", str(tmp_path / f"results-{name}"), "--name", name,
-                     "-q", "--timeout", "10", *extra])
+    return cli_main(
+        [
+            "vab",
+            "run",
+            "--track",
+            str(track),
+            "--model",
+            "m",
+            "--api-base",
+            base,
+            "--answers",
+            str(tmp_path / f"{name}.jsonl"),
+            "--results",
+            str(tmp_path / f"results-{name}"),
+            "--name",
+            name,
+            "-q",
+            "--timeout",
+            "10",
+            *extra,
+        ]
+    )
 
 
 def _answers(path):
     lines = [json.loads(x) for x in path.read_text().splitlines()]
-    return {(x["task_id"], x["trial"], x["prompt_type"]): (x.get("response"), x["attempt"], "error" in x) for x in lines}
+    return {
+        (x["task_id"], x["trial"], x["prompt_type"]): (x.get("response"), x["attempt"], "error" in x) for x in lines
+    }
 
 
 def test_auto_reaches_the_rate_limit_with_few_429s_and_the_answers_of_a_fixed_run(tmp_path):
@@ -112,11 +134,17 @@ def test_at_limit_one_a_hint_holds_new_calls():
     assert lim.hold_until == pytest.approx(clock.now + 5.0)
 
 
-@pytest.mark.parametrize("extra, message", [
-    (["--concurrency", "lots"], "--concurrency lots: give a whole number of requests in flight or `auto`"),
-    (["--concurrency", "auto", "--max-concurrency", "0"], "--max-concurrency 0: must be a whole number from 1 to 1000"),
-    (["--concurrency", "4", "--max-concurrency", "8"], "--max-concurrency 8: only with --concurrency auto"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--concurrency", "lots"], "--concurrency lots: give a whole number of requests in flight or `auto`"),
+        (
+            ["--concurrency", "auto", "--max-concurrency", "0"],
+            "--max-concurrency 0: must be a whole number from 1 to 1000",
+        ),
+        (["--concurrency", "4", "--max-concurrency", "8"], "--max-concurrency 8: only with --concurrency auto"),
+    ],
+)
 def test_bad_concurrency_values_are_one_line_errors(tmp_path, capsys, extra, message):
     track = make_selection_track(tmp_path / "track")
     assert _run(track, "http://127.0.0.1:9/v1", tmp_path, "bad", *extra) == 2
@@ -129,12 +157,24 @@ def test_the_plugin_takes_concurrency_auto_and_records_the_pacing(tmp_path, pyte
     track = make_selection_track(tmp_path / "track", ks=(3, 4))
     server = OpenAIServer(answer_text=_answer)
     try:
-        r = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--pstbench-track={track}", "--pstbench-model=m",
-                                          f"--pstbench-api-base={server.base}", "--pstbench-concurrency=auto",
-                                          "--pstbench-max-concurrency=3")
+        r = pytester.runpytest_subprocess(
+            "-p",
+            "no:cacheprovider",
+            f"--pstbench-track={track}",
+            "--pstbench-model=m",
+            f"--pstbench-api-base={server.base}",
+            "--pstbench-concurrency=auto",
+            "--pstbench-max-concurrency=3",
+        )
         r.assert_outcomes(passed=2)
-        bad = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--pstbench-track={track}", "--pstbench-model=m",
-                                            f"--pstbench-api-base={server.base}", "--pstbench-concurrency=many")
+        bad = pytester.runpytest_subprocess(
+            "-p",
+            "no:cacheprovider",
+            f"--pstbench-track={track}",
+            "--pstbench-model=m",
+            f"--pstbench-api-base={server.base}",
+            "--pstbench-concurrency=many",
+        )
         assert bad.ret != 0
         bad.stderr.fnmatch_lines(["*--pstbench-concurrency many: give a whole number of requests in flight or `auto`*"])
     finally:

@@ -1,16 +1,17 @@
 """#40: a token budget is never exceeded, names its reason, leaves a run that says complete: false, and a later run
 with a larger budget resumes to the same answers as an unbudgeted run; nothing paid for is lost; the response cache
 re-asks nothing for the same request and settings, misses on any change, and is off at temperature > 0 unless asked."""
+
 from __future__ import annotations
 
 import hashlib
 import json
 
 import pytest
+from helpers.openai_server import OpenAIServer, make_selection_track
 
 from pytest_pstbench.cli import main as cli_main
 from pytest_pstbench.selection import chat_api
-from helpers.openai_server import OpenAIServer, make_selection_track
 
 LABELS = "ABCDEF"
 
@@ -31,9 +32,32 @@ def quiet(monkeypatch, tmp_path):
 
 
 def run(track, base, out, *extra):
-    return cli_main(["vab", "run", "--track", str(track), "--model", "m1", "--api-base", base, "--api-key-env", "BUDGET_KEY",
-                     "--answers", str(out / "answers.jsonl"), "--results", str(out / "results"), "-q", "--concurrency", "3",
-                     "--timeout", "5", "--max-tokens", "40", *extra])
+    return cli_main(
+        [
+            "vab",
+            "run",
+            "--track",
+            str(track),
+            "--model",
+            "m1",
+            "--api-base",
+            base,
+            "--api-key-env",
+            "BUDGET_KEY",
+            "--answers",
+            str(out / "answers.jsonl"),
+            "--results",
+            str(out / "results"),
+            "-q",
+            "--concurrency",
+            "3",
+            "--timeout",
+            "5",
+            "--max-tokens",
+            "40",
+            *extra,
+        ]
+    )
 
 
 def lines(out):
@@ -56,8 +80,11 @@ def counted(rows) -> dict:
 
 def run_files(out):
     [folder] = [p.parent for p in (out / "results").rglob("run.json")]
-    return (json.loads((folder / "run.json").read_text()), json.loads((folder / "summary.json").read_text()),
-            (folder / "per_task.csv").read_text())
+    return (
+        json.loads((folder / "run.json").read_text()),
+        json.loads((folder / "summary.json").read_text()),
+        (folder / "per_task.csv").read_text(),
+    )
 
 
 def test_a_budget_is_never_exceeded_and_resumes_to_the_unbudgeted_answers(tmp_path, capsys):
@@ -138,7 +165,9 @@ def test_a_stop_between_attempts_keeps_the_paid_answer_and_resume_asks_on(tmp_pa
             if (out / "answers.jsonl").exists():
                 rows = lines(out)
                 assert tokens(rows) <= budget
-                assert tokens(rows) == sum(u["prompt_tokens"] + u["completion_tokens"] for _b, u in server.sent)  # none lost
+                assert tokens(rows) == sum(
+                    u["prompt_tokens"] + u["completion_tokens"] for _b, u in server.sent
+                )  # none lost
                 cut += sum(1 for r in rows if r.get("cut") == "budget")
             assert run(track, server.base, out, "--concurrency", "1") == 0
         finally:
@@ -148,7 +177,9 @@ def test_a_stop_between_attempts_keeps_the_paid_answer_and_resume_asks_on(tmp_pa
     assert cut > 0  # some budget stopped a request between its attempts
 
 
-@pytest.mark.parametrize("bad, rule", [("0", "must be a whole number of tokens from 1"), ("-5", "must be a whole number")])
+@pytest.mark.parametrize(
+    "bad, rule", [("0", "must be a whole number of tokens from 1"), ("-5", "must be a whole number")]
+)
 def test_a_bad_budget_is_one_line(tmp_path, capsys, bad, rule):
     track = make_selection_track(tmp_path / "track", ks=(3,))
     assert run(track, "http://127.0.0.1:9/v1", tmp_path / "o", "--budget-tokens", bad) == 2
@@ -171,7 +202,10 @@ def test_the_response_cache_at_temperature_0_reasks_nothing_and_misses_on_any_ch
         assert run_json["judge"]["usage"]["lines_from_cache"] == len(lines(tmp_path / "b"))
         assert run_json["judge"]["usage"]["tokens"] == {}
         assert run_files(tmp_path / "a")[1]["cells"] == run_files(tmp_path / "b")[1]["cells"]
-        assert run(track, server.base, tmp_path / "c", "--temperature", "0", "--max-tokens", "41", "--concurrency", "1") == 0
+        assert (
+            run(track, server.base, tmp_path / "c", "--temperature", "0", "--max-tokens", "41", "--concurrency", "1")
+            == 0
+        )
         assert len(server.sent) == 2 * n  # another max_tokens: another request
         assert run(track, server.base, tmp_path / "d", "--temperature", "0", "--no-cache") == 0
         assert len(server.sent) == 2 * n + len(lines(tmp_path / "d"))  # every request asked
@@ -272,9 +306,16 @@ def test_a_cost_budget_is_never_exceeded_at_the_given_prices(tmp_path, capsys):
         full.close()
 
     def money(rows):  # written here from the prices: (prompt - cached) x in + cached x cached_in + completion x out
-        return sum(((r["usage"]["prompt_tokens"] - r["usage"].get("cached_tokens", 0)) * 2.0
-                    + r["usage"].get("cached_tokens", 0) * 1.0 + r["usage"]["completion_tokens"] * 8.0) / 1e6
-                   for r in rows if r.get("usage"))
+        return sum(
+            (
+                (r["usage"]["prompt_tokens"] - r["usage"].get("cached_tokens", 0)) * 2.0
+                + r["usage"].get("cached_tokens", 0) * 1.0
+                + r["usage"]["completion_tokens"] * 8.0
+            )
+            / 1e6
+            for r in rows
+            if r.get("usage")
+        )
 
     everything = money(lines(tmp_path / "full"))
     budget = everything / 2

@@ -3,6 +3,7 @@ an error answer that repeats the request's Authorization header must not carry t
 prints (and records). The harness (tests/contract/test_damaged_inputs.py, `model-*` cases) runs `vab run` against
 every behaviour; this is the one it found printing the key.
 """
+
 from __future__ import annotations
 
 import json
@@ -45,7 +46,9 @@ def test_an_echoed_key_is_not_in_the_error(echoing, status):
     """Issue #44, model endpoint: a 401 (429, 500) whose body repeats the Authorization header printed the key in
     `pstbench: error: ...: HTTP 401 Unauthorized: {... Bearer <key> ...}`."""
     with pytest.raises(chat_api.ApiError) as info:
-        chat_api.post(f"{echoing}/v1/{status}", b"{}", {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}, 5)
+        chat_api.post(
+            f"{echoing}/v1/{status}", b"{}", {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}, 5
+        )
     text = str(info.value)
     assert KEY not in text and f"HTTP {status}" in text and "Incorrect API key provided: <redacted>" in text, text
 

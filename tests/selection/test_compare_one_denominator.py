@@ -2,11 +2,13 @@
 not count (vab: a missing answer is `absent`) is in no denominator of the run's summary, so compare's
 McNemar units leave it out too; before, compare counted it as wrong (a perfect judge with one missing answer
 was "worse" in compare while its summary said 1.0)."""
+
 from __future__ import annotations
 
 import json
 
 from helpers.selection_runs import write_answers
+
 from pytest_pstbench.cli import main as cli_main
 from pytest_pstbench.core.protocol import load_protocol
 from pytest_pstbench.selection.protocol import SelectionParams
@@ -14,8 +16,23 @@ from pytest_pstbench.selection.tracks import resolve_selection_track
 
 
 def _score(root, name, answers):
-    assert cli_main(["vab", "score", "--track", "vab-demo", "--answers", str(answers), "--name", name,
-                     "--results", str(root / "results")]) == 0
+    assert (
+        cli_main(
+            [
+                "vab",
+                "score",
+                "--track",
+                "vab-demo",
+                "--answers",
+                str(answers),
+                "--name",
+                name,
+                "--results",
+                str(root / "results"),
+            ]
+        )
+        == 0
+    )
     return root / "results" / "vab-demo" / name
 
 
@@ -30,8 +47,15 @@ def test_a_trial_the_summary_does_not_count_is_no_unit_of_compare(tmp_path, caps
     perfect = write_answers(tmp_path / "perfect.jsonl", track, params, lambda *_: True)
     lines = perfect.read_text().splitlines()
     first = track.tasks[0].id
-    gap = [x for x in lines if not (json.loads(x)["task_id"] == first and json.loads(x)["trial"] == 1
-                                    and json.loads(x)["prompt_type"] == "pick_best")]
+    gap = [
+        x
+        for x in lines
+        if not (
+            json.loads(x)["task_id"] == first
+            and json.loads(x)["trial"] == 1
+            and json.loads(x)["prompt_type"] == "pick_best"
+        )
+    ]
     assert len(gap) == len(lines) - 1
     (tmp_path / "gap.jsonl").write_text("\n".join(gap) + "\n")
     base, cand = _score(tmp_path, "base", perfect), _score(tmp_path, "gap", tmp_path / "gap.jsonl")

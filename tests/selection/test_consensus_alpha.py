@@ -3,6 +3,7 @@ panels.
 
 Found by issue #11 (a number the kit prints is right or absent): each test reproduces one case of the issue
 (its number in the test's docstring) and checks the fixed behaviour."""
+
 from __future__ import annotations
 
 from pytest_pstbench.cli import main as cli_main
@@ -19,7 +20,7 @@ def test_the_majority_closed_form_matches_inclusion_exclusion():
             for m in range(n // 2 + 1, n + 1):
                 if 2 * m <= n:
                     continue
-                p_a = Fraction(null_model.bounded_words(n, [m] * k), k ** n)
+                p_a = Fraction(null_model.bounded_words(n, [m] * k), k**n)
                 p_ab = Fraction(null_model._count_none_pass(k, n, m), (k * (k - 1)) ** n)
                 assert null_model.null_pass_probability(k, n, m) == 1 - 2 * p_a + p_ab, (k, n, m)
 

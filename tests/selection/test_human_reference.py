@@ -4,6 +4,7 @@ other experts, the mean over experts with a bootstrap over experts.
 The expected values below are worked out by hand in the comments (protocol vab: n_judges 10, thresholds
 k=2: 8, k=3: 7, k=5: 5; left-out thresholds one lower: 7, 6, 4), not by the implementation.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,15 +36,24 @@ VOTES = {
     # Without e07: best a 6; worst c 7 -> (a, c): e07 (a, b) is right on Top-1 only.
     # Without e08: best a 7; worst c 6 -> (a, c): e08 (b, c) is right on Bot-1 only.
     # Without e09 / e10: (a, c): (b, a) is wrong on all three.
-    "T2": {**{e: ("t2/a.png", "t2/c.png") for e in EXPERTS[:6]}, "e07": ("t2/a.png", "t2/b.png"),
-           "e08": ("t2/b.png", "t2/c.png"), "e09": ("t2/b.png", "t2/a.png"), "e10": ("t2/b.png", "t2/a.png")},
+    "T2": {
+        **{e: ("t2/a.png", "t2/c.png") for e in EXPERTS[:6]},
+        "e07": ("t2/a.png", "t2/b.png"),
+        "e08": ("t2/b.png", "t2/c.png"),
+        "e09": ("t2/b.png", "t2/a.png"),
+        "e10": ("t2/b.png", "t2/a.png"),
+    },
     # k = 5 (candidates by index), track labels best 0, worst 4. best: 0 by e01-e05, 1 by e06-e09, 2 by e10;
     # worst: 4 by e01-e06, 3 by e07-e10. Full panel: best 0 with 5 (b 4), worst 4 with 6: accepted.
     # Without e01..e05: best 0 4, 1 4 -> a tie: no consensus, T3 is left out for e01-e05 (5 exclusions).
     # Without e06 (1, 4): best 0 5, 1 3; worst 4 5, 3 4 -> (0, 4): Bot-1 right only.
     # Without e07-e09 (1, 3): (0, 4) -> all wrong. Without e10 (2, 3): best 0 5, 1 4; worst 4 6 -> all wrong.
-    "T3": {**{e: ("0", "4") for e in EXPERTS[:5]}, "e06": ("1", "4"), **{e: ("1", "3") for e in EXPERTS[6:9]},
-           "e10": ("2", "3")},
+    "T3": {
+        **{e: ("0", "4") for e in EXPERTS[:5]},
+        "e06": ("1", "4"),
+        **{e: ("1", "3") for e in EXPERTS[6:9]},
+        "e10": ("2", "3"),
+    },
     "T9": {e: ("x", "") for e in EXPERTS},  # a task the filter rejected: not in the track, ignored
 }
 K = {"T1": 2, "T2": 3, "T3": 5, "T9": 2}
@@ -55,9 +65,14 @@ K = {"T1": 2, "T2": 3, "T3": 5, "T9": 2}
 #   e07: T1 (1,1,1), T2 (1,0,0), T3 (0,0,0)     -> (2/3, 1/3, 1/3)
 #   e08: T1 (1,1,1), T2 (0,1,0), T3 (0,0,0)     -> (1/3, 2/3, 1/3)
 #   e09, e10: all wrong                           -> (0, 0, 0)
-PER_EXPERT = {**{e: (1, 1, 1) for e in EXPERTS[:5]}, "e06": (Fraction(2, 3), 1, Fraction(2, 3)),
-              "e07": (Fraction(2, 3), Fraction(1, 3), Fraction(1, 3)), "e08": (Fraction(1, 3), Fraction(2, 3), Fraction(1, 3)),
-              "e09": (0, 0, 0), "e10": (0, 0, 0)}
+PER_EXPERT = {
+    **{e: (1, 1, 1) for e in EXPERTS[:5]},
+    "e06": (Fraction(2, 3), 1, Fraction(2, 3)),
+    "e07": (Fraction(2, 3), Fraction(1, 3), Fraction(1, 3)),
+    "e08": (Fraction(1, 3), Fraction(2, 3), Fraction(1, 3)),
+    "e09": (0, 0, 0),
+    "e10": (0, 0, 0),
+}
 # The row: the mean over the 10 experts. Top-1 (5 + 2/3 + 2/3 + 1/3) / 10 = 2/3; Bot-1 (5 + 1 + 1/3 + 2/3) / 10
 # = 7/10; TB-1 (5 + 2/3 + 1/3 + 1/3) / 10 = 19/30.
 OVERALL = {"top1": Fraction(2, 3), "bot1": Fraction(7, 10), "tb1": Fraction(19, 30)}
@@ -75,13 +90,28 @@ def write_track(root: Path, votes_rows=None, with_votes_key=True) -> Path:
 
     tasks = [
         {"id": "T1", "domain": "photo", "topic": "pair", "candidates": [img("a.png", 10), img("b.png", 20)], "best": 0},
-        {"id": "T2", "domain": "photo", "topic": "triple", "candidates": [img(f"t2/{c}.png", 30 + i) for i, c in enumerate("abc")],
-         "best": 0, "worst": 2},
-        {"id": "T3", "domain": "art", "topic": "five", "candidates": [img(f"t3/{c}.png", 50 + i) for i, c in enumerate("abcde")],
-         "best": 0, "worst": 4},
+        {
+            "id": "T2",
+            "domain": "photo",
+            "topic": "triple",
+            "candidates": [img(f"t2/{c}.png", 30 + i) for i, c in enumerate("abc")],
+            "best": 0,
+            "worst": 2,
+        },
+        {
+            "id": "T3",
+            "domain": "art",
+            "topic": "five",
+            "candidates": [img(f"t3/{c}.png", 50 + i) for i, c in enumerate("abcde")],
+            "best": 0,
+            "worst": 4,
+        },
     ]
-    rows = votes_rows if votes_rows is not None else [
-        f"{tid},{K[tid]},{e},{b},{w}" for tid, per in VOTES.items() for e, (b, w) in per.items()]
+    rows = (
+        votes_rows
+        if votes_rows is not None
+        else [f"{tid},{K[tid]},{e},{b},{w}" for tid, per in VOTES.items() for e, (b, w) in per.items()]
+    )
     (root / "votes.csv").write_text("task_id,k,judge,best,worst\n" + "\n".join(rows) + "\n")
     manifest = {"kind": "selection", "id": "humantrack", "revision": "h1", "tasks": tasks}
     if with_votes_key:
@@ -104,9 +134,16 @@ def test_leave_one_out_matches_the_hand_computed_case(tmp_path, params):
     human = human_reference(track, track.votes, params)
     assert human["label"] == "Human (leave-one-out, 10 experts)"
     assert (human["experts"], human["tasks"], human["judgments"], human["excluded_no_consensus"]) == (10, 3, 25, 5)
-    assert human["voted_tasks_not_in_track"] == 1 and human["tasks_without_votes"] == [] and human["label_disagreements"] == []
-    assert human["thresholds"] == [{"k": 2, "n": 10, "m": 8, "m_others": 7}, {"k": 3, "n": 10, "m": 7, "m_others": 6},
-                                   {"k": 5, "n": 10, "m": 5, "m_others": 4}]
+    assert (
+        human["voted_tasks_not_in_track"] == 1
+        and human["tasks_without_votes"] == []
+        and human["label_disagreements"] == []
+    )
+    assert human["thresholds"] == [
+        {"k": 2, "n": 10, "m": 8, "m_others": 7},
+        {"k": 3, "n": 10, "m": 7, "m_others": 6},
+        {"k": 5, "n": 10, "m": 5, "m_others": 4},
+    ]
     per = {p["expert"]: p for p in human["per_expert"]}
     for e, want in PER_EXPERT.items():
         assert per[e]["tasks"] == (2 if e <= "e05" else 3) and per[e]["excluded"] == (1 if e <= "e05" else 0)
@@ -122,7 +159,9 @@ def test_leave_one_out_matches_the_hand_computed_case(tmp_path, params):
         for agg in ("ap@1", "pass^3"):
             e = overall["metrics"][metric][agg]
             assert e["mean"] == pytest.approx(float(OVERALL[metric]), abs=1e-12) and e["n"] == 10
-            assert (e["ci_low"], e["ci_high"]) == pytest.approx((ci.ci_low, ci.ci_high))  # the bootstrap is over experts
+            assert (e["ci_low"], e["ci_high"]) == pytest.approx(
+                (ci.ci_low, ci.ci_high)
+            )  # the bootstrap is over experts
     for k, (top, bot, tb, n) in BY_K.items():
         c = _cell(human, "k", k)
         assert c["n_experts"] == n
@@ -131,14 +170,21 @@ def test_leave_one_out_matches_the_hand_computed_case(tmp_path, params):
 
 
 def test_a_votes_file_that_does_not_fit_the_track_is_refused(tmp_path, params):
-    bad_name = [f"{t},{K[t]},{e},{'q.png' if b == 'a.png' else b},{w}" for t, per in VOTES.items() for e, (b, w) in per.items()]
+    bad_name = [
+        f"{t},{K[t]},{e},{'q.png' if b == 'a.png' else b},{w}" for t, per in VOTES.items() for e, (b, w) in per.items()
+    ]
     track = load_selection_manifest(write_track(tmp_path / "a", bad_name))
-    with pytest.raises(UserError, match=r"votes.csv: task T1: judge e01 votes 'q.png', which is none of its candidates; fix: "
-                                        r"name a candidate by its 0-based index, its label, its file path"):
+    with pytest.raises(
+        UserError,
+        match=r"votes.csv: task T1: judge e01 votes 'q.png', which is none of its candidates; fix: "
+        r"name a candidate by its 0-based index, its label, its file path",
+    ):
         human_reference(track, track.votes, params)
     wrong_k = ["T2,4,e01,0,1", "T2,4,e02,0,1"]
     track = load_selection_manifest(write_track(tmp_path / "b", wrong_k))
-    with pytest.raises(UserError, match=r"votes.csv: task T2 has k = 4 in the votes but 3 candidates in track humantrack"):
+    with pytest.raises(
+        UserError, match=r"votes.csv: task T2 has k = 4 in the votes but 3 candidates in track humantrack"
+    ):
         human_reference(track, track.votes, params)
     (tmp_path / "c").mkdir()
     manifest = write_track(tmp_path / "c")
@@ -149,8 +195,21 @@ def test_a_votes_file_that_does_not_fit_the_track_is_refused(tmp_path, params):
 
 def test_vab_score_prints_the_human_row_and_writes_it_to_summary_json(tmp_path, capsys):
     manifest = write_track(tmp_path / "trk")
-    assert cli_main(["vab", "score", "--track", str(manifest), "--judge", "examples/judges/no_reference.py:sharpness",
-                     "--results", str(tmp_path / "r")]) == 0
+    assert (
+        cli_main(
+            [
+                "vab",
+                "score",
+                "--track",
+                str(manifest),
+                "--judge",
+                "examples/judges/no_reference.py:sharpness",
+                "--results",
+                str(tmp_path / "r"),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "Human (leave-one-out, 10 experts)" in out
     run_dir = tmp_path / "r" / "humantrack" / "sharpness"
@@ -161,12 +220,40 @@ def test_vab_score_prints_the_human_row_and_writes_it_to_summary_json(tmp_path, 
     assert run["human"]["votes"] == str((tmp_path / "trk" / "votes.csv").resolve()) and run["human"]["experts"] == 10
     # --votes gives (or replaces) the votes file; without one, no human row
     plain = write_track(tmp_path / "plain", with_votes_key=False)
-    assert cli_main(["vab", "score", "--track", str(plain), "--judge", "examples/judges/no_reference.py:sharpness",
-                     "--results", str(tmp_path / "r2")]) == 0
+    assert (
+        cli_main(
+            [
+                "vab",
+                "score",
+                "--track",
+                str(plain),
+                "--judge",
+                "examples/judges/no_reference.py:sharpness",
+                "--results",
+                str(tmp_path / "r2"),
+            ]
+        )
+        == 0
+    )
     assert "Human" not in capsys.readouterr().out
     assert "human" not in json.loads((tmp_path / "r2" / "humantrack" / "sharpness" / "summary.json").read_text())
-    assert cli_main(["vab", "score", "--track", str(plain), "--judge", "examples/judges/no_reference.py:sharpness",
-                     "--votes", str(tmp_path / "plain" / "votes.csv"), "--results", str(tmp_path / "r3")]) == 0
+    assert (
+        cli_main(
+            [
+                "vab",
+                "score",
+                "--track",
+                str(plain),
+                "--judge",
+                "examples/judges/no_reference.py:sharpness",
+                "--votes",
+                str(tmp_path / "plain" / "votes.csv"),
+                "--results",
+                str(tmp_path / "r3"),
+            ]
+        )
+        == 0
+    )
     s3 = json.loads((tmp_path / "r3" / "humantrack" / "sharpness" / "summary.json").read_text())
     assert s3["human"] == summary["human"]
 
@@ -177,11 +264,18 @@ def test_the_table_shows_the_human_row_as_a_reference_row(tmp_path, capsys):
     scored with another votes file is refused."""
     manifest = write_track(tmp_path / "trk")
     judges = tmp_path / "judges.py"
-    judges.write_text("def oracle(image):\n    return -float(image[..., 0].mean())  # the least red is the best\n\n"
-                      "def constant(image):\n    return 0.0\n")
+    judges.write_text(
+        "def oracle(image):\n    return -float(image[..., 0].mean())  # the least red is the best\n\n"
+        "def constant(image):\n    return 0.0\n"
+    )
     results = tmp_path / "r"
     for judge in ("oracle", "constant"):
-        assert cli_main(["vab", "score", "--track", str(manifest), "--judge", f"{judges}:{judge}", "--results", str(results)]) == 0
+        assert (
+            cli_main(
+                ["vab", "score", "--track", str(manifest), "--judge", f"{judges}:{judge}", "--results", str(results)]
+            )
+            == 0
+        )
     runs = [str(results / "humantrack" / j) for j in ("oracle", "constant")]
     capsys.readouterr()
     assert cli_main(["table", *runs, "--format", "json"]) == 0
@@ -208,8 +302,25 @@ def test_the_table_shows_the_human_row_as_a_reference_row(tmp_path, capsys):
     # a run of the same track scored with another votes file: one line, exit 2
     other = tmp_path / "other.csv"
     other.write_text((tmp_path / "trk" / "votes.csv").read_text().replace("T3,5,e10,2,3", "T3,5,e10,1,3"))
-    assert cli_main(["vab", "score", "--track", str(manifest), "--judge", f"{judges}:oracle",
-                     "--votes", str(other), "--name", "oracle2", "--results", str(results)]) == 0
+    assert (
+        cli_main(
+            [
+                "vab",
+                "score",
+                "--track",
+                str(manifest),
+                "--judge",
+                f"{judges}:oracle",
+                "--votes",
+                str(other),
+                "--name",
+                "oracle2",
+                "--results",
+                str(results),
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert cli_main(["table", *runs, str(results / "humantrack" / "oracle2")]) == 2
     assert "its human reference row differs from the one of" in capsys.readouterr().err
@@ -219,18 +330,43 @@ def test_pytest_prints_the_human_row_and_writes_the_same_summary_as_the_cli(tmp_
     manifest = write_track(tmp_path / "trk", with_votes_key=False)
     votes = tmp_path / "trk" / "votes.csv"
     judge = f"{Path(__file__).resolve().parents[2] / 'examples' / 'judges' / 'no_reference.py'}:sharpness"
-    assert cli_main(["vab", "score", "--track", str(manifest), "--judge", judge, "--votes", str(votes),
-                     "--results", str(tmp_path / "cli")]) == 0
-    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--pstbench-track={manifest}", f"--pstbench-judge={judge}",
-                                      f"--pstbench-votes={votes}")
+    assert (
+        cli_main(
+            [
+                "vab",
+                "score",
+                "--track",
+                str(manifest),
+                "--judge",
+                judge,
+                "--votes",
+                str(votes),
+                "--results",
+                str(tmp_path / "cli"),
+            ]
+        )
+        == 0
+    )
+    r = pytester.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        f"--pstbench-track={manifest}",
+        f"--pstbench-judge={judge}",
+        f"--pstbench-votes={votes}",
+    )
     r.assert_outcomes(passed=3)
-    r.stdout.fnmatch_lines(["*Human (leave-one-out, 10 experts), ap@1 = pass^3 (mean over experts*",
-                            "*human: 25 expert-task votes of 10 experts on 3 tasks*5 left out (no consensus among the others)*"])
+    r.stdout.fnmatch_lines(
+        [
+            "*Human (leave-one-out, 10 experts), ap@1 = pass^3 (mean over experts*",
+            "*human: 25 expert-task votes of 10 experts on 3 tasks*5 left out (no consensus among the others)*",
+        ]
+    )
     got = (pytester.path / "results" / "humantrack" / "sharpness" / "summary.json").read_bytes()
     assert got == (tmp_path / "cli" / "humantrack" / "sharpness" / "summary.json").read_bytes()
     bad = tmp_path / "bad.csv"
     bad.write_text("task_id,k,judge,best,worst\nT1,2,e01,zz.png,\n")
-    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--pstbench-track={manifest}", f"--pstbench-judge={judge}",
-                                      f"--pstbench-votes={bad}")
+    r = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", f"--pstbench-track={manifest}", f"--pstbench-judge={judge}", f"--pstbench-votes={bad}"
+    )
     assert r.ret == 4
     r.stderr.fnmatch_lines(["*bad.csv: task T1: judge e01 votes 'zz.png', which is none of its candidates; fix:*"])

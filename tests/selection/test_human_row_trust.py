@@ -3,6 +3,7 @@ candidate names, and one printed block per score (issue #44 cases 5, 18, 22, 23,
 
 Expected values are stated by the votes written here (or are another input's row, read through the same
 code), not computed by the implementation under test."""
+
 from __future__ import annotations
 
 import json
@@ -41,11 +42,23 @@ def write_track(root: Path, votes: list[str], n_tasks: int = 3, k: int = 2) -> P
         for c in range(k):
             Image.new("RGB", (6, 5), (20 * c + t, 40, 90)).save(root / f"t{t}_{c}.png")
             names.append(f"t{t}_{c}.png")
-        tasks.append({"id": f"T{t}", "domain": "photo", "topic": f"topic{t % 2}", "candidates": names, "best": 0,
-                      **({"worst": k - 1} if k >= 3 else {})})
+        tasks.append(
+            {
+                "id": f"T{t}",
+                "domain": "photo",
+                "topic": f"topic{t % 2}",
+                "candidates": names,
+                "best": 0,
+                **({"worst": k - 1} if k >= 3 else {}),
+            }
+        )
     (root / "votes.csv").write_text("task_id,k,judge,best,worst\n" + "\n".join(votes) + "\n")
-    (root / "track.yaml").write_text(yaml.safe_dump({"kind": "selection", "id": "trust", "revision": "r1", "tasks": tasks,
-                                                     "votes": "votes.csv"}, sort_keys=False))
+    (root / "track.yaml").write_text(
+        yaml.safe_dump(
+            {"kind": "selection", "id": "trust", "revision": "r1", "tasks": tasks, "votes": "votes.csv"},
+            sort_keys=False,
+        )
+    )
     return root / "track.yaml"
 
 
@@ -84,8 +97,9 @@ def test_a_row_on_part_of_its_track_says_how_much_everywhere(tmp_path, capsys):
         assert "2 of 5 tasks" in text.split("\n", 3)[-1] and "on track trust: 2 of 5 tasks" in text, fmt
     # a row on the whole track keeps its plain label
     full = write_track(tmp_path / "full", votes, n_tasks=2)
-    human = human_reference(load_selection_manifest(full), tmp_path / "full" / "votes.csv",
-                            SelectionParams.of(load_protocol("vab")))
+    human = human_reference(
+        load_selection_manifest(full), tmp_path / "full" / "votes.csv", SelectionParams.of(load_protocol("vab"))
+    )
     assert human["label"] == "Human (leave-one-out, 10 experts)" and human["track_tasks"] == 2
 
 
@@ -131,7 +145,12 @@ def test_the_row_does_not_depend_on_the_order_of_the_votes_rows(tmp_path, capsys
     got = []
     for name, votes in (("sorted", rows), ("shuffled", shuffled), ("reversed", rows[::-1])):
         manifest = write_track(tmp_path / name, votes)
-        assert cli_main(["vab", "score", "--track", str(manifest), "--judge", JUDGE, "--results", str(tmp_path / name / "r")]) == 0
+        assert (
+            cli_main(
+                ["vab", "score", "--track", str(manifest), "--judge", JUDGE, "--results", str(tmp_path / name / "r")]
+            )
+            == 0
+        )
         human = json.loads((tmp_path / name / "r" / "trust" / "sharpness" / "summary.json").read_text())["human"]
         human.pop("votes_sha256")
         got.append(json.dumps(human, indent=2))
@@ -143,12 +162,16 @@ def test_an_index_and_a_file_name_of_one_candidate_are_one_candidate(tmp_path, p
     """Issue #44 case 23: votes naming candidate 0 as `0` on some rows and `t0_0.png` on others (both documented
     forms) were refused as "3 different candidates" for a k = 2 task. They are the same votes as by index."""
     by_index = [f"T0,2,{e},{0 if i < 8 else 1}," for i, e in enumerate(EXPERTS)]
-    mixed = [f"T0,2,{e},{('0' if i % 2 else 't0_0.png') if i < 8 else ('t0_1.png' if i == 8 else '1')},"
-             for i, e in enumerate(EXPERTS)]
-    want = human_reference(load_selection_manifest(write_track(tmp_path / "a", by_index, n_tasks=1)),
-                           tmp_path / "a" / "votes.csv", params)
-    got = human_reference(load_selection_manifest(write_track(tmp_path / "b", mixed, n_tasks=1)),
-                          tmp_path / "b" / "votes.csv", params)
+    mixed = [
+        f"T0,2,{e},{('0' if i % 2 else 't0_0.png') if i < 8 else ('t0_1.png' if i == 8 else '1')},"
+        for i, e in enumerate(EXPERTS)
+    ]
+    want = human_reference(
+        load_selection_manifest(write_track(tmp_path / "a", by_index, n_tasks=1)), tmp_path / "a" / "votes.csv", params
+    )
+    got = human_reference(
+        load_selection_manifest(write_track(tmp_path / "b", mixed, n_tasks=1)), tmp_path / "b" / "votes.csv", params
+    )
     for h in (want, got):
         h.pop("votes_sha256")
     assert got == want and got["judgments"] == 10
@@ -157,8 +180,11 @@ def test_an_index_and_a_file_name_of_one_candidate_are_one_candidate(tmp_path, p
     from pytest_pstbench.core.errors import UserError
 
     with pytest.raises(UserError, match=r"votes.csv:2: task T0: judge e01 voted 0 both best and worst"):
-        human_reference(load_selection_manifest(write_track(tmp_path / "c", both, n_tasks=1, k=3)),
-                        tmp_path / "c" / "votes.csv", params)
+        human_reference(
+            load_selection_manifest(write_track(tmp_path / "c", both, n_tasks=1, k=3)),
+            tmp_path / "c" / "votes.csv",
+            params,
+        )
 
 
 def test_one_block_per_score_and_words_that_agree_with_their_numbers(tmp_path, params):

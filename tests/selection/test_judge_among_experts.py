@@ -2,13 +2,14 @@
 and its human row. The percentile equals scipy.stats.percentileofscore (kind="mean"), its bootstrap interval a
 plain loop over the same resamples, the kappa a hand value; `vab score` prints the table on vab-demo (which has
 votes) and `pstbench table` a note per judge."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers.selection_runs import pattern, score
 from scipy.stats import percentileofscore
 
-from helpers.selection_runs import pattern, score
 from pytest_pstbench.core.protocol import load_protocol
 from pytest_pstbench.selection.agreement import among_experts
 from pytest_pstbench.selection.protocol import SelectionParams
@@ -19,9 +20,14 @@ PARAMS = SelectionParams.of(load_protocol("vab"))
 
 def _summary(judge: dict[str, float], experts: list[float]) -> dict:
     entry = lambda v: {"mean": v, "ci_low": v - 0.1, "ci_high": v + 0.05, "pm": 0.075, "random": 0.25}  # noqa: E731
-    return {"cells": [{"group": "overall", "value": "all", "metrics": {m: {"ap@1": entry(v)} for m, v in judge.items()}}],
-            "human": {"per_expert": [{"expert": f"e{i}", "metrics": {m: {"ap@1": v} for m in judge}}
-                                     for i, v in enumerate(experts)]}}
+    return {
+        "cells": [{"group": "overall", "value": "all", "metrics": {m: {"ap@1": entry(v)} for m, v in judge.items()}}],
+        "human": {
+            "per_expert": [
+                {"expert": f"e{i}", "metrics": {m: {"ap@1": v} for m in judge}} for i, v in enumerate(experts)
+            ]
+        },
+    }
 
 
 def test_percentile_interval_and_kappa_equal_independent_computations():
@@ -56,4 +62,6 @@ def test_vab_score_and_table_place_the_judge(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "the judge among the experts" in out and "free-marginal kappa" in out
     notes = build_selection_table([run], metrics=None, against="best", protocol_spec=None).notes
-    assert any(n.startswith("good among the experts on track vab-demo") and "percentile of 10 experts" in n for n in notes)
+    assert any(
+        n.startswith("good among the experts on track vab-demo") and "percentile of 10 experts" in n for n in notes
+    )

@@ -5,6 +5,7 @@ selection track).
 Expected values come from hand-derived binomial sums (math.comb, fractions), a brute-force
 enumeration of all 2^n sign sequences, and counts taken directly from the answer patterns the runs
 were scored from; never from the code under test."""
+
 from __future__ import annotations
 
 import csv
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers.selection_runs import BAD, GOOD, pattern, score, set_key, write_answers
 
 from pytest_pstbench.cli import main as cli_main
 from pytest_pstbench.core.errors import UserError
@@ -25,8 +27,6 @@ from pytest_pstbench.core.protocol import load_protocol
 from pytest_pstbench.selection.compare import compare_selection_paths, mcnemar_exact
 from pytest_pstbench.selection.protocol import SelectionParams, comparison_params
 from pytest_pstbench.selection.tracks import resolve_selection_track
-
-from helpers.selection_runs import BAD, GOOD, pattern, score, set_key, write_answers
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
@@ -160,15 +160,21 @@ def test_cli_table_json_against_first_and_metrics(runs, capsys):
     assert cli_main(["compare", a, b, c, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["kind"] == "selection" and out["test"] == "mcnemar_exact" and out["alpha"] == 0.05
-    assert [(t["baseline"], t["candidate"]) for t in out["tests"][::6]] == [("good", "bad"), ("good", "good2"), ("bad", "good2")]
+    assert [(t["baseline"], t["candidate"]) for t in out["tests"][::6]] == [
+        ("good", "bad"),
+        ("good", "good2"),
+        ("bad", "good2"),
+    ]
     assert len(out["tests"]) == 18
     p = [t["pvalue"] for t in out["tests"]]
     assert [t["p_holm"] for t in out["tests"]] == pytest.approx(holm_reference(p))  # Holm over all 18 tests
     assert cli_main(["compare", a, b, c, "--against-first", "--metrics", "tb1", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert [(t["baseline"], t["candidate"], t["metric"], t["outcome"]) for t in out["tests"]] == [
-        ("good", "bad", "tb1", "pass^3"), ("good", "bad", "tb1", "ap@1"),
-        ("good", "good2", "tb1", "pass^3"), ("good", "good2", "tb1", "ap@1"),
+        ("good", "bad", "tb1", "pass^3"),
+        ("good", "bad", "tb1", "ap@1"),
+        ("good", "good2", "tb1", "pass^3"),
+        ("good", "good2", "tb1", "ap@1"),
     ]
     assert [t["p_holm"] for t in out["tests"]] == pytest.approx(holm_reference([t["pvalue"] for t in out["tests"]]))
     assert cli_main(["compare", a, b]) == 0
@@ -187,7 +193,9 @@ def test_cli_table_json_against_first_and_metrics(runs, capsys):
 def test_identical_runs_no_difference(runs):
     _, dirs, _ = runs
     comp, _, _ = compare_selection_paths([dirs["good"], dirs["good"]])
-    assert all(r.b == 0 and r.c == 0 and r.pvalue == 1.0 and r.verdict == "no significant difference" for r in comp.rows)
+    assert all(
+        r.b == 0 and r.c == 0 and r.pvalue == 1.0 and r.verdict == "no significant difference" for r in comp.rows
+    )
 
 
 # ---- refusals -------------------------------------------------------------------------------------------
@@ -334,22 +342,29 @@ def gate_setup(pytester, demo, params):
 
 def test_gate_fails_when_candidate_is_worse(pytester, gate_setup):
     baseline, files = gate_setup
-    r = _run(pytester, "--pstbench-track=vab-demo", f"--pstbench-answers={files['worse']}",
-             f"--pstbench-baseline={baseline}", "--junitxml=report.xml")
+    r = _run(
+        pytester,
+        "--pstbench-track=vab-demo",
+        f"--pstbench-answers={files['worse']}",
+        f"--pstbench-baseline={baseline}",
+        "--junitxml=report.xml",
+    )
     r.assert_outcomes(passed=30)  # every task scored ...
     assert r.ret == pytest.ExitCode.TESTS_FAILED  # ... but the gate fails the session
-    r.stdout.fnmatch_lines([
-        "*baseline gate (exact McNemar, Holm, alpha 0.05):*",
-        "metric*outcome*baseline*candidate*n*b/c*verdict",
-        "Top-1*pass^3*base*worse*30*0/0*no significant difference",
-        "*",
-        "Bot-1*pass^3*base*worse*30*0/*worse",
-        "*",
-        "TB-1*pass^3*base*worse*30*0/0*no significant difference",
-        "*",
-        "*pstbench gate FAILED: bot1 pass^3 is significantly worse than baseline run base: accuracy *",
-        "*pstbench gate FAILED: bot1 ap@1 is significantly worse than baseline run base: accuracy *",
-    ])
+    r.stdout.fnmatch_lines(
+        [
+            "*baseline gate (exact McNemar, Holm, alpha 0.05):*",
+            "metric*outcome*baseline*candidate*n*b/c*verdict",
+            "Top-1*pass^3*base*worse*30*0/0*no significant difference",
+            "*",
+            "Bot-1*pass^3*base*worse*30*0/*worse",
+            "*",
+            "TB-1*pass^3*base*worse*30*0/0*no significant difference",
+            "*",
+            "*pstbench gate FAILED: bot1 pass^3 is significantly worse than baseline run base: accuracy *",
+            "*pstbench gate FAILED: bot1 ap@1 is significantly worse than baseline run base: accuracy *",
+        ]
+    )
     assert "FAILED: top1" not in r.stdout.str() and "FAILED: tb1" not in r.stdout.str()
     props = {p.get("name"): p.get("value") for p in ET.parse(pytester.path / "report.xml").iter("property")}
     assert props["pstbench_gate"] == "failed"
@@ -359,18 +374,27 @@ def test_gate_fails_when_candidate_is_worse(pytester, gate_setup):
 
 def test_gate_passes_and_gate_metrics_restrict(pytester, gate_setup):
     baseline, files = gate_setup
-    r = _run(pytester, "--pstbench-track=vab-demo", f"--pstbench-answers={files['same']}", f"--pstbench-baseline={baseline}")
+    r = _run(
+        pytester, "--pstbench-track=vab-demo", f"--pstbench-answers={files['same']}", f"--pstbench-baseline={baseline}"
+    )
     assert r.ret == 0
     r.stdout.fnmatch_lines(["TB-1*ap@1*base*same*90*0/0*no significant difference", "*pstbench gate passed*"])
     # worse on Bot-1 only; gating Top-1 and TB-1 passes, and only their tests are run
-    r = _run(pytester, "--pstbench-track=vab-demo", f"--pstbench-answers={files['worse']}",
-             f"--pstbench-baseline={baseline}", "--pstbench-gate-metrics=top1,tb1")
+    r = _run(
+        pytester,
+        "--pstbench-track=vab-demo",
+        f"--pstbench-answers={files['worse']}",
+        f"--pstbench-baseline={baseline}",
+        "--pstbench-gate-metrics=top1,tb1",
+    )
     assert r.ret == 0
     out = r.stdout.str()
     assert "pstbench gate passed" in out
     tests = [line.split()[:2] for line in out.splitlines() if line.startswith(("Top-1 ", "Bot-1 ", "TB-1 "))]
     assert tests == [["Top-1", "pass^3"], ["Top-1", "ap@1"], ["TB-1", "pass^3"], ["TB-1", "ap@1"]]
-    r = _run(pytester, "--pstbench-track=vab-demo", f"--pstbench-answers={files['same']}", "--pstbench-gate-metrics=psnr")
+    r = _run(
+        pytester, "--pstbench-track=vab-demo", f"--pstbench-answers={files['same']}", "--pstbench-gate-metrics=psnr"
+    )
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     r.stderr.fnmatch_lines(["*--pstbench-gate-metrics: unknown metric(s) psnr; protocol vab has top1, bot1, tb1*"])
 
@@ -378,11 +402,17 @@ def test_gate_passes_and_gate_metrics_restrict(pytester, gate_setup):
 def test_gate_refuses_baselines_with_the_reason(pytester, gate_setup):
     baseline, files = gate_setup
     paired = _paired_run(pytester.path / "paired")
-    r = _run(pytester, "--pstbench-track=vab-demo", f"--pstbench-answers={files['same']}", f"--pstbench-baseline={paired}")
+    r = _run(
+        pytester, "--pstbench-track=vab-demo", f"--pstbench-answers={files['same']}", f"--pstbench-baseline={paired}"
+    )
     assert r.ret == pytest.ExitCode.TESTS_FAILED
-    r.stdout.fnmatch_lines([f"*pstbench gate FAILED: baseline refused: {paired} is a paired run (metrics.csv) but *is a selection run*"])
+    r.stdout.fnmatch_lines(
+        [f"*pstbench gate FAILED: baseline refused: {paired} is a paired run (metrics.csv) but *is a selection run*"]
+    )
     other = _copy(baseline, pytester.path / "other", edit=set_key("dataset.revision", "r0"))
-    r = _run(pytester, "--pstbench-track=vab-demo", f"--pstbench-answers={files['same']}", f"--pstbench-baseline={other}")
+    r = _run(
+        pytester, "--pstbench-track=vab-demo", f"--pstbench-answers={files['same']}", f"--pstbench-baseline={other}"
+    )
     assert r.ret == pytest.ExitCode.TESTS_FAILED
     r.stdout.fnmatch_lines(["*pstbench gate FAILED: baseline refused: *run.json dataset.revision is * but * has 'r0'*"])
 
@@ -390,14 +420,16 @@ def test_gate_refuses_baselines_with_the_reason(pytester, gate_setup):
 def test_pstbench_compare_fixture_on_selection_runs(pytester, gate_setup, demo, params):
     baseline, files = gate_setup
     worse = score(pytester.path, "worse", demo, params, pattern(5, WORSE_BOT1))
-    pytester.makepyfile(test_cmp=f"""
+    pytester.makepyfile(
+        test_cmp=f"""
         def test_worse(pstbench_compare):
             result = pstbench_compare(r"{worse}", r"{baseline}")
             assert [(r.metric, r.outcome) for r in result.worse] == [("bot1", "pass^3"), ("bot1", "ap@1")]
 
         def test_same(pstbench_compare):
             assert not pstbench_compare(r"{baseline}", r"{baseline}").worse
-    """)
+    """
+    )
     _run(pytester, "test_cmp.py").assert_outcomes(passed=2)
 
 
@@ -419,15 +451,25 @@ def test_pstbench_pair_and_paired_bounds_on_a_selection_track_are_usage_errors(p
 def test_paired_gate_refuses_a_selection_baseline(pytester, gate_setup):
     from helpers.protocols import protocol_without_lpips
     from helpers.tracks import make_outputs, make_track
+
     baseline, _ = gate_setup
     manifest = make_track(pytester.path / "track", n=2)
     outputs = make_outputs(manifest, pytester.path / "out")
     proto = protocol_without_lpips(pytester.path / "proto.yaml")
-    r = _run(pytester, f"--pstbench-track={manifest}", f"--pstbench-protocol={proto}", f"--pstbench-outputs={outputs}",
-             f"--pstbench-baseline={baseline}")
+    r = _run(
+        pytester,
+        f"--pstbench-track={manifest}",
+        f"--pstbench-protocol={proto}",
+        f"--pstbench-outputs={outputs}",
+        f"--pstbench-baseline={baseline}",
+    )
     r.assert_outcomes(passed=2)
     assert r.ret == pytest.ExitCode.TESTS_FAILED
-    r.stdout.fnmatch_lines([f"*pstbench gate FAILED: baseline refused: * is a paired run (metrics.csv) but {baseline} is a selection run (per_task.csv)*"])
+    r.stdout.fnmatch_lines(
+        [
+            f"*pstbench gate FAILED: baseline refused: * is a paired run (metrics.csv) but {baseline} is a selection run (per_task.csv)*"
+        ]
+    )
 
 
 def test_missing_folder_beside_a_selection_run_is_not_called_paired(runs, tmp_path, capsys):
@@ -461,8 +503,13 @@ def test_selection_bounds_pass_fail_and_combine_with_the_baseline(pytester, gate
     assert want[("top1", "pass^3")] == want[("top1", "ap@1")] == 1 and want[("tb1", "ap@1")] >= Fraction(1, 2)
     assert want[("bot1", "pass^3")] < Fraction(1, 2) and want[("bot1", "ap@1")] <= Fraction(1, 2)
     # bounds that hold: Top-1 is always right, Bot-1 mostly wrong
-    r = _run(pytester, "--pstbench-track=vab-demo", f"--pstbench-answers={files['worse']}", "--pstbench-min=top1.pass^3=0.9",
-             "--pstbench-max=bot1.ap@1=0.5")
+    r = _run(
+        pytester,
+        "--pstbench-track=vab-demo",
+        f"--pstbench-answers={files['worse']}",
+        "--pstbench-min=top1.pass^3=0.9",
+        "--pstbench-max=bot1.ap@1=0.5",
+    )
     assert r.ret == 0, r.stdout.str()
     r.stdout.fnmatch_lines(["*pstbench gate passed*"])
     run_dir = pytester.path / "results" / "vab-demo" / "worse"
@@ -471,9 +518,16 @@ def test_selection_bounds_pass_fail_and_combine_with_the_baseline(pytester, gate
         assert overall[m][agg]["mean"] == pytest.approx(float(value), abs=1e-12), (m, agg)
     assert overall["top1"]["pass^3"]["mean"] >= 0.9 and overall["bot1"]["ap@1"]["mean"] <= 0.5
     # broken bounds fail the session (every task still passes), beside the baseline gate's own reasons
-    r = _run(pytester, "--pstbench-track=vab-demo", f"--pstbench-answers={files['worse']}", "--pstbench-min=bot1.pass^3=0.5",
-             "--pstbench-max=top1.ap@1=0.99", "--pstbench-min=tb1.ap@1=0.5", f"--pstbench-baseline={baseline}",
-             "--junitxml=report.xml")
+    r = _run(
+        pytester,
+        "--pstbench-track=vab-demo",
+        f"--pstbench-answers={files['worse']}",
+        "--pstbench-min=bot1.pass^3=0.5",
+        "--pstbench-max=top1.ap@1=0.99",
+        "--pstbench-min=tb1.ap@1=0.5",
+        f"--pstbench-baseline={baseline}",
+        "--junitxml=report.xml",
+    )
     r.assert_outcomes(passed=30)
     assert r.ret == pytest.ExitCode.TESTS_FAILED
     overall = _overall(run_dir)
@@ -483,15 +537,22 @@ def test_selection_bounds_pass_fail_and_combine_with_the_baseline(pytester, gate
         f"bot1 pass^3 mean {bot1:.6g} is below the minimum 0.5 (--pstbench-min)",
         f"top1 ap@1 mean {top1:.6g} is above the maximum 0.99 (--pstbench-max)",
     ]
-    r.stdout.fnmatch_lines([f"*pstbench gate FAILED: {reasons[0]}", f"*pstbench gate FAILED: {reasons[1]}",
-                            "*pstbench gate FAILED: bot1 pass^3 is significantly worse than baseline run base*"])
+    r.stdout.fnmatch_lines(
+        [
+            f"*pstbench gate FAILED: {reasons[0]}",
+            f"*pstbench gate FAILED: {reasons[1]}",
+            "*pstbench gate FAILED: bot1 pass^3 is significantly worse than baseline run base*",
+        ]
+    )
     assert "FAILED: tb1 ap@1 mean" not in r.stdout.str()  # a bound that holds gives no reason
     props = {p.get("name"): p.get("value") for p in ET.parse(pytester.path / "report.xml").iter("property")}
     assert props["pstbench_gate"] == "failed"
     assert [props["pstbench_gate_reason_1"], props["pstbench_gate_reason_2"]] == reasons
     # bounds equal to the mean hold (inclusive), from the ini file too
     mean = overall["bot1"]["ap@1"]["mean"]
-    pytester.makeini(f"[pytest]\npstbench_min = bot1.ap@1={mean!r}\npstbench_max =\n    bot1.ap@1={mean!r}\n    tb1.pass^3=1\n")
+    pytester.makeini(
+        f"[pytest]\npstbench_min = bot1.ap@1={mean!r}\npstbench_max =\n    bot1.ap@1={mean!r}\n    tb1.pass^3=1\n"
+    )
     r = _run(pytester, "--pstbench-track=vab-demo", f"--pstbench-answers={files['worse']}")
     assert r.ret == 0, r.stdout.str()
     r.stdout.fnmatch_lines(["*pstbench gate passed*"])
@@ -499,8 +560,14 @@ def test_selection_bounds_pass_fail_and_combine_with_the_baseline(pytester, gate
 
 def test_selection_bounds_with_a_judge_function(pytester):
     judges = Path(__file__).resolve().parents[2] / "examples" / "judges" / "no_reference.py"
-    r = _run(pytester, "--pstbench-track=vab-demo", f"--pstbench-judge={judges}:sharpness", "--pstbench-min=tb1.ap@1=0",
-             "--pstbench-max=tb1.ap@1=0", "--pstbench-max=bot1.pass^3=1")
+    r = _run(
+        pytester,
+        "--pstbench-track=vab-demo",
+        f"--pstbench-judge={judges}:sharpness",
+        "--pstbench-min=tb1.ap@1=0",
+        "--pstbench-max=tb1.ap@1=0",
+        "--pstbench-max=bot1.pass^3=1",
+    )
     r.assert_outcomes(passed=30)
     mean = _overall(pytester.path / "results" / "vab-demo" / "sharpness")["tb1"]["ap@1"]["mean"]
     assert mean > 0  # sharpness picks some best/worst pairs right on vab-demo
@@ -512,10 +579,22 @@ def test_selection_bounds_with_a_judge_function(pytester):
 @pytest.mark.parametrize(
     "option,message",
     [
-        ("--pstbench-max=tb1.pass3=0.3", "--pstbench-max 'tb1.pass3=0.3': unknown key 'tb1.pass3'; protocol vab has {keys}; did you mean tb1.pass^3?"),
-        ("--pstbench-min=TB-1.pass^3=0.3", "--pstbench-min 'TB-1.pass^3=0.3': unknown key 'TB-1.pass^3'; protocol vab has {keys}; did you mean tb1.pass^3?"),
-        ("--pstbench-min=tb1.pass^3", "--pstbench-min 'tb1.pass^3': expected METRIC.AGGREGATION=VALUE, e.g. tb1.pass^3=0.3"),
-        ("--pstbench-min=tb1.pass^3=30", "--pstbench-min 'tb1.pass^3=30': '30' is outside [0, 1], the range of these means"),
+        (
+            "--pstbench-max=tb1.pass3=0.3",
+            "--pstbench-max 'tb1.pass3=0.3': unknown key 'tb1.pass3'; protocol vab has {keys}; did you mean tb1.pass^3?",
+        ),
+        (
+            "--pstbench-min=TB-1.pass^3=0.3",
+            "--pstbench-min 'TB-1.pass^3=0.3': unknown key 'TB-1.pass^3'; protocol vab has {keys}; did you mean tb1.pass^3?",
+        ),
+        (
+            "--pstbench-min=tb1.pass^3",
+            "--pstbench-min 'tb1.pass^3': expected METRIC.AGGREGATION=VALUE, e.g. tb1.pass^3=0.3",
+        ),
+        (
+            "--pstbench-min=tb1.pass^3=30",
+            "--pstbench-min 'tb1.pass^3=30': '30' is outside [0, 1], the range of these means",
+        ),
         ("--pstbench-max=tb1.pass^3=high", "--pstbench-max 'tb1.pass^3=high': 'high' is not a number"),
         ("--pstbench-max=tb1.pass^3=nan", "--pstbench-max 'tb1.pass^3=nan': 'nan' is not a finite number"),
     ],

@@ -14,6 +14,7 @@ and reading litellm / openai / datasets; they call nothing of the kit:
 
 Every server here listens on 127.0.0.1 (or 127.0.0.2, also loopback); nothing else is contacted.
 """
+
 from __future__ import annotations
 
 import base64
@@ -47,11 +48,14 @@ def ref_content(message: dict) -> str | None:
         return content
     for opening in ("<think>", "<thinking>", "<budget:thinking>"):
         if content.startswith(opening):
-            ends = [(content.find(close, len(opening)), close) for close in ("</think>", "</thinking>", "</budget:thinking>")]
+            ends = [
+                (content.find(close, len(opening)), close)
+                for close in ("</think>", "</thinking>", "</budget:thinking>")
+            ]
             ends = [(i, c) for i, c in ends if i >= 0]
             if ends:
                 i, close = min(ends)
-                return content[i + len(close):]
+                return content[i + len(close) :]
     return content
 
 
@@ -65,7 +69,12 @@ def ref_first(tag: str, text: str) -> str | None:
             j = i + len(tag) + 1
             while j < len(text) and text[j].isspace():
                 j += 1
-            if j < len(text) and text[j].isascii() and text[j].isalpha() and (j + 1 == len(text) or not word(text[j + 1])):
+            if (
+                j < len(text)
+                and text[j].isascii()
+                and text[j].isalpha()
+                and (j + 1 == len(text) or not word(text[j + 1]))
+            ):
                 return text[j].upper()
         i = text.find(tag + ":", i + 1)
     return None
@@ -83,7 +92,9 @@ def test_reference_against_the_measured_official_counts():
     """The counts the official run made against the parity server (429 / 500 / 503 always: 9 calls)."""
     assert [ref_calls(s) for s in (429, 500, 503)] == [9, 9, 9]
     assert ref_content({"content": "<think>BEST: A</think>\nBEST: B"}) == "\nBEST: B"
-    assert ref_content({"content": "<think>BEST: A</think>BEST: B", "reasoning": "x"}) == "<think>BEST: A</think>BEST: B"
+    assert (
+        ref_content({"content": "<think>BEST: A</think>BEST: B", "reasoning": "x"}) == "<think>BEST: A</think>BEST: B"
+    )
     assert ref_content({"content": " <think>BEST: A</think>BEST: B"}) == " <think>BEST: A</think>BEST: B"
     assert ref_first("BEST", "**BEST: C**") == "C" and ref_first("BEST", "**BEST:** C") is None
 
@@ -113,7 +124,9 @@ class Api:
                 with api.lock:
                     api.calls[raw] += 1
                     n = api.calls[raw]
-                    api.seen.append({"path": self.path, "headers": dict(self.headers), "body": json.loads(raw or b"{}")})
+                    api.seen.append(
+                        {"path": self.path, "headers": dict(self.headers), "body": json.loads(raw or b"{}")}
+                    )
                 out = api.reply(n, json.loads(raw or b"{}"), self)
                 if out is None:
                     return
@@ -140,7 +153,11 @@ class Api:
 
 
 def answer(message: dict, status: int = 200):
-    return status, {"Content-Type": "application/json"}, json.dumps({"choices": [{"index": 0, "message": message}]}).encode()
+    return (
+        status,
+        {"Content-Type": "application/json"},
+        json.dumps({"choices": [{"index": 0, "message": message}]}).encode(),
+    )
 
 
 @pytest.fixture
@@ -184,14 +201,35 @@ def make_track(root: Path, ks=(3, 2), exif: dict | None = None) -> Path:
             files.append(f"t{i}/c{c}.jpg")
         tasks.append({"id": f"task{i}", "domain": "photograph", "candidates": files, "best": 0, "worst": k - 1})
     m = root / "track.yaml"
-    m.write_text(yaml.safe_dump({"kind": "selection", "id": "clienttrack", "revision": "r1", "tasks": tasks}, sort_keys=False))
+    m.write_text(
+        yaml.safe_dump({"kind": "selection", "id": "clienttrack", "revision": "r1", "tasks": tasks}, sort_keys=False)
+    )
     return m
 
 
 def run_args(track, base, tmp_path, *extra):
-    return ["vab", "run", "--track", str(track), "--model", "m1", "--api-base", base, "--api-key-env", "T22_KEY",
-            "--answers", str(tmp_path / "answers.jsonl"), "--results", str(tmp_path / "results"), "-q", "--concurrency", "2",
-            "--timeout", "5", *extra]
+    return [
+        "vab",
+        "run",
+        "--track",
+        str(track),
+        "--model",
+        "m1",
+        "--api-base",
+        base,
+        "--api-key-env",
+        "T22_KEY",
+        "--answers",
+        str(tmp_path / "answers.jsonl"),
+        "--results",
+        str(tmp_path / "results"),
+        "-q",
+        "--concurrency",
+        "2",
+        "--timeout",
+        "5",
+        *extra,
+    ]
 
 
 # ---- the official pipeline's rules, checked against the reference -------------------------------------
@@ -277,7 +315,9 @@ def test_drift_answers_are_read_as_the_official_pipeline_reads_them(servers, tmp
     # run.json records what the split removed
     run = json.loads(next((tmp_path / "results").rglob("run.json")).read_text())
     split = run["judge"]["reasoning_split"]
-    assert split["removed"] == sum(1 for x in lines if "reasoning" not in x and ref_content({"content": x["response"]}) != x["response"])
+    assert split["removed"] == sum(
+        1 for x in lines if "reasoning" not in x and ref_content({"content": x["response"]}) != x["response"]
+    )
     assert split["returned_apart"] == sum(1 for x in lines if "reasoning" in x) > 0
 
 
@@ -288,13 +328,23 @@ def test_images_are_sent_upright_when_they_carry_an_orientation_tag(servers, tmp
     api = servers(lambda n, body, h: answer({"role": "assistant", "content": "BEST: A\nWORST: B"}))
     monkeypatch.setenv("T22_KEY", KEY)
     assert cli_main(run_args(track, api.base, tmp_path)) == 0
-    body = next(c["body"] for c in api.seen if "best overall" in c["body"]["messages"][0]["content"][0]["text"]
-                and "and which" not in c["body"]["messages"][0]["content"][0]["text"])
-    sent = [base64.b64decode(p["image_url"]["url"].split(",", 1)[1]) for p in body["messages"][0]["content"] if p["type"] == "image_url"]
+    body = next(
+        c["body"]
+        for c in api.seen
+        if "best overall" in c["body"]["messages"][0]["content"][0]["text"]
+        and "and which" not in c["body"]["messages"][0]["content"][0]["text"]
+    )
+    sent = [
+        base64.b64decode(p["image_url"]["url"].split(",", 1)[1])
+        for p in body["messages"][0]["content"]
+        if p["type"] == "image_url"
+    ]
     for c, data in enumerate(sent[:3]):
         with Image.open(tmp_path / "t0" / f"c{c}.jpg") as src:
             src.load()
-            ref = src.transpose(Image.Transpose.ROTATE_270) if c == 0 else src.copy()  # orientation 6: rotate 90 clockwise
+            ref = (
+                src.transpose(Image.Transpose.ROTATE_270) if c == 0 else src.copy()
+            )  # orientation 6: rotate 90 clockwise
         buf = io.BytesIO()
         ref.convert("RGB").save(buf, format="JPEG", quality=85)
         assert data == buf.getvalue(), c
@@ -305,8 +355,13 @@ def test_images_are_sent_upright_when_they_carry_an_orientation_tag(servers, tmp
 @pytest.mark.parametrize("status", [429, 500, 503, 400])
 def test_http_calls_per_request_on_a_persistent_error(servers, tmp_path, monkeypatch, status, no_sleep):
     track = make_track(tmp_path, ks=(3,))  # k = 3: the three trials' orders differ, so each request has its own body
-    api = servers(lambda n, body, h: (status, {"Content-Type": "application/json"},
-                                      json.dumps({"error": {"message": f"scripted failure {status} " + "x" * 400}}).encode()))
+    api = servers(
+        lambda n, body, h: (
+            status,
+            {"Content-Type": "application/json"},
+            json.dumps({"error": {"message": f"scripted failure {status} " + "x" * 400}}).encode(),
+        )
+    )
     monkeypatch.setenv("T22_KEY", KEY)
     assert cli_main(run_args(track, api.base, tmp_path)) == 1
     assert set(api.calls.values()) == {ref_calls(status)}
@@ -427,11 +482,15 @@ def test_a_huge_body_is_refused_with_bounded_memory(servers):
 
 
 def test_a_declared_huge_body_is_refused_before_reading(servers):
-    api = servers(lambda n, body, h: (h.send_response(200), h.send_header("Content-Length", str(10 ** 12)), h.end_headers(), None)[-1])
+    api = servers(
+        lambda n, body, h: (h.send_response(200), h.send_header("Content-Length", str(10**12)), h.end_headers(), None)[
+            -1
+        ]
+    )
     t0 = time.monotonic()
     with pytest.raises(chat_api.ApiError) as exc:
         chat_api.post(api.base + "/chat/completions", b"{}", {}, 10.0, max_bytes=1 << 20)
-    assert str(exc.value) == f"HTTP 200: response body of {10 ** 12} bytes is over the limit of {1 << 20} bytes"
+    assert str(exc.value) == f"HTTP 200: response body of {10**12} bytes is over the limit of {1 << 20} bytes"
     assert time.monotonic() - t0 < 5
 
 
@@ -449,15 +508,39 @@ def test_an_answers_file_with_line_separators_stays_readable(servers, tmp_path, 
     before = sum(api.calls.values())
     assert cli_main(args) == 0  # resume reads the file: nothing asked again
     assert sum(api.calls.values()) == before
-    assert cli_main(["vab", "score", "--track", str(track), "--answers", str(tmp_path / "answers.jsonl"),
-                     "--results", str(tmp_path / "results2")]) == 0
+    assert (
+        cli_main(
+            [
+                "vab",
+                "score",
+                "--track",
+                str(track),
+                "--answers",
+                str(tmp_path / "answers.jsonl"),
+                "--results",
+                str(tmp_path / "results2"),
+            ]
+        )
+        == 0
+    )
     # a file written by an older kit (U+2028 raw inside a JSON string) is read too
     old = tmp_path / "old.jsonl"
-    old.write_text(json.dumps({"task_id": "task0", "trial": 0, "prompt_type": "pick_best", "response": f"{weird} BEST: A"},
-                              ensure_ascii=False) + "\n", encoding="utf-8")
+    old.write_text(
+        json.dumps(
+            {"task_id": "task0", "trial": 0, "prompt_type": "pick_best", "response": f"{weird} BEST: A"},
+            ensure_ascii=False,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     assert "\u2028" in old.read_text(encoding="utf-8")
     # read and scored; task1 has no answer in this file, so the run is incomplete (exit 1, issue #44 case 6)
-    assert cli_main(["vab", "score", "--track", str(track), "--answers", str(old), "--results", str(tmp_path / "results3")]) == 1
+    assert (
+        cli_main(
+            ["vab", "score", "--track", str(track), "--answers", str(old), "--results", str(tmp_path / "results3")]
+        )
+        == 1
+    )
     run = json.loads((tmp_path / "results3" / "clienttrack" / "old" / "run.json").read_text())
     assert run["n_scored"] == 1 and {"kind": "tasks_not_answered", "tasks": ["task1"]} in run["deviations"]
 
@@ -467,8 +550,19 @@ def test_extra_headers_and_body_fields_are_sent_and_secrets_never_written(server
     track = make_track(tmp_path, ks=(2,))
     monkeypatch.setenv("T22_KEY", KEY)
     monkeypatch.setenv("T22_ORG_SECRET", "org-secret-value-987")
-    args = run_args(track, api.base, tmp_path, "--header", "X-Org=env:T22_ORG_SECRET", "--header", "X-Inline=inline-secret-654",
-                    "--extra-body", 'reasoning_effort="high"', "--extra-body", "top_k=5")
+    args = run_args(
+        track,
+        api.base,
+        tmp_path,
+        "--header",
+        "X-Org=env:T22_ORG_SECRET",
+        "--header",
+        "X-Inline=inline-secret-654",
+        "--extra-body",
+        'reasoning_effort="high"',
+        "--extra-body",
+        "top_k=5",
+    )
     assert cli_main(args) == 0
     for call in api.seen:
         assert call["headers"]["X-Org"] == "org-secret-value-987" and call["headers"]["X-Inline"] == "inline-secret-654"
@@ -484,7 +578,9 @@ def test_extra_headers_and_body_fields_are_sent_and_secrets_never_written(server
 
 
 @pytest.mark.parametrize("via_ini", [False, True])
-def test_the_plugin_sends_the_same_headers_and_body_fields_as_vab_run(servers, tmp_path, monkeypatch, pytester, via_ini):
+def test_the_plugin_sends_the_same_headers_and_body_fields_as_vab_run(
+    servers, tmp_path, monkeypatch, pytester, via_ini
+):
     """--pstbench-header / --pstbench-extra-body (or their ini twins) reach the endpoint as `vab run`'s do, and
     no header value is written: run.json keeps the names, its command line shows <redacted>."""
     api = servers(lambda n, body, h: answer({"role": "assistant", "content": "BEST: A\nWORST: B"}))
@@ -493,15 +589,30 @@ def test_the_plugin_sends_the_same_headers_and_body_fields_as_vab_run(servers, t
     monkeypatch.setenv("T22_ORG_SECRET", "org-secret-value-987")
     headers = ["X-Org=env:T22_ORG_SECRET", "X-Inline=inline-secret-654"]
     bodies = ['reasoning_effort="high"', "top_k=5"]
-    args = ["-p", "no:cacheprovider", f"--pstbench-track={track}", "--pstbench-model=m1", f"--pstbench-api-base={api.base}",
-            "--pstbench-api-key-env=T22_KEY"]
+    args = [
+        "-p",
+        "no:cacheprovider",
+        f"--pstbench-track={track}",
+        "--pstbench-model=m1",
+        f"--pstbench-api-base={api.base}",
+        "--pstbench-api-key-env=T22_KEY",
+    ]
     if via_ini:
-        pytester.makeini("[pytest]\npstbench_header =\n    " + "\n    ".join(headers)
-                         + "\npstbench_extra_body =\n    " + "\n    ".join(bodies) + "\n")
+        pytester.makeini(
+            "[pytest]\npstbench_header =\n    "
+            + "\n    ".join(headers)
+            + "\npstbench_extra_body =\n    "
+            + "\n    ".join(bodies)
+            + "\n"
+        )
         args += ["-o", "pstbench_header=X-Inline=inline-secret-654"]  # the command line's override, redacted too
     else:
-        args += ["--pstbench-header", headers[0], f"--pstbench-header={headers[1]}",
-                 *(a for b in bodies for a in ("--pstbench-extra-body", b))]
+        args += [
+            "--pstbench-header",
+            headers[0],
+            f"--pstbench-header={headers[1]}",
+            *(a for b in bodies for a in ("--pstbench-extra-body", b)),
+        ]
     pytester.runpytest_inprocess(*args).assert_outcomes(passed=1)
     assert api.seen
     for call in api.seen:
@@ -522,41 +633,109 @@ def test_the_plugin_sends_the_same_headers_and_body_fields_as_vab_run(servers, t
 
 def test_plugin_header_options_are_parsed_as_vab_runs_and_need_a_model(tmp_path, pytester):
     track = make_track(tmp_path / "trk", ks=(2,))
-    r = pytester.runpytest_inprocess(f"--pstbench-track={track}", "--pstbench-model=m1", "--pstbench-api-base=http://127.0.0.1:9/v1",
-                                     "--pstbench-header", "Host=x")
+    r = pytester.runpytest_inprocess(
+        f"--pstbench-track={track}",
+        "--pstbench-model=m1",
+        "--pstbench-api-base=http://127.0.0.1:9/v1",
+        "--pstbench-header",
+        "Host=x",
+    )
     assert r.ret == 4
     assert "pstbench: --pstbench-header Host: this header is set by the client; fix: drop it" in r.stderr.str()
-    r = pytester.runpytest_inprocess(f"--pstbench-track={track}", "--pstbench-judge=x.py:f", "--pstbench-extra-body", "a=1")
+    r = pytester.runpytest_inprocess(
+        f"--pstbench-track={track}", "--pstbench-judge=x.py:f", "--pstbench-extra-body", "a=1"
+    )
     assert r.ret == 4
-    assert ("pstbench: --pstbench-extra-body: sent with the requests of --pstbench-model only; fix: give --pstbench-model "
-            "NAME --pstbench-api-base URL, or drop the option") in r.stderr.str()
+    assert (
+        "pstbench: --pstbench-extra-body: sent with the requests of --pstbench-model only; fix: give --pstbench-model "
+        "NAME --pstbench-api-base URL, or drop the option"
+    ) in r.stderr.str()
 
 
 def test_recorded_command_lines_redact_every_spelling_of_a_header_value():
-    words = ["--header", "A=1", "--head=B=2", "--hea", "C=3", "--name", "n", "-o", "pstbench_header=E=4",
-             "--override-ini=pstbench_header=F=5", "-opstbench_header=G=6", "-o", "other=1", "--pstbench-header", "H=7",
-             "--pstbench-header=I=8"]
+    words = [
+        "--header",
+        "A=1",
+        "--head=B=2",
+        "--hea",
+        "C=3",
+        "--name",
+        "n",
+        "-o",
+        "pstbench_header=E=4",
+        "--override-ini=pstbench_header=F=5",
+        "-opstbench_header=G=6",
+        "-o",
+        "other=1",
+        "--pstbench-header",
+        "H=7",
+        "--pstbench-header=I=8",
+    ]
     assert model_options.redact_words(words, "--pstbench-header", "pstbench_header") == [
-        "--header", "A=1", "--head=B=2", "--hea", "C=3", "--name", "n", "-o", "pstbench_header=E=<redacted>",
-        "--override-ini=pstbench_header=F=<redacted>", "-opstbench_header=G=<redacted>", "-o", "other=1", "--pstbench-header",
-        "H=<redacted>", "--pstbench-header=I=<redacted>"]
-    assert model_options.redact_words(words[:5]) == ["--header", "A=<redacted>", "--head=B=<redacted>", "--hea", "C=<redacted>"]
+        "--header",
+        "A=1",
+        "--head=B=2",
+        "--hea",
+        "C=3",
+        "--name",
+        "n",
+        "-o",
+        "pstbench_header=E=<redacted>",
+        "--override-ini=pstbench_header=F=<redacted>",
+        "-opstbench_header=G=<redacted>",
+        "-o",
+        "other=1",
+        "--pstbench-header",
+        "H=<redacted>",
+        "--pstbench-header=I=<redacted>",
+    ]
+    assert model_options.redact_words(words[:5]) == [
+        "--header",
+        "A=<redacted>",
+        "--head=B=<redacted>",
+        "--hea",
+        "C=<redacted>",
+    ]
 
 
-@pytest.mark.parametrize("option, message", [
-    (["--header", "no-equals"], "--header 'no-equals': give NAME=VALUE with an HTTP header name (e.g. --header api-key=env:AZURE_KEY)"),
-    (["--header", "Host=x"], "--header Host: this header is set by the client; fix: drop it"),
-    (["--header", "X-A=env:T22_UNSET_VAR"], "--header X-A=env:T22_UNSET_VAR: environment variable T22_UNSET_VAR is not set; fix: export it first"),
-    (["--extra-body", "max_tokens=5"], "--extra-body max_tokens=...: the kit sets max_tokens itself (from the protocol or its own option); fix: use --model / --temperature / --max-tokens, or drop the field"),
-    (["--timeout", "0"], "--timeout 0.0: must be a positive number of seconds of at most 86400 (the limit of one whole "
-                         "API call); fix: e.g. --timeout 600"),
-    (["--timeout", "inf"], "--timeout inf: must be a positive number of seconds of at most 86400 (the limit of one whole "
-                           "API call); fix: e.g. --timeout 600"),
-    (["--temperature", "nan"], "--temperature nan: must be a finite number from 0 to 100 (the protocol's range for "
-                               "sampling.temperature); fix: e.g. --temperature 0"),
-    (["--max-tokens", "0"], "--max-tokens 0: must be a whole number from 1 to 10000000; fix: e.g. --max-tokens 8192"),
-    (["--concurrency", "0"], "--concurrency 0: must be from 1 to 1000; fix: e.g. --concurrency 10"),
-])
+@pytest.mark.parametrize(
+    "option, message",
+    [
+        (
+            ["--header", "no-equals"],
+            "--header 'no-equals': give NAME=VALUE with an HTTP header name (e.g. --header api-key=env:AZURE_KEY)",
+        ),
+        (["--header", "Host=x"], "--header Host: this header is set by the client; fix: drop it"),
+        (
+            ["--header", "X-A=env:T22_UNSET_VAR"],
+            "--header X-A=env:T22_UNSET_VAR: environment variable T22_UNSET_VAR is not set; fix: export it first",
+        ),
+        (
+            ["--extra-body", "max_tokens=5"],
+            "--extra-body max_tokens=...: the kit sets max_tokens itself (from the protocol or its own option); fix: use --model / --temperature / --max-tokens, or drop the field",
+        ),
+        (
+            ["--timeout", "0"],
+            "--timeout 0.0: must be a positive number of seconds of at most 86400 (the limit of one whole "
+            "API call); fix: e.g. --timeout 600",
+        ),
+        (
+            ["--timeout", "inf"],
+            "--timeout inf: must be a positive number of seconds of at most 86400 (the limit of one whole "
+            "API call); fix: e.g. --timeout 600",
+        ),
+        (
+            ["--temperature", "nan"],
+            "--temperature nan: must be a finite number from 0 to 100 (the protocol's range for "
+            "sampling.temperature); fix: e.g. --temperature 0",
+        ),
+        (
+            ["--max-tokens", "0"],
+            "--max-tokens 0: must be a whole number from 1 to 10000000; fix: e.g. --max-tokens 8192",
+        ),
+        (["--concurrency", "0"], "--concurrency 0: must be from 1 to 1000; fix: e.g. --concurrency 10"),
+    ],
+)
 def test_bad_client_options_are_one_line_errors(tmp_path, capsys, option, message, monkeypatch):
     monkeypatch.delenv("T22_UNSET_VAR", raising=False)
     track = make_track(tmp_path, ks=(2,))

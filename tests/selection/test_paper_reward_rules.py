@@ -2,6 +2,7 @@
 models, listed"; §H.4): Q-Instruct's logit difference, PEAS's expected value of a 10-bin distribution,
 RealQA's text parse with its second constrained prompt. Each is checked on given logits, distributions and
 texts against a hand computation; docs/selection.md's table lists all six."""
+
 from __future__ import annotations
 
 import math
@@ -9,8 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from pytest_pstbench.selection.paper_rewards import (MISSING, MODELS, peas_score, qinstruct_score, realqa_parse,
-                                                     realqa_score)
+from pytest_pstbench.selection.paper_rewards import (
+    MISSING,
+    MODELS,
+    peas_score,
+    qinstruct_score,
+    realqa_parse,
+    realqa_score,
+)
 
 
 def test_qinstruct_is_the_logit_of_good_minus_that_of_poor():
@@ -30,10 +37,20 @@ def test_peas_is_the_expected_bin_of_its_10_bin_distribution():
             peas_score(bad)
 
 
-@pytest.mark.parametrize("text, score", [
-    ("7.5", 7.5), ("Score: 8/10", 8.0), ("I would rate this image 6 out of 10.", 6.0), ("10.0", 10.0), ("0", 0.0),
-    ("The aesthetic quality is high.", None), ("85 out of 100", None), ("-3", None), ("v2.7 model says 4", 4.0),
-])
+@pytest.mark.parametrize(
+    "text, score",
+    [
+        ("7.5", 7.5),
+        ("Score: 8/10", 8.0),
+        ("I would rate this image 6 out of 10.", 6.0),
+        ("10.0", 10.0),
+        ("0", 0.0),
+        ("The aesthetic quality is high.", None),
+        ("85 out of 100", None),
+        ("-3", None),
+        ("v2.7 model says 4", 4.0),
+    ],
+)
 def test_realqa_text_parses_to_a_score_in_0_10(text, score):
     assert realqa_parse(text) == score
 

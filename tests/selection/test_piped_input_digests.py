@@ -1,5 +1,6 @@
 """An input read from a pipe (`/dev/stdin`, `<(...)`) is recorded with the sha256 of the bytes read, not of the
 nothing a second read finds (issue #44 case 19)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -9,6 +10,7 @@ import threading
 from pathlib import Path
 
 from helpers.damaged_world import _selection_track
+
 from pytest_pstbench.cli import main
 from pytest_pstbench.core.protocol import load_protocol
 from pytest_pstbench.selection.human import human_reference
@@ -44,8 +46,11 @@ def test_study_records_the_digest_of_the_annotations_it_read_from_a_pipe(tmp_pat
 def test_the_human_row_records_the_digest_of_the_votes_it_read_from_a_pipe(tmp_path):
     """Issue #44 case 19: the human row's votes_sha256 (run.json `human.sha256`) is of the bytes read."""
     track = load_selection_manifest(_selection_track(tmp_path / "track"))
-    rows = [f"t{t:02d},{k},j{i},{k - 1 if i < 9 else 0},{('0' if i < 9 else '1') if k == 3 else ''}\n"
-            for t, k in ((1, 2), (2, 3), (3, 2), (4, 3)) for i in range(10)]
+    rows = [
+        f"t{t:02d},{k},j{i},{k - 1 if i < 9 else 0},{('0' if i < 9 else '1') if k == 3 else ''}\n"
+        for t, k in ((1, 2), (2, 3), (3, 2), (4, 3))
+        for i in range(10)
+    ]
     data = ("task_id,k,judge,best,worst\n" + "".join(rows)).encode()
     path, writer = piped(data)
     human = human_reference(track, Path(path), SelectionParams.of(load_protocol("vab")))

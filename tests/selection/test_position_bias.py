@@ -6,6 +6,7 @@ that prefers dataset index 0, which trial 0 shows first) are called biased in at
 repetitions; the numbers equal an independent computation (every assignment of a task's picks to its
 trials enumerated by hand, then scipy.stats.chisquare). A run's position_bias is recomputed by the
 validating loader: a faked value, or faked int seeds, is refused."""
+
 from __future__ import annotations
 
 import itertools
@@ -15,9 +16,9 @@ import random
 from types import SimpleNamespace
 
 import pytest
+from helpers.selection_runs import score
 from scipy.stats import chisquare
 
-from helpers.selection_runs import score
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.protocol import load_protocol
 from pytest_pstbench.selection.permutations import orders_for
@@ -47,8 +48,10 @@ def _answers(tasks, orders, pick, rng):
 
 def slot_judge(slot: int, strength: float):
     """Picks the candidate shown at `slot` with probability `strength`, else a uniformly random candidate."""
+
     def pick(task, order, rng):
         return order[slot] if rng.random() < strength else rng.randrange(task.k)
+
     return pick
 
 
@@ -73,8 +76,13 @@ def test_planted_slot_preference_detected_with_its_rates():
     assert pb["roles"]["best"]["all_k"]["biased"] is True
     assert "worst" in pb["roles"] and pb["roles"]["worst"]["all_k"]["n"] == 0  # no worst answers: nothing tested
     # the power over repetitions of a smaller track (60 tasks, three trials each)
-    hits = sum(position_bias(t, _answers(t, o, slot_judge(0, strength), random.Random(r)), o, PARAMS, ALPHA)
-               ["roles"]["best"]["by_k"][str(k)]["biased"] for r in range(40) for t, o in [_track(60, k, 100 + r)])
+    hits = sum(
+        position_bias(t, _answers(t, o, slot_judge(0, strength), random.Random(r)), o, PARAMS, ALPHA)["roles"]["best"][
+            "by_k"
+        ][str(k)]["biased"]
+        for r in range(40)
+        for t, o in [_track(60, k, 100 + r)]
+    )
     assert hits >= 36
 
 
@@ -95,7 +103,7 @@ def _independent(tasks, orders, answers, k):
     """Observed and expected counts by enumerating every assignment of a task's picks to its trials."""
     obs, exp = [0] * k, [0.0] * k
     tasks_all = same_image = same_slot = 0
-    for task, o, a in zip(tasks, orders, answers):
+    for _task, o, a in zip(tasks, orders, answers):
         trials = [t for t, x in enumerate(a["pick_best"]) if x["status"] == "ok"]
         picks = [a["pick_best"][t]["best"] for t in trials]
         for t, x in zip(trials, picks):
@@ -146,8 +154,13 @@ def _slot_answers(path, track, params):
                 elif ptype == "pick_worst":
                     lines.append({**base, "worst": params.labels[task.k - 1]})
                 else:
-                    lines.append({**base, "best": params.labels[order.index(task.best)],
-                                  "worst": params.labels[order.index(task.worst)]})
+                    lines.append(
+                        {
+                            **base,
+                            "best": params.labels[order.index(task.best)],
+                            "worst": params.labels[order.index(task.worst)],
+                        }
+                    )
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
     return path
 
@@ -157,6 +170,7 @@ def test_run_reports_and_the_loader_recomputes_position_bias(tmp_path, monkeypat
     position_bias (best favours A, worst the last slot, both biased; best+worst follows the images), prints the
     table, and the validating loader refuses a faked rate and faked int seeds."""
     import helpers.selection_runs as sr
+
     from pytest_pstbench.core.store.reader import read_runs
 
     demo = resolve_selection_track("vab-demo")
@@ -167,7 +181,7 @@ def test_run_reports_and_the_loader_recomputes_position_bias(tmp_path, monkeypat
     summary = json.loads((run_dir / "summary.json").read_text())
     roles = summary["position_bias"]["roles"]
     assert roles["best"]["all_k"]["biased"] and roles["worst"]["all_k"]["biased"]
-    for k, e in roles["best"]["by_k"].items():
+    for _k, e in roles["best"]["by_k"].items():
         assert e["rates"][0] == 1.0 and e["same_slot"] + e["same_image"] == pytest.approx(1.0)
     assert all(e["favoured"] == PARAMS.labels[int(k) - 1] for k, e in roles["worst"]["by_k"].items())
     assert roles["bw_best"]["all_k"]["biased"] is False
@@ -176,7 +190,9 @@ def test_run_reports_and_the_loader_recomputes_position_bias(tmp_path, monkeypat
     from pytest_pstbench.selection.paper_table import build_selection_table
 
     notes = build_selection_table([run_dir], metrics=None, against="best", protocol_spec=None).notes
-    assert any(n.startswith("Position bias of slot on track vab-demo") and "best p=" in n and "(biased)" in n for n in notes)
+    assert any(
+        n.startswith("Position bias of slot on track vab-demo") and "best p=" in n and "(biased)" in n for n in notes
+    )
     assert any("Position bias of Human" in n and "not measured" in n for n in notes)
 
     summary["position_bias"]["roles"]["best"]["by_k"]["3"]["rates"][0] = 0.5

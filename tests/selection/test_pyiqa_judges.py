@@ -7,6 +7,7 @@ an unknown one, a full-reference one and a missing pyiqa are one-line errors. Wi
 weight-free metric PIQE scores vab-demo, and its scores are checked against pyiqa called directly on each
 image (skipped otherwise: pyiqa is the optional extra `[iqa]`).
 """
+
 from __future__ import annotations
 
 import csv
@@ -91,7 +92,9 @@ def small_track(tmp_path) -> Path:
             files.append(f"{tid}/c{c}.png")
         tasks.append({"id": tid, "candidates": files, "best": 1, "worst": 0})
     manifest = tmp_path / "track.yaml"
-    manifest.write_text(yaml.safe_dump({"kind": "selection", "id": "iqatrack", "revision": "r1", "tasks": tasks}, sort_keys=False))
+    manifest.write_text(
+        yaml.safe_dump({"kind": "selection", "id": "iqatrack", "revision": "r1", "tasks": tasks}, sort_keys=False)
+    )
     return manifest
 
 
@@ -124,8 +127,21 @@ def test_a_metric_that_refuses_a_batch_gets_one_image_per_call(fake, small_track
 
 
 def test_run_json_records_metric_version_device_and_negation(fake, small_track, tmp_path, capsys):
-    assert cli_main(["vab", "score", "--track", str(small_track), "--judge", "pyiqa:blueness_low",
-                     "--results", str(tmp_path / "r")]) == 0
+    assert (
+        cli_main(
+            [
+                "vab",
+                "score",
+                "--track",
+                str(small_track),
+                "--judge",
+                "pyiqa:blueness_low",
+                "--results",
+                str(tmp_path / "r"),
+            ]
+        )
+        == 0
+    )
     run_dir = tmp_path / "r" / "iqatrack" / "pyiqa-blueness_low"
     run = json.loads((run_dir / "run.json").read_text())
     j = run["judge"]
@@ -134,28 +150,50 @@ def test_run_json_records_metric_version_device_and_negation(fake, small_track, 
     assert j["torch_version"] == torch.__version__ and "weights_cache" in j
     rows = list(csv.DictReader((run_dir / "per_task.csv").read_text().splitlines()))
     # negated: the least red candidate is the best; t0 is labelled best 1 (the reddest), worst 0
-    assert [float(x) for x in rows[0]["scores"].split(";")] == pytest.approx([-10 / 255, -200 / 255, -90 / 255], abs=1e-6)
+    assert [float(x) for x in rows[0]["scores"].split(";")] == pytest.approx(
+        [-10 / 255, -200 / 255, -90 / 255], abs=1e-6
+    )
     assert rows[0]["best_t0"] == "0" and rows[0]["worst_t0"] == "1"
     assert "judge: pyiqa:blueness_low" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("spec, fail, message", [
-    ("pyiqa:ssim", None, "--judge pyiqa:ssim: ssim is a full-reference pyiqa metric (it compares an image with a reference "
-     "image); a judge scores each candidate alone; fix: give a no-reference metric (pyiqa.list_models(metric_mode='NR'), "
-     "e.g. pyiqa:piqe, pyiqa:musiq, pyiqa:qalign)"),
-    ("pyiqa:redneses", None, "--judge pyiqa:redneses: pyiqa 0.0.fake has no metric redneses (did you mean redness?); fix: give "
-     "a no-reference metric of pyiqa.list_models(metric_mode='NR'), e.g. pyiqa:piqe, pyiqa:musiq, pyiqa:qalign"),
-    ("pyiqa:", None, "--judge pyiqa:: name a pyiqa metric after 'pyiqa:' (e.g. pyiqa:piqe, pyiqa:qalign); fix: give pyiqa:NAME"),
-    ("pyiqa:redness", OSError("[Errno -2] Name or service\nnot known"),
-     "--judge pyiqa:redness: pyiqa 0.0.fake could not create metric redness (OSError: [Errno -2] Name or service not known); "
-     "pyiqa fetches its weights into CACHE (models on Hugging Face, such as qalign, into the Hugging Face cache); fix: "
-     "`pstbench weights fetch pyiqa:redness` where they can be downloaded (checked against pinned digests), or run once "
-     "there and copy that folder here (docs/selection.md, pinned pyiqa weights)"),
-])
+@pytest.mark.parametrize(
+    "spec, fail, message",
+    [
+        (
+            "pyiqa:ssim",
+            None,
+            "--judge pyiqa:ssim: ssim is a full-reference pyiqa metric (it compares an image with a reference "
+            "image); a judge scores each candidate alone; fix: give a no-reference metric (pyiqa.list_models(metric_mode='NR'), "
+            "e.g. pyiqa:piqe, pyiqa:musiq, pyiqa:qalign)",
+        ),
+        (
+            "pyiqa:redneses",
+            None,
+            "--judge pyiqa:redneses: pyiqa 0.0.fake has no metric redneses (did you mean redness?); fix: give "
+            "a no-reference metric of pyiqa.list_models(metric_mode='NR'), e.g. pyiqa:piqe, pyiqa:musiq, pyiqa:qalign",
+        ),
+        (
+            "pyiqa:",
+            None,
+            "--judge pyiqa:: name a pyiqa metric after 'pyiqa:' (e.g. pyiqa:piqe, pyiqa:qalign); fix: give pyiqa:NAME",
+        ),
+        (
+            "pyiqa:redness",
+            OSError("[Errno -2] Name or service\nnot known"),
+            "--judge pyiqa:redness: pyiqa 0.0.fake could not create metric redness (OSError: [Errno -2] Name or service not known); "
+            "pyiqa fetches its weights into CACHE (models on Hugging Face, such as qalign, into the Hugging Face cache); fix: "
+            "`pstbench weights fetch pyiqa:redness` where they can be downloaded (checked against pinned digests), or run once "
+            "there and copy that folder here (docs/selection.md, pinned pyiqa weights)",
+        ),
+    ],
+)
 def test_bad_pyiqa_judges_are_one_line_errors(monkeypatch, small_track, tmp_path, capsys, spec, fail, message):
     monkeypatch.setitem(sys.modules, "pyiqa", fake_pyiqa(fail))
     cache = str(Path(torch.hub.get_dir()) / "pyiqa")  # the fake has no pyiqa.utils: torch hub's folder, as pyiqa 0.1
-    assert cli_main(["vab", "score", "--track", str(small_track), "--judge", spec, "--results", str(tmp_path / "r")]) == 2
+    assert (
+        cli_main(["vab", "score", "--track", str(small_track), "--judge", spec, "--results", str(tmp_path / "r")]) == 2
+    )
     assert capsys.readouterr().err == f"pstbench: error: {message.replace('CACHE', cache)}\n"
     assert not (tmp_path / "r").exists()
 
@@ -170,7 +208,9 @@ def test_pyiqa_not_installed_says_how_to_install_it(monkeypatch):
 
 def test_a_device_without_cuda_is_refused_before_the_metric_is_made(fake, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    with pytest.raises(UserError, match=r"^--judge pyiqa:redness: device 'cuda' was asked for, but CUDA is not available"):
+    with pytest.raises(
+        UserError, match=r"^--judge pyiqa:redness: device 'cuda' was asked for, but CUDA is not available"
+    ):
         load_judge("pyiqa:redness", device="cuda")
     assert fake.created == []
 
@@ -192,24 +232,40 @@ def test_the_fixture_may_return_a_pyiqa_spec(small_track, pytester):
     r = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--pstbench-track={small_track}")
     r.assert_outcomes(passed=2)
     run = json.loads((pytester.path / "results" / "iqatrack" / "pytest" / "run.json").read_text())
-    assert run["judge"]["kind"] == "pyiqa" and run["judge"]["negated"] is True and run["judge"]["fixture"] == "pstbench_judge"
+    assert (
+        run["judge"]["kind"] == "pyiqa"
+        and run["judge"]["negated"] is True
+        and run["judge"]["fixture"] == "pstbench_judge"
+    )
 
 
 def test_a_function_judge_never_imports_pyiqa(tmp_path, small_track):
-    code = (f"import sys; from pytest_pstbench.cli import main; "
-            f"rc = main(['vab', 'score', '--track', {str(small_track)!r}, '--judge', 'examples/judges/no_reference.py:sharpness', "
-            f"'--results', {str(tmp_path / 'r')!r}]); "
-            "print(rc, 'pyiqa' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).resolve().parents[2]).stdout
+    code = (
+        f"import sys; from pytest_pstbench.cli import main; "
+        f"rc = main(['vab', 'score', '--track', {str(small_track)!r}, '--judge', 'examples/judges/no_reference.py:sharpness', "
+        f"'--results', {str(tmp_path / 'r')!r}]); "
+        "print(rc, 'pyiqa' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[2],
+    ).stdout
     assert out.strip().splitlines()[-1] == "0 False"
 
 
 def test_pyiqa_piqe_scores_vab_demo(tmp_path, capsys):
     """The weight-free PIQE (lower is better) scores the demo track; each candidate's score is -PIQE of pyiqa
     called on that image alone (the adapter's decoding, scaling, batching and negation)."""
-    pyiqa = pytest.importorskip("pyiqa", reason="pyiqa is the optional extra [iqa] (from the clone: pip install -e '.[iqa]')")
-    assert cli_main(["vab", "score", "--track", "vab-demo", "--judge", "pyiqa:piqe", "--results", str(tmp_path / "r")]) == 0
+    pyiqa = pytest.importorskip(
+        "pyiqa", reason="pyiqa is the optional extra [iqa] (from the clone: pip install -e '.[iqa]')"
+    )
+    assert (
+        cli_main(["vab", "score", "--track", "vab-demo", "--judge", "pyiqa:piqe", "--results", str(tmp_path / "r")])
+        == 0
+    )
     assert "judge: pyiqa:piqe" in capsys.readouterr().out
     run_dir = tmp_path / "r" / "vab-demo" / "pyiqa-piqe"
     run = json.loads((run_dir / "run.json").read_text())
@@ -233,21 +289,32 @@ def test_pyiqa_piqe_scores_vab_demo(tmp_path, capsys):
     assert params.judge["num_trials"] == run["judge"]["num_trials"]
 
 
-def test_a_module_pyiqa_does_not_declare_is_named_with_the_extra_not_the_weights(monkeypatch, small_track, tmp_path, capsys):
+def test_a_module_pyiqa_does_not_declare_is_named_with_the_extra_not_the_weights(
+    monkeypatch, small_track, tmp_path, capsys
+):
     """Issue #43: `pyiqa:qalign` failed with `No module named 'icecream'` and a fix about weights."""
     missing = ModuleNotFoundError("No module named 'icecream'", name="icecream")
     monkeypatch.setitem(sys.modules, "pyiqa", fake_pyiqa(missing))
     source = Path(__import__("pytest_pstbench").__file__).resolve().parents[1]  # the tests run from a source tree
-    assert cli_main(["vab", "score", "--track", str(small_track), "--judge", "pyiqa:redness", "--results", str(tmp_path / "r")]) == 2
+    assert (
+        cli_main(
+            ["vab", "score", "--track", str(small_track), "--judge", "pyiqa:redness", "--results", str(tmp_path / "r")]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
-    assert err == (f"pstbench: error: --judge pyiqa:redness: pyiqa 0.0.fake's metric redness imports the module icecream, "
-                   f"which is not installed (pyiqa does not declare it); fix: pip install -e '{source}[iqa]' (the [iqa] extra "
-                   "brings what pyiqa's metrics import), or pip install icecream\n")
+    assert err == (
+        f"pstbench: error: --judge pyiqa:redness: pyiqa 0.0.fake's metric redness imports the module icecream, "
+        f"which is not installed (pyiqa does not declare it); fix: pip install -e '{source}[iqa]' (the [iqa] extra "
+        "brings what pyiqa's metrics import), or pip install icecream\n"
+    )
     assert "weights" not in err
 
 
 def test_the_iqa_extra_declares_what_pyiqa_imports_without_declaring():
     import tomllib
 
-    extra = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["project"]["optional-dependencies"]["iqa"]
+    extra = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]["iqa"]
     assert any(r.startswith("icecream") for r in extra) and "setuptools<81" in extra

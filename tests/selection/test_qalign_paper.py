@@ -7,6 +7,7 @@ whose Q-Align returns given logits (the real model is never downloaded here); ru
 weights, num_trials and the model revision. The paper's other reward models are refused in one line naming
 what is missing (never a silent stand-in).
 """
+
 from __future__ import annotations
 
 import json
@@ -36,7 +37,8 @@ def test_word_weighting_equals_a_hand_computation():
     assert qalign.paper_aesthetic_score([50.0, 0, 0, 0, 0]) == pytest.approx(1.0, abs=1e-12)  # all on "excellent"
     assert qalign.paper_aesthetic_score([0, 0, 0, 0, 50.0]) == pytest.approx(0.0, abs=1e-12)  # all on "bad"
     assert qalign.paper_aesthetic_score([1000.0, 999.0, 0, 0, 0]) == pytest.approx(
-        (1 + 0.75 * math.exp(-1)) / (1 + math.exp(-1)), rel=1e-12)  # large logits: no overflow
+        (1 + 0.75 * math.exp(-1)) / (1 + math.exp(-1)), rel=1e-12
+    )  # large logits: no overflow
     assert qalign.WORDS == ("excellent", "good", "fair", "poor", "bad")
 
 
@@ -111,7 +113,9 @@ def track_file(tmp_path):
             files.append(f"{tid}/c{c}.png")
         tasks.append({"id": tid, "candidates": files, "best": 1, "worst": 0})
     path = tmp_path / "track.yaml"
-    path.write_text(yaml.safe_dump({"kind": "selection", "id": "qtrack", "revision": "r1", "tasks": tasks}, sort_keys=False))
+    path.write_text(
+        yaml.safe_dump({"kind": "selection", "id": "qtrack", "revision": "r1", "tasks": tasks}, sort_keys=False)
+    )
     return path
 
 
@@ -129,20 +133,40 @@ def test_the_aesthetic_task_one_image_per_call_averaged_over_num_trials(fake, tr
     net = fake.created[0].net
     assert [c[0] for c in net.calls] == ["aesthetic"] * 6 and {c[1] for c in net.calls} == {(1, 3, 5, 6)}
     # calls 1..6: candidate order within a trial, trial after trial; the shift is 0.5 on odd calls
-    assert scores == pytest.approx([expected(10, [0.5, 0.0]), expected(200, [0.0, 0.5]), expected(90, [0.5, 0.0])],
-                                   abs=2e-3)  # fp16 logits, as the model gives them
+    assert scores == pytest.approx(
+        [expected(10, [0.5, 0.0]), expected(200, [0.0, 0.5]), expected(90, [0.5, 0.0])], abs=2e-3
+    )  # fp16 logits, as the model gives them
     assert scores[1] > scores[2] > scores[0]
     assert judge.num_trials == 2 and len(fake.created) == 1
 
 
 def test_run_json_records_word_weights_num_trials_and_revision(fake, track_file, tmp_path, capsys):
     """issue #43: the spec's provenance: the words, their weights, num_trials, the model and its revision."""
-    assert cli_main(["vab", "score", "--track", str(track_file), "--judge", "vab-paper:qalign",
-                     "--results", str(tmp_path / "r")]) == 0
+    assert (
+        cli_main(
+            [
+                "vab",
+                "score",
+                "--track",
+                str(track_file),
+                "--judge",
+                "vab-paper:qalign",
+                "--results",
+                str(tmp_path / "r"),
+            ]
+        )
+        == 0
+    )
     run = json.loads((tmp_path / "r" / "qtrack" / "vab-paper-qalign" / "run.json").read_text())
     j = run["judge"]
     assert j["kind"] == "vab-paper" and j["spec"] == "vab-paper:qalign" and j["model"] == "qalign"
-    assert j["words"] == ["excellent", "good", "fair", "poor", "bad"] and j["word_weights"] == [1.0, 0.75, 0.5, 0.25, 0.0]
+    assert j["words"] == ["excellent", "good", "fair", "poor", "bad"] and j["word_weights"] == [
+        1.0,
+        0.75,
+        0.5,
+        0.25,
+        0.0,
+    ]
     assert j["task"] == "aesthetic" and j["num_trials"] == 1 and j["score_range"] == "0, 1"
     assert j["model_repository"] == "q-future/one-align" and j["model_revision"] == "abc123"
     assert j["pyiqa_metric"] == "qalign" and j["pyiqa_version"] == "0.0.fake" and j["paper_section"] == "H.4.2"
@@ -158,10 +182,16 @@ def test_the_revision_from_the_hugging_face_cache_when_the_config_has_none(tmp_p
     assert qalign.model_revision(model, hub_cache=tmp_path / "none") == "unknown"
 
 
-@pytest.mark.parametrize("spec, needle", [
-    ("vab-paper:artimuse", "ArtiMuse"), ("vab-paper:q-instruct", "Q-Instruct"), ("vab-paper:realqa", "RealQA"),
-    ("vab-paper:peas-aes", "PEAS-aes"), ("vab-paper:peas-ava", "PEAS-ava"),
-])
+@pytest.mark.parametrize(
+    "spec, needle",
+    [
+        ("vab-paper:artimuse", "ArtiMuse"),
+        ("vab-paper:q-instruct", "Q-Instruct"),
+        ("vab-paper:realqa", "RealQA"),
+        ("vab-paper:peas-aes", "PEAS-aes"),
+        ("vab-paper:peas-ava", "PEAS-ava"),
+    ],
+)
 def test_the_papers_other_reward_models_are_refused_naming_what_is_missing(fake, spec, needle):
     with pytest.raises(UserError) as e:
         load_judge(spec)

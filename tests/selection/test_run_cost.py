@@ -1,6 +1,7 @@
 """#40: a model run's cost (selection/pricing.py): usage x a price table (--price-in/--price-out or --prices FILE), per
 run, prompt type, task and trial, in run.json and summary.json, checked by the run validator; lines without usage make
 the cost unknown (never zero); `pstbench table` and the report show it; `vab run --estimate [--calibrate N]`."""
+
 from __future__ import annotations
 
 import csv
@@ -10,18 +11,37 @@ import re
 from collections import defaultdict
 
 import pytest
+from helpers.openai_server import OpenAIServer, make_selection_track, usage_for
 
 from pytest_pstbench.cli import main as cli_main
 from pytest_pstbench.selection import chat_api
-from helpers.openai_server import OpenAIServer, make_selection_track, usage_for
 
 P_IN, P_OUT, P_CACHED = 2.5, 10.0, 1.25
 
 
 def _args(track, base, tmp_path, *extra, answers="answers.jsonl", results="results"):
-    return ["vab", "run", "--track", str(track), "--model", "m1", "--api-base", base, "--api-key-env", "COST_KEY",
-            "--answers", str(tmp_path / answers), "--results", str(tmp_path / results), "-q",
-            "--concurrency", "3", "--timeout", "5", *extra]
+    return [
+        "vab",
+        "run",
+        "--track",
+        str(track),
+        "--model",
+        "m1",
+        "--api-base",
+        base,
+        "--api-key-env",
+        "COST_KEY",
+        "--answers",
+        str(tmp_path / answers),
+        "--results",
+        str(tmp_path / results),
+        "-q",
+        "--concurrency",
+        "3",
+        "--timeout",
+        "5",
+        *extra,
+    ]
 
 
 PRICES = ("--price-in", str(P_IN), "--price-out", str(P_OUT), "--price-cached-in", str(P_CACHED))
@@ -68,10 +88,14 @@ def test_cost_is_usage_times_price_per_run_type_task_and_trial(tmp_path, no_slee
         per_type[line["prompt_type"]] += _line_cost(line)
         per_trial[(line["task_id"], line["trial"])] += _line_cost(line)
     assert cost["by_prompt_type"] == pytest.approx(dict(per_type), rel=1e-12)
-    assert {(t, i): c for t, v in cost["per_task"].items() for i, c in enumerate(v)} == pytest.approx(dict(per_trial), rel=1e-12)
+    assert {(t, i): c for t, v in cost["per_task"].items() for i, c in enumerate(v)} == pytest.approx(
+        dict(per_trial), rel=1e-12
+    )
     # summary.json: the usage totals beside run.json's, and the cost's totals
     assert summary["usage"] == run["judge"]["usage"]
-    assert summary["cost"] == {k: cost[k] for k in ("currency", "total", "lines_priced", "lines_unknown", "by_prompt_type")}
+    assert summary["cost"] == {
+        k: cost[k] for k in ("currency", "total", "lines_priced", "lines_unknown", "by_prompt_type")
+    }
     assert "cost: " in capsys.readouterr().out
     # pstbench table: the cost and the cost per correct TB-1 pass^3 task (correct tasks counted here from per_task.csv)
     rows = list(csv.DictReader((run_dir / "per_task.csv").open()))
@@ -79,7 +103,9 @@ def test_cost_is_usage_times_price_per_run_type_task_and_trial(tmp_path, no_slee
     assert cli_main(["table", str(run_dir), "--format", "csv"]) == 0
     table = {(r["metric"], r["row"]): r for r in csv.DictReader(capsys.readouterr().out.splitlines())}
     assert float(table[("cost", "m1")]["value"]) == pytest.approx(cost["total"], rel=1e-12)
-    assert correct and float(table[("cost_per_correct", "m1")]["value"]) == pytest.approx(cost["total"] / correct, rel=1e-12)
+    assert correct and float(table[("cost_per_correct", "m1")]["value"]) == pytest.approx(
+        cost["total"] / correct, rel=1e-12
+    )
     assert cli_main(["table", str(run_dir)]) == 0
     assert "Cost per correct TB-1 pass^3 task (USD)" in capsys.readouterr().out
     # the report's summary shows it too
@@ -90,9 +116,13 @@ def test_cost_is_usage_times_price_per_run_type_task_and_trial(tmp_path, no_slee
 
 def test_lines_without_usage_make_the_cost_unknown_never_zero(tmp_path, no_sleep, capsys):
     track = make_selection_track(tmp_path)
-    server = OpenAIServer(usage_mode=lambda body: None if sum(p.get("type") == "image_url"
-                                                              for p in body["messages"][0]["content"]) == 2
-                          else usage_for(body, "BEST: A\nWORST: B", "full"))
+    server = OpenAIServer(
+        usage_mode=lambda body: (
+            None
+            if sum(p.get("type") == "image_url" for p in body["messages"][0]["content"]) == 2
+            else usage_for(body, "BEST: A\nWORST: B", "full")
+        )
+    )
     try:
         assert cli_main(_args(track, server.base, tmp_path, *PRICES)) == 0
     finally:
@@ -131,8 +161,25 @@ def test_vab_score_prices_an_answers_file_with_a_price_file(tmp_path, no_sleep, 
     assert "cost" not in run["judge"] and "cost" not in summary and "usage" in summary  # no prices: no cost
     prices = tmp_path / "prices.yaml"
     prices.write_text("other: {in: 9, out: 9}\nm1:\n  in: 0.4\n  out: 1.6\n  currency: EUR\n")
-    assert cli_main(["vab", "score", "--track", str(track), "--answers", str(tmp_path / "answers.jsonl"), "--name", "scored",
-                     "--results", str(tmp_path / "scored"), "--prices", str(prices)]) == 0
+    assert (
+        cli_main(
+            [
+                "vab",
+                "score",
+                "--track",
+                str(track),
+                "--answers",
+                str(tmp_path / "answers.jsonl"),
+                "--name",
+                "scored",
+                "--results",
+                str(tmp_path / "scored"),
+                "--prices",
+                str(prices),
+            ]
+        )
+        == 0
+    )
     _d, run, summary = _run_files(tmp_path, "scored")
     cost = run["judge"]["cost"]
     assert cost["total"] == pytest.approx(sum(_by_hand(u, 0.4, 1.6, 0.4) for _b, u in server.sent), rel=1e-12)
@@ -141,23 +188,43 @@ def test_vab_score_prices_an_answers_file_with_a_price_file(tmp_path, no_sleep, 
     assert summary["cost"]["total"] == cost["total"]
     prices.write_text("other: {in: 9, out: 9}\n")  # no row for the answers' model
     capsys.readouterr()
-    assert cli_main(["vab", "score", "--track", str(track), "--answers", str(tmp_path / "answers.jsonl"), "--name", "s2",
-                     "--results", str(tmp_path / "scored"), "--prices", str(prices)]) != 0
+    assert (
+        cli_main(
+            [
+                "vab",
+                "score",
+                "--track",
+                str(track),
+                "--answers",
+                str(tmp_path / "answers.jsonl"),
+                "--name",
+                "s2",
+                "--results",
+                str(tmp_path / "scored"),
+                "--prices",
+                str(prices),
+            ]
+        )
+        != 0
+    )
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "no price row for model 'm1'" in err and "fix:" in err
 
 
-@pytest.mark.parametrize("text, said", [
-    ("m1: {in: 1, out: 2}\nm2: {in: -1, out: 2}\n", ":2: row m2: in is -1"),
-    ("m1:\n  in: 1\n  out: two\n", ":3: row m1: out is 'two'"),
-    ("m1:\n  in: 1\n  ot: 2\n", ":3: row m1: field 'ot'"),
-    ("m1: {in: 1}\n", ":1: row m1: lacks 'out'"),
-    ("m1: {in: .inf, out: 1}\n", "row m1: in is inf"),
-    ("- m1\n- 2\n", "a mapping of model name"),
-    ("m1: [1, 2]\n", "row m1: is list"),
-    ("m1: {in: 1, out: 1, currency: 3}\n", "currency is 3"),
-    ("m1: {in: 1, out: 1\n", "not a valid YAML price file"),
-])
+@pytest.mark.parametrize(
+    "text, said",
+    [
+        ("m1: {in: 1, out: 2}\nm2: {in: -1, out: 2}\n", ":2: row m2: in is -1"),
+        ("m1:\n  in: 1\n  out: two\n", ":3: row m1: out is 'two'"),
+        ("m1:\n  in: 1\n  ot: 2\n", ":3: row m1: field 'ot'"),
+        ("m1: {in: 1}\n", ":1: row m1: lacks 'out'"),
+        ("m1: {in: .inf, out: 1}\n", "row m1: in is inf"),
+        ("- m1\n- 2\n", "a mapping of model name"),
+        ("m1: [1, 2]\n", "row m1: is list"),
+        ("m1: {in: 1, out: 1, currency: 3}\n", "currency is 3"),
+        ("m1: {in: 1, out: 1\n", "not a valid YAML price file"),
+    ],
+)
 def test_a_damaged_price_file_is_one_line(tmp_path, capsys, text, said):
     track = make_selection_track(tmp_path, ks=(3,))
     prices = tmp_path / "prices.yaml"
@@ -169,13 +236,16 @@ def test_a_damaged_price_file_is_one_line(tmp_path, capsys, text, said):
     assert not (tmp_path / "answers.jsonl").exists() and not (tmp_path / "results").exists()  # refused before asking
 
 
-@pytest.mark.parametrize("extra, said", [
-    (("--price-in", "1"), "--price-in without --price-out"),
-    (("--price-in", "-1", "--price-out", "1"), "--price-in is -1.0"),
-    (("--price-in", "nan", "--price-out", "1"), "--price-in is nan"),
-    (("--price-in", "1", "--price-out", "1", "--prices", "p.yaml"), "--prices and --price-in"),
-    (("--calibrate", "5"), "--calibrate N: only with --estimate"),
-])
+@pytest.mark.parametrize(
+    "extra, said",
+    [
+        (("--price-in", "1"), "--price-in without --price-out"),
+        (("--price-in", "-1", "--price-out", "1"), "--price-in is -1.0"),
+        (("--price-in", "nan", "--price-out", "1"), "--price-in is nan"),
+        (("--price-in", "1", "--price-out", "1", "--prices", "p.yaml"), "--prices and --price-in"),
+        (("--calibrate", "5"), "--calibrate N: only with --estimate"),
+    ],
+)
 def test_bad_price_options_are_one_line(tmp_path, capsys, extra, said):
     track = make_selection_track(tmp_path, ks=(3,))
     code = cli_main(_args(track, "http://127.0.0.1:9/v1", tmp_path, *extra))
@@ -189,13 +259,20 @@ def _edit(path, change):
     path.write_text(json.dumps(data, indent=2))
 
 
-@pytest.mark.parametrize("target, change, said", [
-    ("summary.json", lambda d: d["cost"].update(total=d["cost"]["total"] * 0.5), "cost is not run.json's judge.cost"),
-    ("summary.json", lambda d: d["usage"]["tokens"].update(prompt_tokens=1), "usage is not run.json's judge.usage"),
-    ("summary.json", lambda d: d.pop("cost"), "cost is not run.json's judge.cost"),
-    ("both", lambda d: d.update(total=d["total"] * 0.5), "judge.cost"),
-    ("both", lambda d: d.update(lines_unknown=3), "judge.cost prices"),
-])
+@pytest.mark.parametrize(
+    "target, change, said",
+    [
+        (
+            "summary.json",
+            lambda d: d["cost"].update(total=d["cost"]["total"] * 0.5),
+            "cost is not run.json's judge.cost",
+        ),
+        ("summary.json", lambda d: d["usage"]["tokens"].update(prompt_tokens=1), "usage is not run.json's judge.usage"),
+        ("summary.json", lambda d: d.pop("cost"), "cost is not run.json's judge.cost"),
+        ("both", lambda d: d.update(total=d["total"] * 0.5), "judge.cost"),
+        ("both", lambda d: d.update(lines_unknown=3), "judge.cost prices"),
+    ],
+)
 def test_the_validator_recomputes_usage_and_cost(tmp_path, no_sleep, capsys, target, change, said):
     track = make_selection_track(tmp_path)
     server = OpenAIServer()
@@ -254,7 +331,9 @@ def test_estimate_with_calibration_holds_the_full_runs_totals(tmp_path, no_sleep
         calibration = len(server.sent)
         assert calibration == 10 and len((tmp_path / "answers.jsonl").read_text().splitlines()) == 10
         assert not (tmp_path / "results").exists()
-        prompt, completion, cost = (_numbers(out, f"whole run {w}") for w in ("prompt tokens", "completion tokens", "cost"))
+        prompt, completion, cost = (
+            _numbers(out, f"whole run {w}") for w in ("prompt tokens", "completion tokens", "cost")
+        )
         # the rest of the same run: the calibration requests are not asked again
         assert cli_main(_args(track, server.base, tmp_path, *PRICES)) == 0
         assert len(server.sent) == 48
@@ -275,8 +354,8 @@ def test_estimate_with_calibration_holds_the_full_runs_totals(tmp_path, no_sleep
 
 def test_an_answers_file_without_usage_is_priced_as_unknown_and_still_valid(tmp_path, capsys):
     track = make_selection_track(tmp_path, ks=(3, 2))
-    from pytest_pstbench.selection.protocol import SelectionParams
     from pytest_pstbench.core.protocol import load_protocol
+    from pytest_pstbench.selection.protocol import SelectionParams
     from pytest_pstbench.selection.tracks import resolve_selection_track
 
     params = SelectionParams.of(load_protocol("vab"))
@@ -284,12 +363,30 @@ def test_an_answers_file_without_usage_is_priced_as_unknown_and_still_valid(tmp_
     for task in resolve_selection_track(str(track)).tasks:
         for t in range(params.trials):
             for ptype in params.prompt_types_for(task.k):
-                lines.append(json.dumps({"task_id": task.id, "trial": t, "prompt_type": ptype, "best": "A", "worst": "B"}))
+                lines.append(
+                    json.dumps({"task_id": task.id, "trial": t, "prompt_type": ptype, "best": "A", "worst": "B"})
+                )
     (tmp_path / "hand.jsonl").write_text("\n".join(lines) + "\n")
-    assert cli_main(["vab", "score", "--track", str(track), "--answers", str(tmp_path / "hand.jsonl"),
-                     "--results", str(tmp_path / "results"), *PRICES]) == 0
+    assert (
+        cli_main(
+            [
+                "vab",
+                "score",
+                "--track",
+                str(track),
+                "--answers",
+                str(tmp_path / "hand.jsonl"),
+                "--results",
+                str(tmp_path / "results"),
+                *PRICES,
+            ]
+        )
+        == 0
+    )
     run_dir, run, summary = _run_files(tmp_path)
-    assert "usage" not in summary and summary["cost"]["total"] is None and summary["cost"]["lines_unknown"] == len(lines)
+    assert (
+        "usage" not in summary and summary["cost"]["total"] is None and summary["cost"]["lines_unknown"] == len(lines)
+    )
     capsys.readouterr()
     assert cli_main(["table", str(run_dir)]) == 0
     assert f"unknown for {len(lines)} lines" in capsys.readouterr().out

@@ -3,6 +3,7 @@ never reach the answers file, the run files or the terminal, whatever path they 
 text, a reasoning field, an error body, cut or not): issue #44 case 11.
 
 The server here listens on 127.0.0.1 and echoes the headers it received; nothing else is contacted."""
+
 from __future__ import annotations
 
 import json
@@ -41,8 +42,11 @@ def _echo(mode: str):
             echoed = json.dumps(dict(self.headers))
             if mode == "ok":
                 status = 200
-                message = {"role": "assistant", "content": f"BEST: A\nWORST: B\nyou sent {echoed}",
-                           "reasoning_content": f"headers: {self.headers.get('Authorization')} {self.headers.get('X-Api-Key')}"}
+                message = {
+                    "role": "assistant",
+                    "content": f"BEST: A\nWORST: B\nyou sent {echoed}",
+                    "reasoning_content": f"headers: {self.headers.get('Authorization')} {self.headers.get('X-Api-Key')}",
+                }
                 data = json.dumps({"choices": [{"index": 0, "message": message}]}).encode()
             elif mode == "cut":
                 status = 400
@@ -73,8 +77,16 @@ def _track(root: Path) -> Path:
         Image.new("RGB", (8 + c, 6), (40 * c, 60, 90)).save(p, format="JPEG")
         files.append(f"t0/c{c}.jpg")
     m = root / "track.yaml"
-    m.write_text(yaml.safe_dump({"kind": "selection", "id": "echotrack", "revision": "r1",
-                                 "tasks": [{"id": "task0", "domain": "photograph", "candidates": files, "best": 0, "worst": 1}]}))
+    m.write_text(
+        yaml.safe_dump(
+            {
+                "kind": "selection",
+                "id": "echotrack",
+                "revision": "r1",
+                "tasks": [{"id": "task0", "domain": "photograph", "candidates": files, "best": 0, "worst": 1}],
+            }
+        )
+    )
     return m
 
 
@@ -90,10 +102,32 @@ def test_an_echoing_endpoint_cannot_write_or_print_the_secrets(tmp_path, monkeyp
         monkeypatch.setenv("T44_KEY", KEY)
         monkeypatch.setenv("T44_HDR", HEADER_SECRET)
         base = f"http://127.0.0.1:{server.server_address[1]}/v1"
-        code = cli_main(["vab", "run", "--track", str(_track(tmp_path)), "--model", "m1", "--api-base", base,
-                         "--api-key-env", "T44_KEY", "--header", "X-Api-Key=env:T44_HDR", "--header", f"X-Flag={SHORT}",
-                         "--answers", str(tmp_path / "answers.jsonl"), "--results", str(tmp_path / "results"),
-                         "--concurrency", "1", "--timeout", "5"])
+        code = cli_main(
+            [
+                "vab",
+                "run",
+                "--track",
+                str(_track(tmp_path)),
+                "--model",
+                "m1",
+                "--api-base",
+                base,
+                "--api-key-env",
+                "T44_KEY",
+                "--header",
+                "X-Api-Key=env:T44_HDR",
+                "--header",
+                f"X-Flag={SHORT}",
+                "--answers",
+                str(tmp_path / "answers.jsonl"),
+                "--results",
+                str(tmp_path / "results"),
+                "--concurrency",
+                "1",
+                "--timeout",
+                "5",
+            ]
+        )
     finally:
         server.shutdown()
         server.server_close()

@@ -2,6 +2,7 @@
 (selection/power.py) against the exact McNemar gate it describes, simulated in this test from per-unit outcomes;
 the p-values equal scipy.stats.binomtest; a comparison whose pass^3 tests cannot be significant at 5 tasks says so
 in one line in compare, table and the gate."""
+
 from __future__ import annotations
 
 import contextlib
@@ -12,15 +13,20 @@ import shutil
 import numpy as np
 import pytest
 import yaml
+from helpers.selection_runs import pattern, write_answers
 from scipy.stats import binomtest
 
 from pytest_pstbench.cli import main as cli_main
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.protocol import load_protocol
-from pytest_pstbench.selection.compare import WORSE, McNemarComparison, finish_comparison, finish_with_power, mcnemar_exact
+from pytest_pstbench.selection.compare import (
+    WORSE,
+    McNemarComparison,
+    finish_comparison,
+    finish_with_power,
+    mcnemar_exact,
+)
 from pytest_pstbench.selection.power import pvalues
-
-from helpers.selection_runs import pattern, write_answers
 
 PROTOCOL = load_protocol("vab")
 ALPHA = 0.05
@@ -33,13 +39,27 @@ def test_vectorised_pvalues_are_scipy_binomtest():
     b, c = b.ravel(), c.ravel()
     want = np.array([1.0 if x + y == 0 else binomtest(int(min(x, y)), int(x + y), 0.5).pvalue for x, y in zip(b, c)])
     np.testing.assert_allclose(pvalues(b, c), np.minimum(want, 1.0), rtol=1e-12, atol=0)
-    assert [mcnemar_exact(int(x), int(y)) for x, y in zip(b[:200], c[:200])] == pytest.approx(np.minimum(want[:200], 1.0), rel=1e-12)
+    assert [mcnemar_exact(int(x), int(y)) for x, y in zip(b[:200], c[:200])] == pytest.approx(
+        np.minimum(want[:200], 1.0), rel=1e-12
+    )
 
 
 def _row(metric, outcome, n, b, c, both_right):
-    return McNemarComparison(metric=metric, outcome=outcome, baseline="base", candidate="cand", n=n, b=b, c=c,
-                             both_right=both_right, both_wrong=n - b - c - both_right, acc_baseline=(both_right + c) / n,
-                             acc_candidate=(both_right + b) / n, diff=(b - c) / n, pvalue=mcnemar_exact(b, c))
+    return McNemarComparison(
+        metric=metric,
+        outcome=outcome,
+        baseline="base",
+        candidate="cand",
+        n=n,
+        b=b,
+        c=c,
+        both_right=both_right,
+        both_wrong=n - b - c - both_right,
+        acc_baseline=(both_right + c) / n,
+        acc_candidate=(both_right + b) / n,
+        diff=(b - c) / n,
+        pvalue=mcnemar_exact(b, c),
+    )
 
 
 def _draw(rng, x: np.ndarray, q_b: float, q_c: float):
@@ -77,8 +97,10 @@ def test_gate_fails_at_the_reported_drop_in_80_percent_and_rarely_without(n, acc
         rng = np.random.default_rng(seed)
         fails = 0
         for _ in range(2000):
-            rows = [_row(m, o, n, *_draw(rng, x, *_planted(delta if i == 0 else 0.0, disc, accuracy)))
-                    for i, (m, o) in enumerate(cells)]
+            rows = [
+                _row(m, o, n, *_draw(rng, x, *_planted(delta if i == 0 else 0.0, disc, accuracy)))
+                for i, (m, o) in enumerate(cells)
+            ]
             fails += any(r.verdict == WORSE for r in finish_comparison(rows, PROTOCOL).rows)
         return fails / 2000
 
@@ -100,7 +122,11 @@ def test_power_settings_are_the_protocols(tmp_path):
     has none: the documented defaults); a bad one is refused when the protocol loads, naming the key."""
     rows = lambda: [_row("top1", "pass^3", 200, 20, 20, 100)]  # noqa: E731
     base = finish_with_power(rows(), PROTOCOL).rows[0].detectable
-    high = finish_with_power(rows(), load_protocol(_variant(tmp_path, {"target": 0.95, "simulations": 500, "seed": 3}))).rows[0].detectable
+    high = (
+        finish_with_power(rows(), load_protocol(_variant(tmp_path, {"target": 0.95, "simulations": 500, "seed": 3})))
+        .rows[0]
+        .detectable
+    )
     assert (high["power"], high["simulations"], high["seed"]) == (0.95, 500, 3) and high["mde"] > base["mde"]
     with pytest.raises(UserError, match=r"vab-bad.yaml: invalid selection protocol: comparison.power.simulations"):
         load_protocol(_variant(tmp_path, {"simulations": 5}, "vab-bad.yaml"))
@@ -132,9 +158,26 @@ def five(tmp_path_factory):
     params = SelectionParams.of(PROTOCOL)
     runs = {}
     for name, rate in (("right", 1.0), ("wrong", 0.0)):
-        answers = write_answers(root / f"{name}.jsonl", track, params, pattern(0, dict.fromkeys(("top1", "bot1", "tb1"), rate)))
-        assert cli_main(["vab", "score", "--track", str(root), "--answers", str(answers), "--name", name,
-                         "--results", str(root / "results")]) == 0
+        answers = write_answers(
+            root / f"{name}.jsonl", track, params, pattern(0, dict.fromkeys(("top1", "bot1", "tb1"), rate))
+        )
+        assert (
+            cli_main(
+                [
+                    "vab",
+                    "score",
+                    "--track",
+                    str(root),
+                    "--answers",
+                    str(answers),
+                    "--name",
+                    name,
+                    "--results",
+                    str(root / "results"),
+                ]
+            )
+            == 0
+        )
         runs[name] = root / "results" / "five" / name
     return runs
 
@@ -147,7 +190,11 @@ def _cli(*args):
 
 
 def _one_line(text: str) -> str:
-    lines = [line for line in text.splitlines() if "no difference can be significant here in 3 of the 6 tests" in line.lower()]
+    lines = [
+        line
+        for line in text.splitlines()
+        if "no difference can be significant here in 3 of the 6 tests" in line.lower()
+    ]
     assert len(lines) == 1, text
     assert "(Top-1 pass^3, Bot-1 pass^3, TB-1 pass^3)" in lines[0] and "0.0625" in lines[0] and "fix:" in lines[0]
     return lines[0]
@@ -172,20 +219,31 @@ def test_five_tasks_say_pass3_cannot_be_significant(five):
     result = evaluate_selection_gate(five["wrong"], PROTOCOL, baselines=[five["right"]], metrics=None)
     _one_line("\n".join(result.notes))
     assert result.failed  # the ap@1 tests (15 trials) still detect the loss
-    assert any(b.startswith("drops of accuracy detectable with 80% power") and "pass^3 none at this n (n=5)" in b
-               for b in result.basis)
+    assert any(
+        b.startswith("drops of accuracy detectable with 80% power") and "pass^3 none at this n (n=5)" in b
+        for b in result.basis
+    )
 
 
 def test_pytest_gate_shows_the_drop_in_the_table_junit_and_verdict(pytester, five):
     """The selection gate in pytest: the comparison table's MDE column (terminal), each test's `mde` in the JUnit
     properties, the passed gate's verdict with the detectable drops, and the note on the pass^3 tests."""
-    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--pstbench-track={five['right'].parent.parent.parent}",
-                                      f"--pstbench-answers={five['right'].parent.parent.parent / 'right.jsonl'}",
-                                      f"--pstbench-baseline={five['right']}", "--pstbench-name=again", "--junitxml=j.xml")
+    r = pytester.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        f"--pstbench-track={five['right'].parent.parent.parent}",
+        f"--pstbench-answers={five['right'].parent.parent.parent / 'right.jsonl'}",
+        f"--pstbench-baseline={five['right']}",
+        "--pstbench-name=again",
+        "--junitxml=j.xml",
+    )
     out = r.stdout.str()
     assert r.ret == 0, out
     assert "MDE drop (80% power)" in out and "none at this n" in out
-    assert "drops of accuracy detectable with 80% power (exact McNemar, Holm over 6 tests): Top-1 pass^3 none at this n (n=5)" in out
+    assert (
+        "drops of accuracy detectable with 80% power (exact McNemar, Holm over 6 tests): Top-1 pass^3 none at this n (n=5)"
+        in out
+    )
     _one_line(out)
     junit = (pytester.path / "j.xml").read_text()
     assert 'value="no significant difference; b 0; c 0; p 1; p_holm 1; mde none at this n"' in junit

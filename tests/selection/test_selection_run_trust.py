@@ -5,6 +5,7 @@ A selection run is read through one validating loader (`selection.compare.valida
 recomputed from its picks, its labels and run.json's answers.problems; its summary.json cells from those
 outcomes (`selection.accuracy.aggregate`); its completeness from the files. Expected values come from the
 answer patterns the runs were scored from, never from the code under test."""
+
 from __future__ import annotations
 
 import csv
@@ -15,8 +16,8 @@ from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
-
 from helpers.selection_runs import GOOD, pattern, score, write_answers
+
 from pytest_pstbench.cli import main as cli_main
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.protocol import load_protocol
@@ -41,9 +42,11 @@ def world(tmp_path_factory):
     demo = resolve_selection_track("vab-demo")
     protocol = load_protocol("vab")
     params = SelectionParams.of(protocol)
-    runs = {"base": score(root, "base", demo, params, pattern(0, PERFECT)),
-            "worse": score(root, "worse", demo, params, pattern(5, WORSE_BOT1)),
-            "good": score(root, "good", demo, params, pattern(1, GOOD))}
+    runs = {
+        "base": score(root, "base", demo, params, pattern(0, PERFECT)),
+        "worse": score(root, "worse", demo, params, pattern(5, WORSE_BOT1)),
+        "good": score(root, "good", demo, params, pattern(1, GOOD)),
+    }
     return {"root": root, "demo": demo, "protocol": protocol, "params": params, "runs": runs}
 
 
@@ -95,7 +98,9 @@ def test_case1_edited_summary_is_refused_by_table_and_compare(world, tmp_path):
         assert code == 2, (command, out)
         assert "0.950" not in out
         assert err.count("\n") == 1 and "Traceback" not in err
-        assert f"{edited / 'summary.json'}: cell overall=all: top1 ap@1 mean is 0.95 but per_task.csv gives " in err, err
+        assert f"{edited / 'summary.json'}: cell overall=all: top1 ap@1 mean is 0.95 but per_task.csv gives " in err, (
+            err
+        )
 
 
 def test_case1_edited_ci_and_n_are_refused(world, tmp_path):
@@ -118,8 +123,9 @@ def test_case2_gate_refuses_a_baseline_whose_outcomes_contradict_its_picks(world
     with pytest.raises(UserError) as exc:
         evaluate_selection_gate(runs["worse"], protocol, baselines=[edited], metrics=None)
     first = world["demo"].tasks[0].id
-    assert str(exc.value).startswith(f"{edited / 'per_task.csv'}: task {first}: bot1_t0 is 0 but its picks and labels "
-                                     "give 1"), exc.value
+    assert str(exc.value).startswith(
+        f"{edited / 'per_task.csv'}: task {first}: bot1_t0 is 0 but its picks and labels give 1"
+    ), exc.value
 
 
 def test_case2_gate_refuses_a_baseline_whose_labels_are_not_the_tracks(world, tmp_path):
@@ -131,16 +137,19 @@ def test_case2_gate_refuses_a_baseline_whose_labels_are_not_the_tracks(world, tm
     _edit_rows(edited, lambda row: row.update(worst=str(wrong)) if row["task_id"] == task.id else None)
     with pytest.raises(UserError) as exc:
         evaluate_selection_gate(runs["worse"], protocol, baselines=[edited], metrics=None, track=demo)
-    assert f"{edited / 'per_task.csv'}: task {task.id}: worst is {wrong} but track vab-demo says {task.worst}" in str(exc.value)
+    assert f"{edited / 'per_task.csv'}: task {task.id}: worst is {wrong} but track vab-demo says {task.worst}" in str(
+        exc.value
+    )
 
 
 # ---- case 3: completeness is what the files show ---------------------------------------------------------------
 def test_case3_gate_refuses_a_baseline_that_answers_one_task_but_says_complete(world, tmp_path):
     """issue #44 case 3: a baseline missing all answers but one task's, whose run.json says complete."""
-    runs, protocol, demo, params = world["runs"], world["protocol"], world["demo"], world["params"]
+    runs, protocol, demo, _params = world["runs"], world["protocol"], world["demo"], world["params"]
     answers, kept = _partial_answers(tmp_path / "one.jsonl", world, 1)
-    code, _, _ = _cli("vab", "score", "--track", "vab-demo", "--answers", answers, "--name", "one",
-                      "--results", tmp_path / "results")
+    code, _, _ = _cli(
+        "vab", "score", "--track", "vab-demo", "--answers", answers, "--name", "one", "--results", tmp_path / "results"
+    )
     one = tmp_path / "results" / "vab-demo" / "one"
     for name in ("run.json", "summary.json"):  # what the run claims
         _edit_json(one / name, lambda d: d.update(complete=True))
@@ -154,8 +163,9 @@ def test_case3_gate_refuses_a_baseline_that_answers_one_task_but_says_complete(w
 def test_case6_answers_for_2_of_30_tasks_make_an_incomplete_run(world, tmp_path):
     """issue #44 case 6: `vab score` on an answers file that answers 2 of vab-demo's 30 tasks."""
     answers, kept = _partial_answers(tmp_path / "two.jsonl", world, 2)
-    code, out, err = _cli("vab", "score", "--track", "vab-demo", "--answers", answers, "--name", "two",
-                          "--results", tmp_path / "results")
+    code, out, err = _cli(
+        "vab", "score", "--track", "vab-demo", "--answers", answers, "--name", "two", "--results", tmp_path / "results"
+    )
     two = tmp_path / "results" / "vab-demo" / "two"
     run = json.loads((two / "run.json").read_text())
     summary = json.loads((two / "summary.json").read_text())
@@ -171,8 +181,9 @@ def test_case6_answers_for_2_of_30_tasks_make_an_incomplete_run(world, tmp_path)
     for command in ("table", "compare"):
         code, out, err = _cli(command, world["runs"]["good"], two)
         assert code == 2 and "complete: false (2 of 30 tasks scored)" in err, (command, err)
-    result = evaluate_selection_gate(world["runs"]["worse"], world["protocol"], baselines=[], metrics=None,
-                                     mins={"top1.ap@1": 0.5})
+    result = evaluate_selection_gate(
+        world["runs"]["worse"], world["protocol"], baselines=[], metrics=None, mins={"top1.ap@1": 0.5}
+    )
     assert not result.reasons  # the full candidate itself is fine
     with pytest.raises(UserError, match="complete: false"):
         evaluate_selection_gate(world["runs"]["worse"], world["protocol"], baselines=[two], metrics=None)
@@ -195,10 +206,15 @@ def test_case6_a_complete_run_whose_value_counts_fewer_tasks_still_fails_the_cov
     bound on Bot-1, which counts 29 of the 30 tasks, fails (comparison.min_counted_fraction 1)."""
     path = write_answers(tmp_path / "nobot.jsonl", world["demo"], world["params"], pattern(0, PERFECT))
     first = world["demo"].tasks[0].id
-    lines = [x for x in path.read_text().splitlines()
-             if not (json.loads(x)["task_id"] == first and json.loads(x)["prompt_type"] == "pick_worst")]
+    lines = [
+        x
+        for x in path.read_text().splitlines()
+        if not (json.loads(x)["task_id"] == first and json.loads(x)["prompt_type"] == "pick_worst")
+    ]
     path.write_text("".join(x + "\n" for x in lines))
-    code, _, _ = _cli("vab", "score", "--track", "vab-demo", "--answers", path, "--name", "nobot", "--results", tmp_path / "r")
+    code, _, _ = _cli(
+        "vab", "score", "--track", "vab-demo", "--answers", path, "--name", "nobot", "--results", tmp_path / "r"
+    )
     run_dir = tmp_path / "r" / "vab-demo" / "nobot"
     assert code == 0 and json.loads((run_dir / "run.json").read_text())["complete"] is True
     result = evaluate_selection_gate(run_dir, world["protocol"], baselines=[], metrics=None, mins={"bot1.ap@1": 0.5})

@@ -1,6 +1,7 @@
 """Selection tracks (protocol vab): permutations, metrics, random baselines, consensus, answers,
 judges, export, run files and bad input. Checked against hand-derived values, brute-force
 enumeration and independent calls (scipy.stats.binom, CPython's documented shuffle)."""
+
 from __future__ import annotations
 
 import itertools
@@ -23,13 +24,13 @@ from pytest_pstbench.core.protocol import load_protocol
 from pytest_pstbench.selection import answers as ans
 from pytest_pstbench.selection import consensus as cons
 from pytest_pstbench.selection import null_model
+from pytest_pstbench.selection.accuracy import aggregate, correctness, random_ap1, random_pass, trial_outcomes
+from pytest_pstbench.selection.demo import build_vab_demo
 from pytest_pstbench.selection.judges import answers_from_scores, load_judge, pick
 from pytest_pstbench.selection.kind import is_selection_track
-from pytest_pstbench.selection.accuracy import aggregate, correctness, random_ap1, random_pass, trial_outcomes
 from pytest_pstbench.selection.permutations import orders_for, trial_orders
 from pytest_pstbench.selection.protocol import SelectionParams
 from pytest_pstbench.selection.session import SelectionSession, score_all
-from pytest_pstbench.selection.demo import build_vab_demo
 from pytest_pstbench.selection.tracks import Task, load_selection_manifest, resolve_selection_track
 
 REPO = Path(__file__).resolve().parents[2]
@@ -105,7 +106,9 @@ def test_protocol_thresholds_are_the_smallest_m_at_alpha(params):
 def test_consensus_k2_eight_of_ten_is_accepted_at_7_over_64(tmp_path, capsys):
     assert null_model.null_pass_probability(2, 10, 8) == Fraction(7, 64)
     votes = tmp_path / "votes.csv"
-    votes.write_text("task_id,k,judge,best,worst\n" + "".join(f"t,2,j{i},{'a' if i < 8 else 'b'},\n" for i in range(10)))
+    votes.write_text(
+        "task_id,k,judge,best,worst\n" + "".join(f"t,2,j{i},{'a' if i < 8 else 'b'},\n" for i in range(10))
+    )
     assert cli_main(["vab", "consensus", str(votes)]) == 0
     out = capsys.readouterr().out
     assert "accepted: 1" in out and "0.109375 (7/64)" in out and out.strip().endswith("t,2,10,8,a,8,,")
@@ -122,7 +125,9 @@ def test_broken_selection_protocol_is_a_user_error(tmp_path):
 
 
 def test_paired_protocol_with_selection_track_is_refused():
-    with pytest.raises(UserError, match=r"protocol pstbench is not a selection protocol \(kind: selection\); fix: use --protocol vab"):
+    with pytest.raises(
+        UserError, match=r"protocol pstbench is not a selection protocol \(kind: selection\); fix: use --protocol vab"
+    ):
         SelectionParams.of(load_protocol("pstbench"))
 
 
@@ -228,7 +233,16 @@ def test_metrics_hand_derived(params):
     assert rnd["tb1"]["ap@1"]["random"] == pytest.approx((1 / 2 + 1 / 6 + 1 / 12) / 3)
     assert rnd["tb1"]["pass^3"]["random"] == pytest.approx((1 / 8 + 1 / 216 + 1 / 1728) / 3)
     by = {(c["group"], c["value"]): c for c in cells}
-    assert list(by) == [("overall", "all"), ("domain", "a"), ("domain", "b"), ("topic", "x"), ("topic", "y"), ("k", "2"), ("k", "3"), ("k", "4")]
+    assert list(by) == [
+        ("overall", "all"),
+        ("domain", "a"),
+        ("domain", "b"),
+        ("topic", "x"),
+        ("topic", "y"),
+        ("k", "2"),
+        ("k", "3"),
+        ("k", "4"),
+    ]
     assert by[("domain", "a")]["metrics"]["bot1"]["ap@1"]["mean"] == pytest.approx((1 + 1 / 3) / 2)
     k3 = by[("k", "3")]["metrics"]["top1"]["ap@1"]
     assert (k3["mean"], k3["ci_low"], k3["ci_high"], k3["pm"]) == (1.0, 1.0, 1.0, 0.0)
@@ -323,7 +337,10 @@ def test_decide_rules():
     assert (d.accepted, d.best, d.best_votes, d.worst, d.worst_votes) == (True, "a", 7, "c", 8)
     assert cons.decide(3, list("aaaaaaabbc"), list("ccccccbbab"), 7).reason == "worst votes 6 < 7"
     assert cons.decide(6, list("aaaaabbbbb"), list("ccccccdddd"), 5).reason == "tie for best"
-    assert cons.decide(6, list("aaaaabbbbc"), list("aaaaaccccc"), 5).reason == "tie for worst; same candidate voted best and worst"
+    assert (
+        cons.decide(6, list("aaaaabbbbc"), list("aaaaaccccc"), 5).reason
+        == "tie for worst; same candidate voted best and worst"
+    )
 
 
 def test_consensus_cli(tmp_path, capsys):
@@ -338,7 +355,22 @@ def test_consensus_cli(tmp_path, capsys):
     assert "tasks: 3   accepted: 2   thresholds: protocol vab (n_judges = 10)" in out
     assert "0.109375 (7/64)" in out
     assert out.strip().endswith("task_id,k,n,m,best,best_votes,worst,worst_votes\na,2,10,8,x,9,,\nb,3,10,7,p,7,q,7")
-    assert cli_main(["vab", "consensus", str(votes), "--alpha", "0.2", "--verify-mc", "20000", "--out", str(tmp_path / "acc.csv")]) == 0
+    assert (
+        cli_main(
+            [
+                "vab",
+                "consensus",
+                str(votes),
+                "--alpha",
+                "0.2",
+                "--verify-mc",
+                "20000",
+                "--out",
+                str(tmp_path / "acc.csv"),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "thresholds: --alpha 0.2" in out and "exact inside" in out
     assert (tmp_path / "acc.csv").read_text().splitlines()[0] == "task_id,k,n,m,best,best_votes,worst,worst_votes"
@@ -347,11 +379,26 @@ def test_consensus_cli(tmp_path, capsys):
 @pytest.mark.parametrize(
     "rows,message",
     [
-        (["task_id,k,judge,best"], ":1: the header lacks column(s) worst; fix: give a header row with task_id,k,judge,best,worst"),
-        (["task_id,k,judge,best,worst", "t,3,j1,a,"], ":2: task t: empty worst vote with k = 3; fix: give the worst vote (empty only when k = 2)"),
-        (["task_id,k,judge,best,worst", "t,2,j1,a,", "t,2,j1,b,"], ":3: task t: judge j1 votes twice; fix: one row per task and judge"),
-        (["task_id,k,judge,best,worst", "t,x,j1,a,"], ":2: k 'x' is not an integer; fix: give the task's number of candidates (2 or more)"),
-        (["task_id,k,judge,best,worst", "t,3,j1,a,a"], ":2: task t: judge j1 voted a both best and worst; fix: best and worst must differ"),
+        (
+            ["task_id,k,judge,best"],
+            ":1: the header lacks column(s) worst; fix: give a header row with task_id,k,judge,best,worst",
+        ),
+        (
+            ["task_id,k,judge,best,worst", "t,3,j1,a,"],
+            ":2: task t: empty worst vote with k = 3; fix: give the worst vote (empty only when k = 2)",
+        ),
+        (
+            ["task_id,k,judge,best,worst", "t,2,j1,a,", "t,2,j1,b,"],
+            ":3: task t: judge j1 votes twice; fix: one row per task and judge",
+        ),
+        (
+            ["task_id,k,judge,best,worst", "t,x,j1,a,"],
+            ":2: k 'x' is not an integer; fix: give the task's number of candidates (2 or more)",
+        ),
+        (
+            ["task_id,k,judge,best,worst", "t,3,j1,a,a"],
+            ":2: task t: judge j1 voted a both best and worst; fix: best and worst must differ",
+        ),
     ],
 )
 def test_consensus_bad_votes(tmp_path, capsys, rows, message):
@@ -449,14 +496,38 @@ def test_answers_missing_and_unparseable_are_counted(track, params, tmp_path):
 @pytest.mark.parametrize(
     "lines,message",
     [
-        (['{"task_id": "vd-01", "trial": 0, "prompt_type": "pick_best", "best": "A"}', "not json"], ":2: not valid JSON (Expecting value); fix: write one JSON object per line"),
-        (['{"task_id": "vd-01", "trial": 0, "prompt_type": "pick_best", "best": "A"}'] * 2, ":2: second answer for task vd-01 trial 0 pick_best attempt 1 (first on line 1); fix: keep one answer per task, trial, prompt type and attempt (number re-asks 2, 3, ...)"),
-        (['{"task_id": "vd-01", "trial": 0, "prompt_type": "pick_best", "best": "A", "attempt": 0}'], ":1: attempt 0 is not a positive integer; fix: number the attempts of a request 1, 2, ..."),
-        (['{"task_id": "vd-01", "trial": 3, "prompt_type": "pick_best", "best": "A"}'], ":1: trial 3 is not one of 0..2; fix: use the trial numbers of the export"),
-        (['{"task_id": "vd-01", "trial": 0, "prompt_type": "pick_best_and_worst", "best": "A", "worst": "B"}'], ":1: task vd-01 has k = 2: pick_best_and_worst is not asked (for k = 2 it is derived from pick_best); fix: drop this line"),
-        (['{"task_id": "vd-01", "prompt_type": "pick_best", "best": "A"}'], ":1: lacks trial; fix: give task_id, trial, prompt_type and response (or best/worst) on every line"),
-        (['{"task_id": "vd-01", "trial": 0, "prompt_type": "pick_best"}'], ":1: has neither response, error nor best/worst; fix: give the raw response (or the API error, or the parsed labels)"),
-        (['{"task_id": "nope", "trial": 0, "prompt_type": "pick_best", "best": "A"}'], ": answers for tasks not in track vab-demo: nope; fix: answer the tasks of this track (pstbench vab export --track vab-demo) or pass the track the answers belong to"),
+        (
+            ['{"task_id": "vd-01", "trial": 0, "prompt_type": "pick_best", "best": "A"}', "not json"],
+            ":2: not valid JSON (Expecting value); fix: write one JSON object per line",
+        ),
+        (
+            ['{"task_id": "vd-01", "trial": 0, "prompt_type": "pick_best", "best": "A"}'] * 2,
+            ":2: second answer for task vd-01 trial 0 pick_best attempt 1 (first on line 1); fix: keep one answer per task, trial, prompt type and attempt (number re-asks 2, 3, ...)",
+        ),
+        (
+            ['{"task_id": "vd-01", "trial": 0, "prompt_type": "pick_best", "best": "A", "attempt": 0}'],
+            ":1: attempt 0 is not a positive integer; fix: number the attempts of a request 1, 2, ...",
+        ),
+        (
+            ['{"task_id": "vd-01", "trial": 3, "prompt_type": "pick_best", "best": "A"}'],
+            ":1: trial 3 is not one of 0..2; fix: use the trial numbers of the export",
+        ),
+        (
+            ['{"task_id": "vd-01", "trial": 0, "prompt_type": "pick_best_and_worst", "best": "A", "worst": "B"}'],
+            ":1: task vd-01 has k = 2: pick_best_and_worst is not asked (for k = 2 it is derived from pick_best); fix: drop this line",
+        ),
+        (
+            ['{"task_id": "vd-01", "prompt_type": "pick_best", "best": "A"}'],
+            ":1: lacks trial; fix: give task_id, trial, prompt_type and response (or best/worst) on every line",
+        ),
+        (
+            ['{"task_id": "vd-01", "trial": 0, "prompt_type": "pick_best"}'],
+            ":1: has neither response, error nor best/worst; fix: give the raw response (or the API error, or the parsed labels)",
+        ),
+        (
+            ['{"task_id": "nope", "trial": 0, "prompt_type": "pick_best", "best": "A"}'],
+            ": answers for tasks not in track vab-demo: nope; fix: answer the tasks of this track (pstbench vab export --track vab-demo) or pass the track the answers belong to",
+        ),
     ],
 )
 def test_bad_answers_file_messages(track, params, tmp_path, lines, message):
@@ -505,11 +576,23 @@ def test_judge_num_trials_averages_calls(track, params, tmp_path):
 @pytest.mark.parametrize(
     "spec,message",
     [
-        ("nocolon", "--judge nocolon: expected module:function, path/to/file.py:function or pyiqa:METRIC (e.g. "
-                    "examples/judges/no_reference.py:sharpness, pyiqa:piqe)"),
-        ("missing/judge.py:f", "--judge missing/judge.py:f: file {cwd}/missing/judge.py not found; fix: give the path of a Python file (relative to the current folder)"),
-        ("no_such_module_xyz:f", "--judge no_such_module_xyz:f: cannot import module no_such_module_xyz (ModuleNotFoundError: No module named 'no_such_module_xyz'); fix: install it or give a file path"),
-        (f"{JUDGES}:nope", f"--judge {JUDGES}:nope: {JUDGES} has no attribute nope; fix: name a function defined there"),
+        (
+            "nocolon",
+            "--judge nocolon: expected module:function, path/to/file.py:function or pyiqa:METRIC (e.g. "
+            "examples/judges/no_reference.py:sharpness, pyiqa:piqe)",
+        ),
+        (
+            "missing/judge.py:f",
+            "--judge missing/judge.py:f: file {cwd}/missing/judge.py not found; fix: give the path of a Python file (relative to the current folder)",
+        ),
+        (
+            "no_such_module_xyz:f",
+            "--judge no_such_module_xyz:f: cannot import module no_such_module_xyz (ModuleNotFoundError: No module named 'no_such_module_xyz'); fix: install it or give a file path",
+        ),
+        (
+            f"{JUDGES}:nope",
+            f"--judge {JUDGES}:nope: {JUDGES} has no attribute nope; fix: name a function defined there",
+        ),
     ],
 )
 def test_load_judge_errors(tmp_path, spec, message):
@@ -527,9 +610,13 @@ def test_judge_failure_fails_the_task_only(track, tmp_path, capsys):
         "        raise ValueError('boom\\nsecond line')\n"
         "    return float(img.mean())\n"
     )
-    first = np.asarray(__import__("PIL.Image", fromlist=["Image"]).open(track.tasks[0].candidates[0]).convert("RGB"))[0, 0, 0]
+    first = np.asarray(__import__("PIL.Image", fromlist=["Image"]).open(track.tasks[0].candidates[0]).convert("RGB"))[
+        0, 0, 0
+    ]
     bad.write_text(bad.read_text().replace("FIRST", str(int(first))))
-    code = cli_main(["vab", "score", "--track", str(track.manifest), "--judge", f"{bad}:score", "--results", str(tmp_path / "r")])
+    code = cli_main(
+        ["vab", "score", "--track", str(track.manifest), "--judge", f"{bad}:score", "--results", str(tmp_path / "r")]
+    )
     assert code == 1
     run = json.loads((tmp_path / "r" / "vab-demo" / "score" / "run.json").read_text())
     assert run["complete"] is False
@@ -569,16 +656,21 @@ def test_export_round_trip_scores_100_percent(track, params, tmp_path, capsys):
     assert manifest["image"] == {"mode": "RGB", "format": "JPEG", "quality": 85, "exif_orientation": "when_tagged"}
     labels = params.labels[: task.k]
     prompt = (out / trial["prompts"]["pick_best_and_worst"]).read_text()
-    assert prompt == (  # the official template, verbatim
-        f"You will be shown {task.k} images labeled {', '.join(labels)}. Evaluate the overall aesthetic quality of each image, "
-        "considering composition, color, technique, and artistic expression.\n\n"
-        "Which image has the best overall aesthetic quality, and which has the worst?\n"
-        + "\n".join(f"{la}. Image {la}" for la in labels)
-        + "\n\nYou may reason step by step. Then, on the very last lines of your response, write your final answers in exactly this format:\n"
-        "BEST: X\nWORST: Y\nwhere X and Y are the letter labels."
+    assert (
+        prompt
+        == (  # the official template, verbatim
+            f"You will be shown {task.k} images labeled {', '.join(labels)}. Evaluate the overall aesthetic quality of each image, "
+            "considering composition, color, technique, and artistic expression.\n\n"
+            "Which image has the best overall aesthetic quality, and which has the worst?\n"
+            + "\n".join(f"{la}. Image {la}" for la in labels)
+            + "\n\nYou may reason step by step. Then, on the very last lines of your response, write your final answers in exactly this format:\n"
+            "BEST: X\nWORST: Y\nwhere X and Y are the letter labels."
+        )
     )
     requests = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
-    req = next(r for r in requests if (r["task_id"], r["trial"], r["prompt_type"]) == (task.id, 2, "pick_best_and_worst"))
+    req = next(
+        r for r in requests if (r["task_id"], r["trial"], r["prompt_type"]) == (task.id, 2, "pick_best_and_worst")
+    )
     expected = [{"type": "text", "text": prompt}]
     for la, rel in zip(labels, trial["images"]):
         expected += [{"type": "text", "text": f"\nImage {la}:"}, {"type": "image", "path": rel}]
@@ -587,7 +679,21 @@ def test_export_round_trip_scores_100_percent(track, params, tmp_path, capsys):
     assert n_requests == sum(3 * len(params.prompt_types_for(t.k)) for t in track.tasks)
 
     answers = _write_jsonl(tmp_path / "truth.jsonl", _truth_answers(track, params, out))
-    assert cli_main(["vab", "score", "--track", str(track.manifest), "--answers", str(answers), "--results", str(tmp_path / "r")]) == 0
+    assert (
+        cli_main(
+            [
+                "vab",
+                "score",
+                "--track",
+                str(track.manifest),
+                "--answers",
+                str(answers),
+                "--results",
+                str(tmp_path / "r"),
+            ]
+        )
+        == 0
+    )
     summary = json.loads((tmp_path / "r" / "vab-demo" / "truth" / "summary.json").read_text())
     for cell in summary["cells"]:
         for m in cell["metrics"].values():
@@ -599,7 +705,10 @@ def test_export_round_trip_scores_100_percent(track, params, tmp_path, capsys):
     capsys.readouterr()
     # exporting into a folder that is not empty is refused, nothing is changed
     assert cli_main(["vab", "export", "--track", str(track.manifest), "--out", str(out)]) == 2
-    assert capsys.readouterr().err == f"pstbench: error: {out}: export folder exists and is not empty; fix: give a new folder (or remove this one)\n"
+    assert (
+        capsys.readouterr().err
+        == f"pstbench: error: {out}: export folder exists and is not empty; fix: give a new folder (or remove this one)\n"
+    )
 
 
 def test_scoring_is_deterministic_and_writes_run_files(track, tmp_path, capsys):
@@ -607,7 +716,10 @@ def test_scoring_is_deterministic_and_writes_run_files(track, tmp_path, capsys):
     assert cli_main([*args, str(tmp_path / "a")]) == 0
     assert cli_main([*args, str(tmp_path / "b")]) == 0
     out = capsys.readouterr().out
-    assert "track: vab-demo   protocol: vab   dataset: vab-demo@" in out and "ap@1 (mean ± half the 95% bootstrap CI; [random baseline])" in out
+    assert (
+        "track: vab-demo   protocol: vab   dataset: vab-demo@" in out
+        and "ap@1 (mean ± half the 95% bootstrap CI; [random baseline])" in out
+    )
     a, b = tmp_path / "a" / "vab-demo" / "sharpness", tmp_path / "b" / "vab-demo" / "sharpness"
     for name in ("per_task.csv", "summary.json"):
         assert (a / name).read_bytes() == (b / name).read_bytes()
@@ -621,11 +733,16 @@ def test_scoring_is_deterministic_and_writes_run_files(track, tmp_path, capsys):
 
 def test_score_needs_exactly_one_judge(track, capsys):
     assert cli_main(["vab", "score", "--track", str(track.manifest)]) == 2
-    assert capsys.readouterr().err == "pstbench: error: pstbench vab score: give exactly one of --answers FILE or --judge MODULE:FUNCTION (or pyiqa:METRIC)\n"
+    assert (
+        capsys.readouterr().err
+        == "pstbench: error: pstbench vab score: give exactly one of --answers FILE or --judge MODULE:FUNCTION (or pyiqa:METRIC)\n"
+    )
 
 
 def test_remote_vab_without_data_names_the_fetch_command(capsys, tmp_path, monkeypatch):
-    monkeypatch.setenv("PSTBENCH_DATA", str(tmp_path / "data"))  # fetched and scored in tests/data/test_remote_vab_track.py
+    monkeypatch.setenv(
+        "PSTBENCH_DATA", str(tmp_path / "data")
+    )  # fetched and scored in tests/data/test_remote_vab_track.py
     assert cli_main(["vab", "export", "--track", "vab", "--out", "unused"]) == 2
     assert "fix: run `pstbench data fetch vab`" in capsys.readouterr().err
 
@@ -659,12 +776,18 @@ def test_demo_is_deterministic_and_labels_pass_the_filter(demo_manifest, tmp_pat
 def test_local_manifest_and_errors(tmp_path, demo_manifest):
     src = demo_manifest.parent
     shutil.copytree(src / "vd-02", tmp_path / "imgs")
-    good = {"kind": "selection", "id": "mine", "tasks": [{"id": 7, "candidates": ["imgs/c0.png", "imgs/c1.png", "imgs/c2.png"], "best": 1, "worst": 0}]}
+    good = {
+        "kind": "selection",
+        "id": "mine",
+        "tasks": [{"id": 7, "candidates": ["imgs/c0.png", "imgs/c1.png", "imgs/c2.png"], "best": 1, "worst": 0}],
+    }
     path = tmp_path / "track.yaml"
     path.write_text(yaml.safe_dump(good))
     t = resolve_selection_track(str(tmp_path))
     assert t.id == "mine" and t.tasks[0].seed == 7 and t.tasks[0].id == "7" and t.tasks[0].domain == "unspecified"
-    assert orders_for(t.tasks[0], SelectionParams.of(load_protocol("vab"))) == trial_orders(7, 3)  # an int id seeds as an int
+    assert orders_for(t.tasks[0], SelectionParams.of(load_protocol("vab"))) == trial_orders(
+        7, 3
+    )  # an int id seeds as an int
     assert is_selection_track(str(path)) and is_selection_track("vab-demo") and not is_selection_track("demo")
 
     def refused(mutate, message):
@@ -674,11 +797,17 @@ def test_local_manifest_and_errors(tmp_path, demo_manifest):
         with pytest.raises(UserError) as e:
             load_selection_manifest(path)
         # issue #45 item 4: the file and line, the rule, an example of a good manifest
-        assert re.fullmatch(rf"{re.escape(str(path))}:\d+: invalid selection track manifest: {re.escape(message)}"
-                            r"; expected e\.g\. `\{kind: selection, id: my-track, tasks: \[.*\]\}`", str(e.value)), str(e.value)
+        assert re.fullmatch(
+            rf"{re.escape(str(path))}:\d+: invalid selection track manifest: {re.escape(message)}"
+            r"; expected e\.g\. `\{kind: selection, id: my-track, tasks: \[.*\]\}`",
+            str(e.value),
+        ), str(e.value)
 
     refused(lambda d: d["tasks"][0].pop("worst"), "task 7: `worst` is required when a task has 3 candidates")
-    refused(lambda d: d["tasks"][0].update(best=3), "task 7: `best` must be a candidate index 0..2 (0-based, in the order listed), got 3")
+    refused(
+        lambda d: d["tasks"][0].update(best=3),
+        "task 7: `best` must be a candidate index 0..2 (0-based, in the order listed), got 3",
+    )
     refused(lambda d: d["tasks"][0].update(worst=1), "task 7: best and worst are both candidate 1; they must differ")
     refused(lambda d: d.pop("kind"), "`kind: selection` is missing (a manifest with `pairs` is a paired track)")
     refused(lambda d: d["tasks"].append(d["tasks"][0]), "task id '7' appears twice; task ids must be unique")
@@ -698,7 +827,9 @@ def test_a_bad_comparison_section_is_refused_when_the_protocol_loads(tmp_path):
     data["comparison"]["alpha"] = 5
     bad = tmp_path / "vab-bad.yaml"
     bad.write_text(yaml.safe_dump(data, sort_keys=False))
-    with pytest.raises(UserError, match=r"vab-bad.yaml: invalid selection protocol: comparison.alpha must be a number between 0 and 1"):
+    with pytest.raises(
+        UserError, match=r"vab-bad.yaml: invalid selection protocol: comparison.alpha must be a number between 0 and 1"
+    ):
         load_protocol(bad)
     del data["comparison"]  # optional: a protocol without it still loads (compare then says it is needed)
     bad.write_text(yaml.safe_dump(data, sort_keys=False))

@@ -5,6 +5,7 @@ The model endpoint is the scripted local server of tests/selection/test_model_cl
 number of requests it answers is what a run paid for.
 Found by the third audit (#32).
 """
+
 from __future__ import annotations
 
 import json
@@ -12,11 +13,11 @@ import threading
 import time
 
 import pytest
+from test_model_client import KEY, answer, make_track, run_args, servers  # noqa: F401  (servers: a fixture)
 
 from pytest_pstbench.cli import main as cli_main
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.selection import chat_api
-from test_model_client import KEY, answer, make_track, run_args, servers  # noqa: F401  (servers: a fixture)
 
 N_REQUESTS = 3 * 3  # make_track(ks=(3,)): one task, 3 trials x 3 prompt types
 
@@ -59,7 +60,9 @@ def test_a_line_cut_short_is_still_dropped_and_asked_again(servers, tmp_path, ca
     api = servers(_ok)
     track = make_track(tmp_path, ks=(3,))
     answers = tmp_path / "answers.jsonl"
-    answers.write_bytes(b'{"task_id": "task0", "trial": 0, "prompt_type": "pick_best", "response": "BEST: B"}\n{"task_id": "ta')
+    answers.write_bytes(
+        b'{"task_id": "task0", "trial": 0, "prompt_type": "pick_best", "response": "BEST: B"}\n{"task_id": "ta'
+    )
     assert cli_main(run_args(track, api.base, tmp_path)) == 0
     assert sum(api.calls.values()) == N_REQUESTS - 1
     assert len(_lines(answers)) == N_REQUESTS
@@ -96,8 +99,21 @@ def test_two_concurrent_runs_pay_for_each_request_once(servers, tmp_path, capsys
     out = capsys.readouterr().out
     assert f"asked {n} requests (0 already answered)" in out and f"asked 0 requests ({n} already answered)" in out
     # the kit reads the file it wrote
-    assert cli_main(["vab", "score", "--track", str(track), "--answers", str(tmp_path / "answers.jsonl"),
-                     "--results", str(tmp_path / "scored")]) == 0
+    assert (
+        cli_main(
+            [
+                "vab",
+                "score",
+                "--track",
+                str(track),
+                "--answers",
+                str(tmp_path / "answers.jsonl"),
+                "--results",
+                str(tmp_path / "scored"),
+            ]
+        )
+        == 0
+    )
 
 
 def test_a_second_writer_that_cannot_wait_fails_with_one_line(servers, tmp_path, monkeypatch, capsys):
@@ -139,7 +155,9 @@ def test_a_reply_with_a_lone_surrogate_is_stored_and_read_back(servers, tmp_path
     args = run_args(track, api.base, tmp_path)
     assert cli_main(args) == 0, capsys.readouterr().err
     lines = _lines(tmp_path / "answers.jsonl")  # valid UTF-8, one JSON object per line
-    assert len(lines) == N_REQUESTS and all(x["response"] == "\ud83d nice\nBEST: A\nWORST: B" for x in lines)  # kept as sent
+    assert len(lines) == N_REQUESTS and all(
+        x["response"] == "\ud83d nice\nBEST: A\nWORST: B" for x in lines
+    )  # kept as sent
     assert cli_main(args) == 0  # the rerun reads the file: nothing asked again
     assert sum(api.calls.values()) == N_REQUESTS
     for f in (tmp_path / "results").rglob("*"):
@@ -150,11 +168,24 @@ def test_a_reply_with_a_lone_surrogate_is_stored_and_read_back(servers, tmp_path
 def test_an_error_field_with_a_lone_surrogate_is_scored(tmp_path, capsys):
     track = make_track(tmp_path, ks=(3,))
     answers = tmp_path / "answers.jsonl"
-    rows = [{"task_id": "task0", "trial": t, "prompt_type": p, "response": "BEST: A\nWORST: C"}
-            for t in range(3) for p in ("pick_best", "pick_worst", "pick_best_and_worst")]
-    rows[0] = {"task_id": "task0", "trial": 0, "prompt_type": "pick_best", "error": "boom \ud83d\udc4d \udc4d end", "attempt": 3}
-    answers.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")  # escaped: valid JSON, valid UTF-8
-    code = cli_main(["vab", "score", "--track", str(track), "--answers", str(answers), "--results", str(tmp_path / "r"), "-v"])
+    rows = [
+        {"task_id": "task0", "trial": t, "prompt_type": p, "response": "BEST: A\nWORST: C"}
+        for t in range(3)
+        for p in ("pick_best", "pick_worst", "pick_best_and_worst")
+    ]
+    rows[0] = {
+        "task_id": "task0",
+        "trial": 0,
+        "prompt_type": "pick_best",
+        "error": "boom \ud83d\udc4d \udc4d end",
+        "attempt": 3,
+    }
+    answers.write_text(
+        "".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8"
+    )  # escaped: valid JSON, valid UTF-8
+    code = cli_main(
+        ["vab", "score", "--track", str(track), "--answers", str(answers), "--results", str(tmp_path / "r"), "-v"]
+    )
     out, err = capsys.readouterr()
     assert code in (0, 1) and "Traceback" not in err
     per_task = next((tmp_path / "r").rglob("per_task.csv")).read_bytes().decode("utf-8")
@@ -179,8 +210,10 @@ def test_consensus_refuses_a_k_beyond_the_protocol_at_input(tmp_path, capsys, k)
     votes = _votes(tmp_path / "votes.csv", k)
     assert cli_main(["vab", "consensus", str(votes), "--alpha", "0.05"]) == 2
     err = capsys.readouterr().err
-    assert err == (f"pstbench: error: {votes}:2: task t1 has k = {k} but protocol vab covers k = 2-6 "
-                   "(candidates.min/max); fix: give the task's number of candidates, or a protocol that covers it\n")
+    assert err == (
+        f"pstbench: error: {votes}:2: task t1 has k = {k} but protocol vab covers k = 2-6 "
+        "(candidates.min/max); fix: give the task's number of candidates, or a protocol that covers it\n"
+    )
 
 
 def test_consensus_still_takes_the_largest_k_the_protocol_covers(tmp_path, capsys):

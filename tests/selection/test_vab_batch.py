@@ -2,15 +2,16 @@
 gives the interactive run's answers, labels and every metric; usage recorded equal to what the server sent; a poll
 stopped early resumes the same batch (no second upload or batch); an expired or partly failed batch leaves a
 resumable run with the failed requests named; `vab export --batch-file` + `vab score --batch-output` round trip."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
+from helpers.openai_server import BatchService, OpenAIServer, make_selection_track, usage_for
 
 from pytest_pstbench.cli import main as cli_main
 from pytest_pstbench.selection import chat_api
-from helpers.openai_server import BatchService, OpenAIServer, make_selection_track, usage_for
 
 
 @pytest.fixture
@@ -26,9 +27,32 @@ def _answer(body):
 
 
 def _run(track, base, out, *extra):
-    return cli_main(["vab", "run", "--track", str(track), "--model", "m1", "--api-base", base, "--api-key-env", "BATCH_KEY",
-                     "--answers", str(out / "answers.jsonl"), "--results", str(out / "results"), "--name", "r", "-q",
-                     "--concurrency", "2", "--timeout", "5", *extra])
+    return cli_main(
+        [
+            "vab",
+            "run",
+            "--track",
+            str(track),
+            "--model",
+            "m1",
+            "--api-base",
+            base,
+            "--api-key-env",
+            "BATCH_KEY",
+            "--answers",
+            str(out / "answers.jsonl"),
+            "--results",
+            str(out / "results"),
+            "--name",
+            "r",
+            "-q",
+            "--concurrency",
+            "2",
+            "--timeout",
+            "5",
+            *extra,
+        ]
+    )
 
 
 def _lines(path):
@@ -69,7 +93,9 @@ def test_a_batch_run_gives_the_interactive_answers_usage_and_metrics(tmp_path, n
     finally:
         server.close()
     assert rc == 0
-    assert len(service.created) > 1  # the unparseable answers were asked again in a second round, as the official rules do
+    assert (
+        len(service.created) > 1
+    )  # the unparseable answers were asked again in a second round, as the official rules do
     assert service.created[0]["completion_window"] == "24h"
     a = sorted(_lines(tmp_path / "i" / "answers.jsonl"), key=_key)
     b = sorted(_lines(tmp_path / "b" / "answers.jsonl"), key=_key)
@@ -90,7 +116,7 @@ def test_a_batch_run_gives_the_interactive_answers_usage_and_metrics(tmp_path, n
 
 def test_a_stopped_poll_resumes_the_same_batch(tmp_path, no_sleep, capsys):
     track = make_selection_track(tmp_path, ks=(3, 2))
-    inter = _interactive(tmp_path, track)
+    _interactive(tmp_path, track)
     service = BatchService(polls_in_progress=3)
     server = OpenAIServer(answer_text=lambda b: "BEST: A\nWORST: B", routes=service.routes)
     try:
@@ -104,13 +130,15 @@ def test_a_stopped_poll_resumes_the_same_batch(tmp_path, no_sleep, capsys):
         server.close()
     assert len(service.uploads) == 1 and len(service.created) == 1
     assert len(_lines(tmp_path / "b" / "answers.jsonl")) == len(_lines(tmp_path / "i" / "answers.jsonl"))
-    assert {_key(x) for x in _lines(tmp_path / "b" / "answers.jsonl")} == {_key(x) for x in _lines(tmp_path / "i" / "answers.jsonl")}
+    assert {_key(x) for x in _lines(tmp_path / "b" / "answers.jsonl")} == {
+        _key(x) for x in _lines(tmp_path / "i" / "answers.jsonl")
+    }
 
 
 @pytest.mark.parametrize("end", ["expired", "errors"])
 def test_an_expired_or_partly_failed_batch_names_the_failed_requests_and_resumes(tmp_path, no_sleep, capsys, end):
     track = make_selection_track(tmp_path)
-    inter = _interactive(tmp_path, track)
+    _interactive(tmp_path, track)
     n = len(_lines(tmp_path / "i" / "answers.jsonl"))
     if end == "expired":
         service = BatchService(end="expired", answered=5)
@@ -145,15 +173,23 @@ def test_export_batch_file_and_score_batch_output_round_trip(tmp_path, no_sleep)
     assert cli_main(["vab", "export", "--track", str(track), "--batch-file", str(batch_in), "--model", "m1"]) == 0
     lines = _lines(batch_in)
     first = {json.dumps(b) for b, _u in inter.sent}  # the interactive run's bodies (unparseable ones asked twice)
-    assert {json.dumps(x["body"]) for x in lines} == first and len(lines) == len(_lines(tmp_path / "i" / "answers.jsonl"))
+    assert {json.dumps(x["body"]) for x in lines} == first and len(lines) == len(
+        _lines(tmp_path / "i" / "answers.jsonl")
+    )
     assert all(x["method"] == "POST" and x["url"] == "/v1/chat/completions" for x in lines)
     server = OpenAIServer(answer_text=lambda b: "BEST: B\nWORST: A")  # an offline engine: one answer per line
     try:
         out = []
         for x in lines:
             status, body, _h = server.chat(json.dumps(x["body"]).encode())
-            out.append({"id": "x", "custom_id": x["custom_id"], "response": {"status_code": status, "body": json.loads(body)},
-                        "error": None})
+            out.append(
+                {
+                    "id": "x",
+                    "custom_id": x["custom_id"],
+                    "response": {"status_code": status, "body": json.loads(body)},
+                    "error": None,
+                }
+            )
     finally:
         server.close()
     (tmp_path / "out.jsonl").write_text("".join(json.dumps(o) + "\n" for o in out))
@@ -162,12 +198,30 @@ def test_export_batch_file_and_score_batch_output_round_trip(tmp_path, no_sleep)
         assert _run(track, ref.base, tmp_path / "ref") == 0
     finally:
         ref.close()
-    assert cli_main(["vab", "score", "--track", str(track), "--batch-output", str(tmp_path / "out.jsonl"), "--answers",
-                     str(tmp_path / "o" / "answers.jsonl"), "--results", str(tmp_path / "o" / "results"), "--name", "r"]) == 0
+    assert (
+        cli_main(
+            [
+                "vab",
+                "score",
+                "--track",
+                str(track),
+                "--batch-output",
+                str(tmp_path / "out.jsonl"),
+                "--answers",
+                str(tmp_path / "o" / "answers.jsonl"),
+                "--results",
+                str(tmp_path / "o" / "results"),
+                "--name",
+                "r",
+            ]
+        )
+        == 0
+    )
     assert _scored(tmp_path / "o") == _scored(tmp_path / "ref")
     strip = lambda x: {k: v for k, v in x.items() if k != "model"}  # noqa: E731 (the engine's reply names no model here)
-    assert sorted(map(json.dumps, map(strip, _lines(tmp_path / "o" / "answers.jsonl")))) == \
-        sorted(map(json.dumps, map(strip, _lines(tmp_path / "ref" / "answers.jsonl"))))
+    assert sorted(map(json.dumps, map(strip, _lines(tmp_path / "o" / "answers.jsonl")))) == sorted(
+        map(json.dumps, map(strip, _lines(tmp_path / "ref" / "answers.jsonl")))
+    )
 
 
 def _damaged_output(kind):
@@ -182,10 +236,13 @@ def _damaged_output(kind):
         elif kind == "negative-usage":
             rows = [r.replace('"prompt_tokens": ', '"prompt_tokens": -') for r in rows]
         return "completed", ("\n".join(rows) + "\n").encode(), err
+
     return end
 
 
-@pytest.mark.parametrize("kind", ["truncated", "unknown", "duplicate", "negative-usage", "lies", "failed", "bad-counts"])
+@pytest.mark.parametrize(
+    "kind", ["truncated", "unknown", "duplicate", "negative-usage", "lies", "failed", "bad-counts"]
+)
 def test_damaged_batch_replies_are_named_never_a_traceback_never_complete(tmp_path, no_sleep, capsys, kind):
     track = make_selection_track(tmp_path, ks=(3, 2))
     end = {"lies": "lies", "failed": "failed", "bad-counts": "completed"}.get(kind) or _damaged_output(kind)
@@ -221,16 +278,35 @@ def test_damaged_batch_replies_are_named_never_a_traceback_never_complete(tmp_pa
 
 def test_a_damaged_batch_output_file_is_refused_whole(tmp_path, capsys):
     track = make_selection_track(tmp_path, ks=(2,))
-    (tmp_path / "out.jsonl").write_text('{"custom_id": "t0|trial-0|order-0-1|top1", "response": {"status_code": 200, "body": {"choi\n')
-    rc = cli_main(["vab", "score", "--track", str(track), "--batch-output", str(tmp_path / "out.jsonl"),
-                   "--answers", str(tmp_path / "a.jsonl"), "--results", str(tmp_path / "r")])
+    (tmp_path / "out.jsonl").write_text(
+        '{"custom_id": "t0|trial-0|order-0-1|top1", "response": {"status_code": 200, "body": {"choi\n'
+    )
+    rc = cli_main(
+        [
+            "vab",
+            "score",
+            "--track",
+            str(track),
+            "--batch-output",
+            str(tmp_path / "out.jsonl"),
+            "--answers",
+            str(tmp_path / "a.jsonl"),
+            "--results",
+            str(tmp_path / "r"),
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2 and "not JSON" in err and len(err.strip().splitlines()) == 1 and not (tmp_path / "a.jsonl").exists()
 
 
 def test_batch_options_are_checked_before_anything_is_asked(tmp_path, capsys):
     track = make_selection_track(tmp_path, ks=(2,))
-    for opt, value in (("--poll-interval", "0"), ("--poll-interval", "nan"), ("--batch-wait", "-1"), ("--batch-wait", "inf")):
+    for opt, value in (
+        ("--poll-interval", "0"),
+        ("--poll-interval", "nan"),
+        ("--batch-wait", "-1"),
+        ("--batch-wait", "inf"),
+    ):
         assert _run(track, "http://127.0.0.1:9/v1", tmp_path, opt, value) == 2
         assert opt in capsys.readouterr().err
 
@@ -244,7 +320,9 @@ def test_a_run_over_the_input_file_limit_is_submitted_as_several_batches(tmp_pat
     service = BatchService()
     server = OpenAIServer(answer_text=_answer, routes=service.routes)
     try:
-        rc = _run(track, server.base, tmp_path / "b", "--batch", "--poll-interval", "1", "--batch-max-mb", str(limit_mb))
+        rc = _run(
+            track, server.base, tmp_path / "b", "--batch", "--poll-interval", "1", "--batch-max-mb", str(limit_mb)
+        )
     finally:
         server.close()
     assert rc == 0

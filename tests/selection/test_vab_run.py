@@ -5,6 +5,7 @@ unparseable first, then well-formed; HTTP 429 first; HTTP 500 nine times (an API
 official 3 attempts of 3 HTTP calls each, answered on the next run: resume); slow first (the client times out);
 dropped connection first; a body that is not JSON first; a body cut short first. Nothing outside 127.0.0.1 is contacted.
 """
+
 from __future__ import annotations
 
 import base64
@@ -26,8 +27,16 @@ from pytest_pstbench.selection import chat_api
 
 KEY = "sekrit-key-123"
 BUCKETS = ("ok", "unparseable_once", "429_once", "500_nine", "slow_once", "drop_once", "badjson_once", "cut_once")
-FAILS = {"ok": 0, "unparseable_once": 1, "429_once": 1, "500_nine": 9, "slow_once": 1, "drop_once": 1, "badjson_once": 1,
-         "cut_once": 1}
+FAILS = {
+    "ok": 0,
+    "unparseable_once": 1,
+    "429_once": 1,
+    "500_nine": 9,
+    "slow_once": 1,
+    "drop_once": 1,
+    "badjson_once": 1,
+    "cut_once": 1,
+}
 
 
 class FakeApi:
@@ -90,7 +99,9 @@ class FakeApi:
                         return
                     if failing and bucket == "badjson_once":
                         return self._send(200, b"<html>bad gateway</html>")
-                    text = "I like it." if failing and bucket == "unparseable_once" else "Reasoning...\nBEST: A\nWORST: B"
+                    text = (
+                        "I like it." if failing and bucket == "unparseable_once" else "Reasoning...\nBEST: A\nWORST: B"
+                    )
                     body = json.dumps({"choices": [{"message": {"role": "assistant", "content": text}}]}).encode()
                     self._send(200, body)
                 except (BrokenPipeError, ConnectionResetError):
@@ -139,7 +150,9 @@ def track(tmp_path) -> Path:
             files.append(f"t{i}/c{c}.png")
         tasks.append({"id": f"t{i}", "domain": "photograph", "candidates": files, "best": 0, "worst": k - 1})
     m = tmp_path / "track.yaml"
-    m.write_text(yaml.safe_dump({"kind": "selection", "id": "runtrack", "revision": "r1", "tasks": tasks}, sort_keys=False))
+    m.write_text(
+        yaml.safe_dump({"kind": "selection", "id": "runtrack", "revision": "r1", "tasks": tasks}, sort_keys=False)
+    )
     return m
 
 
@@ -163,8 +176,25 @@ def test_run_end_to_end_with_retries_errors_and_resume(api, track, tmp_path, mon
 
     monkeypatch.setattr(chat_api, "post", counting_post)
     results = tmp_path / "results"
-    args = ["vab", "run", "--track", str(track), "--model", "acme/vision-1", "--api-base", api.base, "--api-key-env", "MY_KEY",
-            "--results", str(results), "--concurrency", "4", "--timeout", "1.5", "-q"]
+    args = [
+        "vab",
+        "run",
+        "--track",
+        str(track),
+        "--model",
+        "acme/vision-1",
+        "--api-base",
+        api.base,
+        "--api-key-env",
+        "MY_KEY",
+        "--results",
+        str(results),
+        "--concurrency",
+        "4",
+        "--timeout",
+        "1.5",
+        "-q",
+    ]
     code = cli_main(args)
     out, err = capsys.readouterr()
     n_requests = 4 * 3 * 3  # k >= 3: three prompt types, three trials
@@ -186,9 +216,14 @@ def test_run_end_to_end_with_retries_errors_and_resume(api, track, tmp_path, mon
     # the official delays: 2 s after the first failed attempt, 5 s after the second; within an attempt the
     # HTTP backoff 0.5 s, then 1.0 s
     http_once = sum(buckets[b] for b in in_attempt if b != "ok")
-    assert Counter(slept) == Counter({2: buckets["unparseable_once"] + buckets["badjson_once"] + buckets["500_nine"],
-                                      5: buckets["500_nine"], 0.5: http_once + 3 * buckets["500_nine"],
-                                      1.0: 3 * buckets["500_nine"]})
+    assert Counter(slept) == Counter(
+        {
+            2: buckets["unparseable_once"] + buckets["badjson_once"] + buckets["500_nine"],
+            5: buckets["500_nine"],
+            0.5: http_once + 3 * buckets["500_nine"],
+            1.0: 3 * buckets["500_nine"],
+        }
+    )
     # the request: official sampling and message layout, images as JPEG data URLs
     body = next(iter(api.bodies.values()))
     assert (body["model"], body["temperature"], body["max_tokens"]) == ("acme/vision-1", 1.0, 8192)
@@ -208,7 +243,10 @@ def test_run_end_to_end_with_retries_errors_and_resume(api, track, tmp_path, mon
     assert 1 < gauge["max"] <= 4  # calls in flight at once, bounded by --concurrency 4
     assert code == 1 and "requests ended in API errors; run the same command again" in err
     run = json.loads((results / "runtrack" / "vision-1" / "run.json").read_text())
-    assert run["judge"]["model_api"]["model"] == "acme/vision-1" and run["judge"]["model_api"]["sampling"] == {"temperature": 1.0, "max_tokens": 8192}
+    assert run["judge"]["model_api"]["model"] == "acme/vision-1" and run["judge"]["model_api"]["sampling"] == {
+        "temperature": 1.0,
+        "max_tokens": 8192,
+    }
     assert run["judge"]["attempts"]["max"] == 3 and run["answers"]["error"] == buckets["500_nine"]
     assert "asked 36 requests (0 already answered)" in out
 
@@ -229,22 +267,48 @@ def test_run_end_to_end_with_retries_errors_and_resume(api, track, tmp_path, mon
 def test_run_resumes_after_a_cut_line_and_refuses_a_bad_url(api, track, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(chat_api, "pause", lambda s: None)
     answers = tmp_path / "a.jsonl"
-    answers.write_text('{"task_id": "t0", "trial": 0, "prompt_type": "pick_best", "response": "BEST: A"}\n{"task_id": "t0", "tri')
-    args = ["vab", "run", "--track", str(track), "--model", "m", "--api-base", api.base, "--answers", str(answers),
-            "--results", str(tmp_path / "r"), "-q", "--timeout", "1.5"]
+    answers.write_text(
+        '{"task_id": "t0", "trial": 0, "prompt_type": "pick_best", "response": "BEST: A"}\n{"task_id": "t0", "tri'
+    )
+    args = [
+        "vab",
+        "run",
+        "--track",
+        str(track),
+        "--model",
+        "m",
+        "--api-base",
+        api.base,
+        "--answers",
+        str(answers),
+        "--results",
+        str(tmp_path / "r"),
+        "-q",
+        "--timeout",
+        "1.5",
+    ]
     cli_main(args)
     out = capsys.readouterr().out
     assert "asked 35 requests (1 already answered)" in out
     assert len(answers.read_text().splitlines()) == 36
     assert cli_main([*args[:7], "ftp://x", *args[8:]]) == 2
-    assert capsys.readouterr().err == "pstbench: error: --api-base ftp://x: not an http(s) URL; fix: give the endpoint's base, e.g. http://127.0.0.1:8000/v1\n"
+    assert (
+        capsys.readouterr().err
+        == "pstbench: error: --api-base ftp://x: not an http(s) URL; fix: give the endpoint's base, e.g. http://127.0.0.1:8000/v1\n"
+    )
 
 
 def test_pytest_option_asks_the_model_then_scores_and_xdist_resumes(track, pytester, monkeypatch):
     api = FakeApi(all_ok=True)
     try:
         monkeypatch.setenv("API_KEY", KEY)
-        base = ["-p", "no:cacheprovider", f"--pstbench-track={track}", "--pstbench-model=acme/vision-1", f"--pstbench-api-base={api.base}"]
+        base = [
+            "-p",
+            "no:cacheprovider",
+            f"--pstbench-track={track}",
+            "--pstbench-model=acme/vision-1",
+            f"--pstbench-api-base={api.base}",
+        ]
         r = pytester.runpytest_subprocess(*base)
         r.assert_outcomes(passed=4)
         assert sum(api.calls.values()) == 36 and api.auth == {f"Bearer {KEY}"}

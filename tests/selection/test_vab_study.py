@@ -6,6 +6,7 @@ chi2_F / (m (n - 1)), tie-corrected), scipy.stats.wilcoxon and an exact enumerat
 distribution, the exact McNemar p from math.comb, and values worked out by hand in the comments.
 Bad input is one line (exit 2).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -32,38 +33,74 @@ ANN = [f"a{i}" for i in range(1, 9)]
 
 # task -> images, then per annotator: scores (in image order) and the ranking (images best to worst)
 TASKS = {
-    "T1": ("x y z".split(), {
-        "a1": ((9, 9, 2), "x y z"),  # tie at the top: x and y get half a best vote each
-        "a2": ((8, 6, 3), "x y z"), "a3": ((8, 6, 3), "x y z"), "a4": ((8, 6, 3), "x y z"),
-        "a5": ((7, 8, 3), "x y z"),  # scores y best but ranks x first
-        "a6": ((7, 7, 7), "x y z"),  # every score equal: no tau-b, a third of each vote to each image
-        "a7": ((9, 5, 1), "x y z"),
-        "a8": ((6, 8, 2), "y x z")}),
-    "T2": ("p q r s".split(), {
-        **{a: ((9, 7, 5, 2), "p q r s") for a in ("a1", "a2", "a5", "a6", "a7", "a8")},
-        "a3": ((8, 9, 5, 2), "q p r s"),
-        "a4": ((9, 5, 6, 1), "p r q s")}),
-    "T3": ("i1 i2 i3 i4 i5".split(), {
-        "a1": ((8, 8, 6, 4, 3), "i1 i2 i3 i4 i5"),
-        "a2": ((7, 6, 7, 3, 3), "i1 i3 i2 i4 i5"),
-        "a3": ((6, 7, 5, 5, 2), "i1 i2 i4 i3 i5"),
-        "a4": ((9, 7, 6, 4, 5), "i1 i2 i3 i5 i4"),
-        "a5": ((5, 6, 6, 2, 3), "i1 i3 i2 i5 i4"),
-        "a6": ((7, 8, 6, 5, 5), "i2 i1 i3 i4 i5"),
-        "a7": ((8, 8, 4, 6, 4), "i2 i1 i4 i3 i5"),
-        "a8": ((6, 7, 7, 3, 2), "i2 i3 i1 i4 i5")}),
-    "T4": ("f g h".split(), {
-        "a1": ((7, 6, 2), "f g h"), "a2": ((7, 3, 5), "f h g"), "a3": ((6, 7, 2), "g f h"),
-        "a4": ((5, 8, 3), "g h f"), "a5": ((6, 5, 4), "h f g"), "a6": ((8, 6, 3), "f g h"),
-        "a7": ((6, 7, 2), "g f h"), "a8": ((4, 5, 6), "h g f")}),
-    "T5": ("u v w".split(), {
-        **{a: ((9, 9, 1), "u v w") for a in ("a1", "a2", "a3", "a4", "a5", "a6")},  # u: 6 halves + 2 = 5 votes
-        "a7": ((8, 5, 2), "u v w"), "a8": ((8.5, 5, 2), "u v w")}),
-    "T6": ("k1 k2 k3 k4".split(), {
-        "a1": ((7, 8, 5, 1), "k1 k2 k3 k4"), "a2": ((8, 4, 8, 2), "k1 k3 k2 k4"),
-        "a3": ((9, 6, 6, 3), "k1 k2 k3 k4"), "a4": ((6, 7, 6, 2), "k1 k2 k3 k4"),
-        "a5": ((7, 5, 7, 0), "k1 k3 k2 k4"), "a6": ((8, 8, 8, 8), "k1 k2 k3 k4"),
-        "a7": ((7, 9, 3, 1), "k2 k1 k3 k4"), "a8": ((4, 6, 6, 4), "k2 k3 k1 k4")}),
+    "T1": (
+        "x y z".split(),
+        {
+            "a1": ((9, 9, 2), "x y z"),  # tie at the top: x and y get half a best vote each
+            "a2": ((8, 6, 3), "x y z"),
+            "a3": ((8, 6, 3), "x y z"),
+            "a4": ((8, 6, 3), "x y z"),
+            "a5": ((7, 8, 3), "x y z"),  # scores y best but ranks x first
+            "a6": ((7, 7, 7), "x y z"),  # every score equal: no tau-b, a third of each vote to each image
+            "a7": ((9, 5, 1), "x y z"),
+            "a8": ((6, 8, 2), "y x z"),
+        },
+    ),
+    "T2": (
+        "p q r s".split(),
+        {
+            **{a: ((9, 7, 5, 2), "p q r s") for a in ("a1", "a2", "a5", "a6", "a7", "a8")},
+            "a3": ((8, 9, 5, 2), "q p r s"),
+            "a4": ((9, 5, 6, 1), "p r q s"),
+        },
+    ),
+    "T3": (
+        "i1 i2 i3 i4 i5".split(),
+        {
+            "a1": ((8, 8, 6, 4, 3), "i1 i2 i3 i4 i5"),
+            "a2": ((7, 6, 7, 3, 3), "i1 i3 i2 i4 i5"),
+            "a3": ((6, 7, 5, 5, 2), "i1 i2 i4 i3 i5"),
+            "a4": ((9, 7, 6, 4, 5), "i1 i2 i3 i5 i4"),
+            "a5": ((5, 6, 6, 2, 3), "i1 i3 i2 i5 i4"),
+            "a6": ((7, 8, 6, 5, 5), "i2 i1 i3 i4 i5"),
+            "a7": ((8, 8, 4, 6, 4), "i2 i1 i4 i3 i5"),
+            "a8": ((6, 7, 7, 3, 2), "i2 i3 i1 i4 i5"),
+        },
+    ),
+    "T4": (
+        "f g h".split(),
+        {
+            "a1": ((7, 6, 2), "f g h"),
+            "a2": ((7, 3, 5), "f h g"),
+            "a3": ((6, 7, 2), "g f h"),
+            "a4": ((5, 8, 3), "g h f"),
+            "a5": ((6, 5, 4), "h f g"),
+            "a6": ((8, 6, 3), "f g h"),
+            "a7": ((6, 7, 2), "g f h"),
+            "a8": ((4, 5, 6), "h g f"),
+        },
+    ),
+    "T5": (
+        "u v w".split(),
+        {
+            **{a: ((9, 9, 1), "u v w") for a in ("a1", "a2", "a3", "a4", "a5", "a6")},  # u: 6 halves + 2 = 5 votes
+            "a7": ((8, 5, 2), "u v w"),
+            "a8": ((8.5, 5, 2), "u v w"),
+        },
+    ),
+    "T6": (
+        "k1 k2 k3 k4".split(),
+        {
+            "a1": ((7, 8, 5, 1), "k1 k2 k3 k4"),
+            "a2": ((8, 4, 8, 2), "k1 k3 k2 k4"),
+            "a3": ((9, 6, 6, 3), "k1 k2 k3 k4"),
+            "a4": ((6, 7, 6, 2), "k1 k2 k3 k4"),
+            "a5": ((7, 5, 7, 0), "k1 k3 k2 k4"),
+            "a6": ((8, 8, 8, 8), "k1 k2 k3 k4"),
+            "a7": ((7, 9, 3, 1), "k2 k1 k3 k4"),
+            "a8": ((4, 6, 6, 4), "k2 k3 k1 k4"),
+        },
+    ),
     "T7": ("e1 e2 e3".split(), {a: ((10, 5, 0), "e1 e2 e3") for a in ANN}),  # unanimous; the scale's ends
 }
 
@@ -191,8 +228,10 @@ def test_reproducibility_and_mcnemar_match_hand_computation(result):
     rows = by_task(result)
     hits = {lab: {p: [] for p in ("ranking", "scoring")} for lab in ("best", "worst", "both")}
     for tid, (images, by_ann) in TASKS.items():
-        labels = {"ranking": (reached(rank_votes(images, by_ann), 5), reached(rank_votes(images, by_ann, worst=True), 5)),
-                  "scoring": (reached(score_votes(images, by_ann), 5), reached(score_votes(images, by_ann, lowest=True), 5))}
+        labels = {
+            "ranking": (reached(rank_votes(images, by_ann), 5), reached(rank_votes(images, by_ann, worst=True), 5)),
+            "scoring": (reached(score_votes(images, by_ann), 5), reached(score_votes(images, by_ann, lowest=True), 5)),
+        }
         for p, (best, worst) in labels.items():
             assert rows[tid][f"best_{p}"] == best and rows[tid][f"worst_{p}"] == worst, (tid, p)
             hits["best"][p].append(best is not None)
@@ -222,7 +261,9 @@ def test_reproducibility_and_mcnemar_match_hand_computation(result):
     for lab in ps:  # Bonferroni over the three tests
         assert rep[lab]["mcnemar"]["p_bonferroni"] == pytest.approx(min(1.0, 3 * ps[lab]), abs=1e-15)
     assert rep["best"]["mcnemar"]["p_bonferroni"] == 0.75
-    assert rep["best"]["ranking"]["mean"] == pytest.approx(6 / 7) and rep["best"]["scoring"]["mean"] == pytest.approx(3 / 7)
+    assert rep["best"]["ranking"]["mean"] == pytest.approx(6 / 7) and rep["best"]["scoring"]["mean"] == pytest.approx(
+        3 / 7
+    )
 
 
 def test_distinguishability_entropy_unanimity_and_wilcoxon(result):
@@ -237,10 +278,16 @@ def test_distinguishability_entropy_unanimity_and_wilcoxon(result):
             assert rows[tid][f"entropy_{p}"] == pytest.approx(h[p][-1], abs=1e-12), (tid, p)
             assert rows[tid][f"unanimous_{p}"] == uni[p][-1]
     # T1 by hand: ranking best votes 7, 1 of 8; scoring x 29/6, y 17/6, z 1/3
-    assert rows["T1"]["entropy_ranking"] == pytest.approx(-(7 / 8 * math.log(7 / 8) + 1 / 8 * math.log(1 / 8)), abs=1e-12)
+    assert rows["T1"]["entropy_ranking"] == pytest.approx(
+        -(7 / 8 * math.log(7 / 8) + 1 / 8 * math.log(1 / 8)), abs=1e-12
+    )
     p1 = [29 / 48, 17 / 48, 2 / 48]
     assert rows["T1"]["entropy_scoring"] == pytest.approx(-sum(p * math.log(p) for p in p1), abs=1e-12)
-    assert uni["ranking"] == [False, False, False, False, True, False, True] and uni["scoring"][-1] and sum(uni["scoring"]) == 1
+    assert (
+        uni["ranking"] == [False, False, False, False, True, False, True]
+        and uni["scoring"][-1]
+        and sum(uni["scoring"]) == 1
+    )
     dist = result["distinguishability"]
     for p in ("ranking", "scoring"):
         assert dist["entropy"][p]["mean"] == pytest.approx(np.mean(h[p]), abs=1e-12)
@@ -260,7 +307,9 @@ def test_kendall_w_matches_friedman_and_hand_values(result):
         scores = [list(s) for s, _ in by_ann.values()]
         ranks = [ranks_of(o, images) for _, o in by_ann.values()]
         assert rows[tid]["w_scoring"] == pytest.approx(kendall_w_friedman(scores), abs=1e-12), tid
-        assert rows[tid]["w_ranking"] == pytest.approx(kendall_w_friedman([[-r for r in rk] for rk in ranks]), abs=1e-12), tid
+        assert rows[tid]["w_ranking"] == pytest.approx(
+            kendall_w_friedman([[-r for r in rk] for rk in ranks]), abs=1e-12
+        ), tid
     # T1 by hand. Score ranks (1 = highest, ties averaged): rank sums x 11.5, y 13.5, z 23 (mean 16),
     # S = 4.5^2 + 2.5^2 + 7^2 = 75.5; ties: a1 a pair (2^3 - 2 = 6), a6 all three (24): sum T = 30;
     # W = 12 * 75.5 / (8^2 * (27 - 3) - 8 * 30) = 906 / 1296. Direct ranks: sums 9, 15, 24, S = 114,
@@ -335,9 +384,15 @@ def test_majority_option_and_ties_for_most_votes(tmp_path, annotations):
     assert three["T4"]["best_ranking"] is None  # f and g have 3 votes each: a tie is no label
     assert three["T4"]["worst_ranking"] == "h"  # h 4, f 2, g 2
     # one image reaches m best and m worst votes (m = 4 of 8): "both" needs two different images
-    order = {**{a: "A B C" for a in ("a1", "a2")}, **{a: "A C B" for a in ("a3", "a4")},
-             **{a: "B C A" for a in ("a5", "a6")}, **{a: "C B A" for a in ("a7", "a8")}}
-    tasks = {"split": ("A B C".split(), {a: ((9, 6, 3) if o.startswith("A") else (1, 6, 3), o) for a, o in order.items()})}
+    order = {
+        **{a: "A B C" for a in ("a1", "a2")},
+        **{a: "A C B" for a in ("a3", "a4")},
+        **{a: "B C A" for a in ("a5", "a6")},
+        **{a: "C B A" for a in ("a7", "a8")},
+    }
+    tasks = {
+        "split": ("A B C".split(), {a: ((9, 6, 3) if o.startswith("A") else (1, 6, 3), o) for a, o in order.items()})
+    }
     path = tmp_path / "split.csv"
     path.write_text(csv_text(tasks))
     row = run_study(path, majority=4)["per_task"][0]
@@ -345,7 +400,9 @@ def test_majority_option_and_ties_for_most_votes(tmp_path, annotations):
 
 
 def test_default_majority_is_a_strict_majority_of_the_tasks_annotators(tmp_path):
-    three = {"T": ("x y z".split(), {"a1": ((9, 5, 1), "x y z"), "a2": ((9, 5, 1), "x y z"), "a3": ((1, 5, 9), "z y x")})}
+    three = {
+        "T": ("x y z".split(), {"a1": ((9, 5, 1), "x y z"), "a2": ((9, 5, 1), "x y z"), "a3": ((1, 5, 9), "z y x")})
+    }
     path = tmp_path / "three.csv"
     path.write_text(csv_text(three))
     res = run_study(path)
@@ -369,9 +426,14 @@ def test_cli_prints_the_tables_and_writes_study_json_and_csv(annotations, tmp_pa
     out = tmp_path / "out"
     assert main(["vab", "study", str(annotations), "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    assert text.startswith(f"study: {annotations}   tasks: 7 of 7   annotators: 8   majority: 5 of 8 (strict majority)   protocol: vab")
-    assert re.search(r"^best +0\.857 \[[0-9.]+, [0-9.]+\] +0\.429 \[[0-9.]+, [0-9.]+\] +0\.429 \[[-0-9.]+, [0-9.]+\] +3/0 +0\.25 +0\.75$",
-                     text, flags=re.M), text
+    assert text.startswith(
+        f"study: {annotations}   tasks: 7 of 7   annotators: 8   majority: 5 of 8 (strict majority)   protocol: vab"
+    )
+    assert re.search(
+        r"^best +0\.857 \[[0-9.]+, [0-9.]+\] +0\.429 \[[0-9.]+, [0-9.]+\] +0\.429 \[[-0-9.]+, [0-9.]+\] +3/0 +0\.25 +0\.75$",
+        text,
+        flags=re.M,
+    ), text
     data = json.loads((out / "study.json").read_text())
     data["annotations"]["path"] = result["annotations"]["path"]
     assert data == json.loads(json.dumps(result))
@@ -386,7 +448,9 @@ def test_api_vab_study(annotations, tmp_path, result):
 
     res = pst.vab_study(annotations, out=tmp_path / "o")
     assert res["reproducibility"] == result["reproducibility"] and (tmp_path / "o" / "study.json").is_file()
-    with pytest.raises(UserError, match=r"^vab_study\(majority=9\): task T1 has only 8 annotators; fix: give at most 8"):
+    with pytest.raises(
+        UserError, match=r"^vab_study\(majority=9\): task T1 has only 8 annotators; fix: give at most 8"
+    ):
         pst.vab_study(annotations, majority=9)
 
 
@@ -394,7 +458,9 @@ def test_docs_worked_example_is_the_real_output(monkeypatch, capsys):
     """docs/selection.md's "Protocol study" example, as printed by the command it shows."""
     text = (ROOT / "docs" / "selection.md").read_text()
     section = text.split("## Protocol study", 1)[1].split("\n## ", 1)[0]
-    command, printed = re.search(r"```bash\n(pstbench vab study [^\n]*)\n```\n\n```text\n(.*?)```", section, flags=re.S).groups()
+    command, printed = re.search(
+        r"```bash\n(pstbench vab study [^\n]*)\n```\n\n```text\n(.*?)```", section, flags=re.S
+    ).groups()
     monkeypatch.chdir(ROOT)
     assert main(command.split()[1:]) == 0
     assert capsys.readouterr().out == printed
@@ -412,35 +478,80 @@ def _edit(old: str, new: str) -> str:
 
 
 BAD = [
-    ("missing rank", _edit("T1,a2,y,6,2", "T1,a2,y,6,"),
-     f"annotations.csv:{LINE_OF['T1,a2,y,6,2']}: task T1, annotator a2, image y: missing rank; fix: give every image of the task its rank (1 = best)"),
-    ("rank twice", _edit("T1,a2,y,6,2", "T1,a2,y,6,1"),
-     f"annotations.csv:{LINE_OF['T1,a2,y,6,2']}: task T1, annotator a2, image y: rank 1 is also given to image x (line "
-     f"{LINE_OF['T1,a2,x,8,1']}); fix: each annotator ranks a task's n images 1..n, each rank once"),
-    ("rank beyond n", _edit("T1,a2,z,3,3", "T1,a2,z,3,4"),
-     f"annotations.csv:{LINE_OF['T1,a2,z,3,3']}: task T1, annotator a2, image z: rank 4 but the task has 3 images; fix: ranks 1..3 (1 = best), each once"),
-    ("rank not a number", _edit("T1,a2,z,3,3", "T1,a2,z,3,2.5"),
-     f"annotations.csv:{LINE_OF['T1,a2,z,3,3']}: task T1, annotator a2, image z: rank '2.5' is not a whole number from 1 to the task's number of images; fix: give the rank as 1, 2, ... (1 = best)"),
-    ("rank 0", _edit("T1,a2,z,3,3", "T1,a2,z,3,0"), "rank '0' is not a whole number from 1 to the task's number of images"),
+    (
+        "missing rank",
+        _edit("T1,a2,y,6,2", "T1,a2,y,6,"),
+        f"annotations.csv:{LINE_OF['T1,a2,y,6,2']}: task T1, annotator a2, image y: missing rank; fix: give every image of the task its rank (1 = best)",
+    ),
+    (
+        "rank twice",
+        _edit("T1,a2,y,6,2", "T1,a2,y,6,1"),
+        f"annotations.csv:{LINE_OF['T1,a2,y,6,2']}: task T1, annotator a2, image y: rank 1 is also given to image x (line "
+        f"{LINE_OF['T1,a2,x,8,1']}); fix: each annotator ranks a task's n images 1..n, each rank once",
+    ),
+    (
+        "rank beyond n",
+        _edit("T1,a2,z,3,3", "T1,a2,z,3,4"),
+        f"annotations.csv:{LINE_OF['T1,a2,z,3,3']}: task T1, annotator a2, image z: rank 4 but the task has 3 images; fix: ranks 1..3 (1 = best), each once",
+    ),
+    (
+        "rank not a number",
+        _edit("T1,a2,z,3,3", "T1,a2,z,3,2.5"),
+        f"annotations.csv:{LINE_OF['T1,a2,z,3,3']}: task T1, annotator a2, image z: rank '2.5' is not a whole number from 1 to the task's number of images; fix: give the rank as 1, 2, ... (1 = best)",
+    ),
+    (
+        "rank 0",
+        _edit("T1,a2,z,3,3", "T1,a2,z,3,0"),
+        "rank '0' is not a whole number from 1 to the task's number of images",
+    ),
     ("rank unicode digit", _edit("T1,a2,z,3,3", "T1,a2,z,3,\u00b2"), "rank '\u00b2' is not a whole number from 1"),
-    ("score above 10", _edit("T1,a2,z,3,3", "T1,a2,z,11,3"),
-     f"annotations.csv:{LINE_OF['T1,a2,z,3,3']}: task T1, annotator a2, image z: score '11' is not a number from 0 to 10; fix: give the score on the 0-10 scale"),
+    (
+        "score above 10",
+        _edit("T1,a2,z,3,3", "T1,a2,z,11,3"),
+        f"annotations.csv:{LINE_OF['T1,a2,z,3,3']}: task T1, annotator a2, image z: score '11' is not a number from 0 to 10; fix: give the score on the 0-10 scale",
+    ),
     ("score below 0", _edit("T1,a2,z,3,3", "T1,a2,z,-0.5,3"), "score '-0.5' is not a number from 0 to 10"),
     ("score nan", _edit("T1,a2,z,3,3", "T1,a2,z,nan,3"), "score 'nan' is not a number from 0 to 10"),
-    ("image missing", _edit("T1,a2,z,3,3", ""),
-     f"annotations.csv:{LINE_OF['T1,a2,x,8,1']}: task T1: annotator a2 rates 2 of the task's 3 images (not z); fix: one row per image of the task and annotator"),
-    ("one annotator", "task_id,annotator,image,score,rank\nS,a1,x,5,1\nS,a1,y,4,2\n",
-     "annotations.csv:2: task S has one annotator (a1); the study compares annotators; fix: give at least 2 annotators per task"),
-    ("rated twice", GOOD + "T7,a8,e1,10,1\n",
-     f"annotations.csv:{len(GOOD.splitlines()) + 1}: task T7, annotator a8, image e1: rated twice (first on line {LINE_OF['T7,a8,e1,10,1']}); fix: one row per task, annotator and image"),
-    ("one image", "task_id,annotator,image,score,rank\nS,a1,x,5,1\nS,a2,x,4,1\n",
-     "annotations.csv:2: task S has 1 image(s) but protocol vab covers tasks of 2-6 images (candidates.min/max); fix: check the task's rows"),
-    ("column missing", "task_id,annotator,image,score\nS,a1,x,5\n",
-     "annotations.csv:1: the header lacks column(s) rank; fix: give a header row with task_id,annotator,image,score,rank"),
-    ("cells", GOOD.replace("T1,a1,x,9,1\n", "T1,a1,x,9,1,extra\n"),
-     f"annotations.csv:{LINE_OF['T1,a1,x,9,1']}: 6 cells but the header has 5 columns; fix: one cell per column (quote a cell that holds a comma)"),
-    ("empty", "", "annotations.csv: the annotations file is empty; fix: give a header row with task_id,annotator,image,score,rank, then one row per entry"),
-    ("no rows", "task_id,annotator,image,score,rank\n", "annotations.csv: no annotations; fix: give one row per task, annotator and image"),
+    (
+        "image missing",
+        _edit("T1,a2,z,3,3", ""),
+        f"annotations.csv:{LINE_OF['T1,a2,x,8,1']}: task T1: annotator a2 rates 2 of the task's 3 images (not z); fix: one row per image of the task and annotator",
+    ),
+    (
+        "one annotator",
+        "task_id,annotator,image,score,rank\nS,a1,x,5,1\nS,a1,y,4,2\n",
+        "annotations.csv:2: task S has one annotator (a1); the study compares annotators; fix: give at least 2 annotators per task",
+    ),
+    (
+        "rated twice",
+        GOOD + "T7,a8,e1,10,1\n",
+        f"annotations.csv:{len(GOOD.splitlines()) + 1}: task T7, annotator a8, image e1: rated twice (first on line {LINE_OF['T7,a8,e1,10,1']}); fix: one row per task, annotator and image",
+    ),
+    (
+        "one image",
+        "task_id,annotator,image,score,rank\nS,a1,x,5,1\nS,a2,x,4,1\n",
+        "annotations.csv:2: task S has 1 image(s) but protocol vab covers tasks of 2-6 images (candidates.min/max); fix: check the task's rows",
+    ),
+    (
+        "column missing",
+        "task_id,annotator,image,score\nS,a1,x,5\n",
+        "annotations.csv:1: the header lacks column(s) rank; fix: give a header row with task_id,annotator,image,score,rank",
+    ),
+    (
+        "cells",
+        GOOD.replace("T1,a1,x,9,1\n", "T1,a1,x,9,1,extra\n"),
+        f"annotations.csv:{LINE_OF['T1,a1,x,9,1']}: 6 cells but the header has 5 columns; fix: one cell per column (quote a cell that holds a comma)",
+    ),
+    (
+        "empty",
+        "",
+        "annotations.csv: the annotations file is empty; fix: give a header row with task_id,annotator,image,score,rank, then one row per entry",
+    ),
+    (
+        "no rows",
+        "task_id,annotator,image,score,rank\n",
+        "annotations.csv: no annotations; fix: give one row per task, annotator and image",
+    ),
 ]
 
 
@@ -458,14 +569,25 @@ def test_bad_files_and_options_are_one_line(tmp_path, monkeypatch, capsys):
     Path("annotations.csv").write_text(GOOD)
     Path("latin1.csv").write_bytes(GOOD.encode() + "T9,a1,caf\xe9,5,1\n".encode("latin-1"))
     cases = [
-        (["missing.csv"], "missing.csv: annotations file not found; fix: give a CSV with columns task_id,annotator,image,score,rank"),
-        (["latin1.csv"], f"latin1.csv:{len(GOOD.splitlines()) + 1}: not UTF-8 text; fix: save the annotations file as a UTF-8 CSV"),
-        (["annotations.csv", "--majority", "9"],
-         "--majority 9: task T1 has only 8 annotators; fix: give at most 8 (or leave it out: a strict majority of each task's annotators)"),
+        (
+            ["missing.csv"],
+            "missing.csv: annotations file not found; fix: give a CSV with columns task_id,annotator,image,score,rank",
+        ),
+        (
+            ["latin1.csv"],
+            f"latin1.csv:{len(GOOD.splitlines()) + 1}: not UTF-8 text; fix: save the annotations file as a UTF-8 CSV",
+        ),
+        (
+            ["annotations.csv", "--majority", "9"],
+            "--majority 9: task T1 has only 8 annotators; fix: give at most 8 (or leave it out: a strict majority of each task's annotators)",
+        ),
         (["annotations.csv", "--majority", "0"], "--majority 0: must be a whole number of annotators, at least 1"),
         (["annotations.csv", "--max-w", "1.5"], "--max-w 1.5: must be a number in (0, 1]"),
         (["annotations.csv", "--max-w", "nan"], "--max-w nan: must be a number in (0, 1]"),
-        (["annotations.csv", "--max-w", "0.1"], "--max-w 0.1: drops every task (the lowest Kendall's W of the score rankings is 0."),
+        (
+            ["annotations.csv", "--max-w", "0.1"],
+            "--max-w 0.1: drops every task (the lowest Kendall's W of the score rankings is 0.",
+        ),
     ]
     for argv, message in cases:
         assert main(["vab", "study", *argv]) == 2, argv
@@ -476,16 +598,20 @@ def test_bad_files_and_options_are_one_line(tmp_path, monkeypatch, capsys):
     assert "cannot write the study's files" in _one_line(capsys)
 
 
-
 def test_the_bounded_csv_reader(tmp_path):
     from pytest_pstbench.core.files.csvfile import read_csv
 
     kw = {"what": "annotations file", "columns": ("a", "b"), "fix": "give a CSV"}
     path = tmp_path / "x.csv"
-    path.write_text("a,b,c\n\n1,\"2,3\",4\r\n 5 ,6,7\n")
+    path.write_text('a,b,c\n\n1,"2,3",4\r\n 5 ,6,7\n')
     rows = read_csv(path, **kw)
-    assert [(r.line, r.cells) for r in rows] == [(3, {"a": "1", "b": "2,3", "c": "4"}), (4, {"a": " 5 ", "b": "6", "c": "7"})]
-    with pytest.raises(UserError, match=r"x.csv: the annotations file is larger than the limit of 10 bytes; fix: split it"):
+    assert [(r.line, r.cells) for r in rows] == [
+        (3, {"a": "1", "b": "2,3", "c": "4"}),
+        (4, {"a": " 5 ", "b": "6", "c": "7"}),
+    ]
+    with pytest.raises(
+        UserError, match=r"x.csv: the annotations file is larger than the limit of 10 bytes; fix: split it"
+    ):
         read_csv(path, max_bytes=10, **kw)
     path.write_text("a,b,a\n1,2,3\n")
     with pytest.raises(UserError, match=r"x.csv:1: the header names column a twice; fix: give a header row with a,b$"):

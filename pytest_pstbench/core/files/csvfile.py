@@ -8,6 +8,7 @@ where there is one), the rule broken and the fix: no file, a folder, unreadable,
 not UTF-8, no header, a column named twice, a required column missing, a row with more or fewer cells
 than the header, a cell the csv module refuses (over its field size limit, a NUL byte).
 """
+
 from __future__ import annotations
 
 import csv
@@ -28,7 +29,7 @@ class Read(list):
 
     sha256: str = ""
 
-    def of(self, items) -> "Read":
+    def of(self, items) -> Read:
         """`items` (e.g. the tasks made of these rows), with this file's digest."""
         out = Read(items)
         out.sha256 = self.sha256
@@ -41,8 +42,16 @@ class CSVRow:
     cells: dict[str, str]
 
 
-def read_csv(path: Path | str, *, what: str, columns: tuple[str, ...], fix: str,
-             max_bytes: int = MAX_BYTES, first: str | None = None, fix_all: str | None = None) -> Read:
+def read_csv(
+    path: Path | str,
+    *,
+    what: str,
+    columns: tuple[str, ...],
+    fix: str,
+    max_bytes: int = MAX_BYTES,
+    first: str | None = None,
+    fix_all: str | None = None,
+) -> Read:
     """The rows of the CSV file `path` (see the module docstring), with the sha256 of the bytes read (`Read`). `what` names the file in messages
     ("annotations file"); `fix` is the fix for a missing or empty file. `first`: the column the header
     must start with. `fix_all`: the fix of every problem (a file the kit wrote: "score the run again")."""
@@ -58,10 +67,14 @@ def read_csv(path: Path | str, *, what: str, columns: tuple[str, ...], fix: str,
         with open(path, "rb") as fh:
             raw = fh.read(max_bytes + 1)
     except OSError as exc:
-        raise UserError(f"{path}: cannot read the {what} ({' '.join(str(exc.strerror or exc).split())}); "
-                        f"fix: {fix_all or 'check the file' + chr(39) + 's permissions'}") from None
+        raise UserError(
+            f"{path}: cannot read the {what} ({' '.join(str(exc.strerror or exc).split())}); "
+            f"fix: {fix_all or 'check the file' + chr(39) + 's permissions'}"
+        ) from None
     if len(raw) > max_bytes:
-        raise UserError(f"{path}: the {what} is larger than the limit of {max_bytes} bytes; fix: split it into smaller files")
+        raise UserError(
+            f"{path}: the {what} is larger than the limit of {max_bytes} bytes; fix: split it into smaller files"
+        )
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -85,14 +98,20 @@ def read_csv(path: Path | str, *, what: str, columns: tuple[str, ...], fix: str,
                     raise UserError(f"{path}:{line}: the header must start with column {first}; fix: {header_fix}")
                 missing = [c for c in columns if c not in header]
                 if missing:
-                    raise UserError(f"{path}:{line}: the header lacks column(s) {', '.join(missing)}; fix: {header_fix}")
+                    raise UserError(
+                        f"{path}:{line}: the header lacks column(s) {', '.join(missing)}; fix: {header_fix}"
+                    )
                 continue
             if len(cells) != len(header):
-                raise UserError(f"{path}:{line}: {len(cells)} cells but the header has {len(header)} columns; "
-                                f"fix: {fix_all or 'one cell per column (quote a cell that holds a comma)'}")
+                raise UserError(
+                    f"{path}:{line}: {len(cells)} cells but the header has {len(header)} columns; "
+                    f"fix: {fix_all or 'one cell per column (quote a cell that holds a comma)'}"
+                )
             rows.append(CSVRow(line, dict(zip(header, cells))))
     except csv.Error as exc:
-        raise UserError(f"{path}:{reader.line_num}: not a valid CSV row ({exc}); fix: {fix_all or f'save the {what} as a plain CSV'}") from None
+        raise UserError(
+            f"{path}:{reader.line_num}: not a valid CSV row ({exc}); fix: {fix_all or f'save the {what} as a plain CSV'}"
+        ) from None
     if header is None:
         raise UserError(f"{path}: the {what} is empty; fix: {header_fix}, then one row per entry")
     return rows

@@ -5,6 +5,7 @@ announces; `sniff_format`: the container from a file's first bytes (its name doe
 `exif_orientation`: an opened image's EXIF Orientation tag, checked; `write_thumbnail`: the one thumbnail
 writer of the report pages (Pillow imported when called).
 """
+
 from __future__ import annotations
 
 import struct
@@ -51,7 +52,9 @@ def exif_orientation(img, where: str) -> int:
     try:
         value = img.getexif().get(EXIF_ORIENTATION, 1)
     except (ValueError, TypeError, KeyError, IndexError, SyntaxError, OSError, struct.error) as exc:
-        raise UserError(f"{where}: its EXIF data cannot be read ({type(exc).__name__}: {' '.join(str(exc).split())}); {fix}") from None
+        raise UserError(
+            f"{where}: its EXIF data cannot be read ({type(exc).__name__}: {' '.join(str(exc).split())}); {fix}"
+        ) from None
     if value is None:
         return 1
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 8:
@@ -70,8 +73,10 @@ def write_thumbnail(src: Path, dest: Path, size: int) -> tuple[int, int]:
 
     with PILImage.open(src) as im:
         if im.size[0] * im.size[1] > MAX_PIXELS:  # from the header: nothing decoded yet
-            raise ValueError(f"header says {im.size[0]}x{im.size[1]} pixels, more than the kit decodes "
-                             f"({MAX_PIXELS / 1e6:.0f} MP; decompression-bomb guard)")
+            raise ValueError(
+                f"header says {im.size[0]}x{im.size[1]} pixels, more than the kit decodes "
+                f"({MAX_PIXELS / 1e6:.0f} MP; decompression-bomb guard)"
+            )
         im.draft("RGB", (size, size))
         im = ImageOps.exif_transpose(im)
         if im.mode in ("I;16", "I;16B", "I;16L", "I"):

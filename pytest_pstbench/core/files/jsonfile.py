@@ -9,6 +9,7 @@ before; both are ValueErrors, and so is a UnicodeDecodeError of a file that is n
 that turned a ValueError into a one-line error or a cache miss does so for every limit too.
 NaN and Infinity are accepted as json.loads accepts them; the caller checks its values.
 """
+
 from __future__ import annotations
 
 import json
@@ -43,8 +44,13 @@ def _depth(text: str) -> int:
     return max(accumulate(map(_STEP.get, brackets)), default=0)
 
 
-def loads(text: str | bytes | bytearray, *, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH,
-          max_int_digits: int = MAX_INT_DIGITS):
+def loads(
+    text: str | bytes | bytearray,
+    *,
+    max_bytes: int = MAX_BYTES,
+    max_depth: int = MAX_DEPTH,
+    max_int_digits: int = MAX_INT_DIGITS,
+):
     """json.loads with bounds (see the module's docstring). Bytes are decoded as json.loads decodes them."""
     if len(text) > max_bytes:
         raise JSONLimitError(f"{len(text)} bytes, over the limit of {max_bytes} bytes")
@@ -55,7 +61,9 @@ def loads(text: str | bytes | bytearray, *, max_bytes: int = MAX_BYTES, max_dept
 
     def parse_int(digits: str) -> int:
         if len(digits) - digits.startswith("-") > max_int_digits:
-            raise JSONLimitError(f"an integer of {len(digits) - digits.startswith('-')} digits (at most {max_int_digits})")
+            raise JSONLimitError(
+                f"an integer of {len(digits) - digits.startswith('-')} digits (at most {max_int_digits})"
+            )
         return int(digits)
 
     try:
@@ -64,8 +72,9 @@ def loads(text: str | bytes | bytearray, *, max_bytes: int = MAX_BYTES, max_dept
         raise JSONLimitError(f"nested deeper than {max_depth} levels") from None
 
 
-def read_json(path: Path | str, *, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH,
-              max_int_digits: int = MAX_INT_DIGITS):
+def read_json(
+    path: Path | str, *, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH, max_int_digits: int = MAX_INT_DIGITS
+):
     """The data of the UTF-8 JSON file `path` (read no further than `max_bytes` + 1 bytes). OSError when it
     cannot be read; ValueError (UnicodeDecodeError, JSONDecodeError, JSONLimitError) when it is not JSON
     within the bounds."""

@@ -1,6 +1,7 @@
 """The one-writer lock of a folder or file the kit writes in place (a run folder, an answers file, a
 dataset's download folder): `writer_lock`, an OS lock (`filelock`) on a file in the cache named for the
 target's real path, waited for up to $PSTBENCH_LOCK_TIMEOUT seconds."""
+
 from __future__ import annotations
 
 import os
@@ -10,7 +11,6 @@ from pathlib import Path
 
 from pytest_pstbench.core.envvars import env_number
 from pytest_pstbench.core.errors import UserError
-
 
 LOCK_TIMEOUT_ENV = "PSTBENCH_LOCK_TIMEOUT"
 
@@ -43,8 +43,9 @@ def lock_timeout(default: float = DEFAULT_LOCK_TIMEOUT) -> float:
 
 
 @contextmanager
-def writer_lock(target: Path, *, namespace: str, what: str, fix: str, where: str, writes: str,
-                timeout: float | None = None) -> Iterator[Path]:
+def writer_lock(
+    target: Path, *, namespace: str, what: str, fix: str, where: str, writes: str, timeout: float | None = None
+) -> Iterator[Path]:
     """Hold the one-writer lock of `target` (`lock_path(target, namespace)`: a `filelock.FileLock`, an OS
     lock released when the process ends, even when killed; nothing is left beside `target`; only when the
     cache is not writable, `.<name>.lock` beside it). Another holder (a process or a thread) is waited for
@@ -76,7 +77,9 @@ def writer_lock(target: Path, *, namespace: str, what: str, fix: str, where: str
             f"{timeout:g} s); fix: {fix}"
         ) from None
     except OSError as exc:
-        raise UserError(f"{path}: cannot take the {what} lock ({exc}); fix: set PSTBENCH_CACHE to a writable folder") from None
+        raise UserError(
+            f"{path}: cannot take the {what} lock ({exc}); fix: set PSTBENCH_CACHE to a writable folder"
+        ) from None
     try:
         yield path
     finally:
@@ -85,6 +88,12 @@ def writer_lock(target: Path, *, namespace: str, what: str, fix: str, where: str
 
 def run_lock(run_dir: Path, timeout: float | None = None):
     """Hold the per-run lock (`writer_lock` in namespace "runs"): one writer of a run folder at a time."""
-    return writer_lock(run_dir, namespace="runs", what="run", timeout=timeout,
-                       fix="wait for it to finish, or give this run another name", where="give --results a writable folder",
-                       writes="the run files")
+    return writer_lock(
+        run_dir,
+        namespace="runs",
+        what="run",
+        timeout=timeout,
+        fix="wait for it to finish, or give this run another name",
+        where="give --results a writable folder",
+        writes="the run files",
+    )

@@ -13,6 +13,7 @@ beside new files even if the process is killed between the renames.
 Whole folders (run folders, reports, baseline outputs) are built in a staging folder and swapped into
 place (`staging_dir`, `swap_dir_into_place`, below); their files are written with `write_new`, the same os-level write.
 """
+
 from __future__ import annotations
 
 import errno
@@ -58,9 +59,11 @@ def _encode(text: str | bytes, path) -> bytes:
     except UnicodeEncodeError as exc:
         from pytest_pstbench.core.paths import shown
 
-        bad = shown(exc.object[max(0, exc.start - 40):exc.end + 10])
-        raise UserError(f"{shown(path)}: not written: its text holds a byte that is not UTF-8 (...{bad}..., e.g. a path "
-                        "as the OS gives it); fix: rename that file or folder to a UTF-8 name") from None
+        bad = shown(exc.object[max(0, exc.start - 40) : exc.end + 10])
+        raise UserError(
+            f"{shown(path)}: not written: its text holds a byte that is not UTF-8 (...{bad}..., e.g. a path "
+            "as the OS gives it); fix: rename that file or folder to a UTF-8 name"
+        ) from None
 
 
 def write_new(path: Path, text: str | bytes) -> None:
@@ -79,8 +82,14 @@ def os_reason(exc: OSError) -> str:
     return " ".join(str(exc.strerror or exc).split())
 
 
-def write_files(folder: Path, files: dict[str, str | bytes], *, what: str | None = None, fix: str = DEFAULT_FIX,
-                durable: bool = True) -> None:
+def write_files(
+    folder: Path,
+    files: dict[str, str | bytes],
+    *,
+    what: str | None = None,
+    fix: str = DEFAULT_FIX,
+    durable: bool = True,
+) -> None:
     """Replace the files `files` (name -> text or bytes) in `folder` (created if missing), all or none
     (see the module docstring). `what` names the output in the error (default: the file's name).
     `durable=False` skips the fsync (cache entries: a lost one after a power cut is a miss, and a run
@@ -92,8 +101,10 @@ def write_files(folder: Path, files: dict[str, str | bytes], *, what: str | None
         for name, text in files.items():
             current = folder / name
             if current.is_dir():
-                raise UserError(f"{current}: cannot write {what or 'the file'} (it is a folder); fix: give a file "
-                                f"name, e.g. {current / 'out.txt'}")
+                raise UserError(
+                    f"{current}: cannot write {what or 'the file'} (it is a folder); fix: give a file "
+                    f"name, e.g. {current / 'out.txt'}"
+                )
             try:
                 folder.mkdir(parents=True, exist_ok=True)
             except FileExistsError:  # a file where the folder belongs (or above it)
@@ -112,16 +123,21 @@ def write_files(folder: Path, files: dict[str, str | bytes], *, what: str | None
             current = target
             os.replace(tmp, target)
     except OSError as exc:
-        kept = "the previous files (if any) are unchanged" if len(files) > 1 else "the previous file (if any) is unchanged"
-        raise UserError(f"{current}: cannot write {what or 'the file'} ({os_reason(exc)}); fix: {fix}; {kept}") from None
+        kept = (
+            "the previous files (if any) are unchanged" if len(files) > 1 else "the previous file (if any) is unchanged"
+        )
+        raise UserError(
+            f"{current}: cannot write {what or 'the file'} ({os_reason(exc)}); fix: {fix}; {kept}"
+        ) from None
     finally:
         for _name, tmp, _target in staged:
             if tmp.exists():
                 tmp.unlink()
 
 
-def write_atomic(path: Path, text: str | bytes, *, what: str | None = None, fix: str = DEFAULT_FIX,
-                 durable: bool = True) -> None:
+def write_atomic(
+    path: Path, text: str | bytes, *, what: str | None = None, fix: str = DEFAULT_FIX, durable: bool = True
+) -> None:
     """Replace the file `path` by one holding `text` (UTF-8 when a str), atomically: on failure the old
     file is unchanged and UserError names `path`, the reason and `fix`."""
     path = Path(path)
@@ -150,8 +166,10 @@ def staging_dir(target: Path, *, what: str, fix: str, tag: str = "build") -> Ite
     try:
         yield tmp
     except OSError as exc:  # a full disk while building: the folder is discarded, `target` is unchanged
-        raise UserError(f"{target}: cannot {what} ({os_reason(exc)}); fix: free some space, or {fix}; "
-                        f"{Path(target).name} is unchanged") from None
+        raise UserError(
+            f"{target}: cannot {what} ({os_reason(exc)}); fix: free some space, or {fix}; "
+            f"{Path(target).name} is unchanged"
+        ) from None
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
@@ -176,8 +194,9 @@ def swap_dir_into_place(new: Path, target: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def replace_stale_dir(new: Path, target: Path, *, what: str, current: Callable[[], bool] | None = None,
-                      attempts: int = 5) -> bool:
+def replace_stale_dir(
+    new: Path, target: Path, *, what: str, current: Callable[[], bool] | None = None, attempts: int = 5
+) -> bool:
     """Rename the finished folder `new` to `target`, a cache folder that concurrent builders (xdist
     workers, other processes) may be replacing too. Returns True when `new` was moved in, False when
     `current()` says the `target` already there is a finished, usable build (another builder won; `new`
@@ -244,6 +263,7 @@ def refuse_overwriting_inputs(option: str, outputs, *, files=(), folders=()) -> 
     `folders` (label, path) the folders it reads every file of (a run folder, an outputs folder). An output
     that is an input file or holds one, or that is, holds or lies inside an input folder, is one UserError
     naming `option`, the input and the fix. Paths are compared as real paths (links and `..` resolved)."""
+
     def real(p) -> str:
         return os.path.realpath(os.fspath(p))
 
@@ -257,8 +277,9 @@ def refuse_overwriting_inputs(option: str, outputs, *, files=(), folders=()) -> 
                 if path is None:
                     continue
                 i = real(path)
-                how = ("is" if o == i else "holds" if inside(i, o) else
-                       "lies inside" if kinds and inside(o, i) else None)
+                how = "is" if o == i else "holds" if inside(i, o) else "lies inside" if kinds and inside(o, i) else None
                 if how:
-                    raise UserError(f"{option} {out}: {how} {label} {path}, which this command reads; writing there "
-                                    f"would replace what it reads; fix: give {option} another path")
+                    raise UserError(
+                        f"{option} {out}: {how} {label} {path}, which this command reads; writing there "
+                        f"would replace what it reads; fix: give {option} another path"
+                    )

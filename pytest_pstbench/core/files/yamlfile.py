@@ -17,6 +17,7 @@ a double (`1e400`, which would read as inf), a string holding a lone
 surrogate (a `"\\uD83D"` escape: half a character, which no file or terminal can take) and a file that
 cannot be read (missing, a folder, a broken or looping link).
 """
+
 from __future__ import annotations
 
 import copy
@@ -65,28 +66,39 @@ def _loader_class():
                 event = self.peek_event()
                 node = self.anchors.get(event.anchor)
                 if node is not None and id(node) not in self._expanded:
-                    raise _Refused(f"the alias *{event.anchor} (line {event.start_mark.line + 1}) is inside the value it "
-                                   "repeats; fix: write the value out without a recursive alias")
+                    raise _Refused(
+                        f"the alias *{event.anchor} (line {event.start_mark.line + 1}) is inside the value it "
+                        "repeats; fix: write the value out without a recursive alias"
+                    )
                 return super().compose_node(parent, index)
             mark = self.peek_event().start_mark
             self._nesting += 1
             try:
                 if self._nesting > MAX_DEPTH:
-                    raise _Refused(f"nested deeper than {MAX_DEPTH} levels (line {mark.line + 1}); fix: flatten the file")
+                    raise _Refused(
+                        f"nested deeper than {MAX_DEPTH} levels (line {mark.line + 1}); fix: flatten the file"
+                    )
                 node = super().compose_node(parent, index)
             finally:
                 self._nesting -= 1
-            children = node.value if isinstance(node, yaml.SequenceNode) else (
-                [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else [])
+            children = (
+                node.value
+                if isinstance(node, yaml.SequenceNode)
+                else ([n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else [])
+            )
             sizes = [self._expanded[id(c)] for c in children]
             size, depth = 1 + sum(n for n, _ in sizes), 1 + max((d for _, d in sizes), default=0)
             self._expanded[id(node)] = (size, depth)
             if depth > MAX_DEPTH:
-                raise _Refused(f"nested deeper than {MAX_DEPTH} levels once its aliases are expanded (line {mark.line + 1}); "
-                               "fix: write the value out in full where it is used")
+                raise _Refused(
+                    f"nested deeper than {MAX_DEPTH} levels once its aliases are expanded (line {mark.line + 1}); "
+                    "fix: write the value out in full where it is used"
+                )
             if size > len(self._expanded) + MAX_ALIAS_NODES:
-                raise _Refused(f"its aliases expand it by more than {MAX_ALIAS_NODES} values (at line {mark.line + 1}); "
-                               "fix: write the values out in full where they are used, without aliases of aliases")
+                raise _Refused(
+                    f"its aliases expand it by more than {MAX_ALIAS_NODES} values (at line {mark.line + 1}); "
+                    "fix: write the values out in full where they are used, without aliases of aliases"
+                )
             return node
 
         def construct_yaml_int(self, node):
@@ -94,8 +106,10 @@ def _loader_class():
             that run.json could neither write nor read back."""
             value = super().construct_yaml_int(node)
             if abs(value) >= 10**MAX_INT_DIGITS:
-                raise _Refused(f"an integer of more than {MAX_INT_DIGITS} digits (line {node.start_mark.line + 1}); "
-                               "fix: write a smaller number (or quote it as text)")
+                raise _Refused(
+                    f"an integer of more than {MAX_INT_DIGITS} digits (line {node.start_mark.line + 1}); "
+                    "fix: write a smaller number (or quote it as text)"
+                )
             return value
 
         def construct_yaml_float(self, node):
@@ -104,8 +118,10 @@ def _loader_class():
             each file checks its values (a protocol's rules name the key; run.json holds neither)."""
             value = super().construct_yaml_float(node)
             if not math.isfinite(value) and node.value.lower().lstrip("+-") not in (".inf", ".nan"):
-                raise _Refused(f"the number {node.value} is too large for a float (line {node.start_mark.line + 1}); "
-                               "fix: write a smaller number (or quote it as text)")
+                raise _Refused(
+                    f"the number {node.value} is too large for a float (line {node.start_mark.line + 1}); "
+                    "fix: write a smaller number (or quote it as text)"
+                )
             return value
 
         def construct_yaml_str(self, node):
@@ -115,8 +131,10 @@ def _loader_class():
             if _SURROGATE.search(value):  # a pair written as two escapes ("\\uD83D\\uDE00") is one character
                 value = value.encode("utf-16", "surrogatepass").decode("utf-16", "surrogatepass")
             if _SURROGATE.search(value):
-                raise _Refused(f"a lone surrogate ({ascii(_SURROGATE.search(value).group())}, half a character) in a "
-                               f"string (line {node.start_mark.line + 1}); fix: write the whole character, or drop it")
+                raise _Refused(
+                    f"a lone surrogate ({ascii(_SURROGATE.search(value).group())}, half a character) in a "
+                    f"string (line {node.start_mark.line + 1}); fix: write the whole character, or drop it"
+                )
             return value
 
     BoundedSafeLoader.add_constructor("tag:yaml.org,2002:int", BoundedSafeLoader.construct_yaml_int)
@@ -131,7 +149,9 @@ def parse_yaml(raw: bytes | str, source: Path | str, what: str):
     import yaml
 
     if len(raw) > MAX_BYTES:
-        raise UserError(f"{source}: a {what} of {len(raw)} bytes is over the limit of {MAX_BYTES} bytes; fix: give a smaller file")
+        raise UserError(
+            f"{source}: a {what} of {len(raw)} bytes is over the limit of {MAX_BYTES} bytes; fix: give a smaller file"
+        )
     key = hashlib.sha256(raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogatepass")).hexdigest()
     if key in _PARSED:
         return copy.deepcopy(_PARSED[key])
@@ -143,7 +163,9 @@ def parse_yaml(raw: bytes | str, source: Path | str, what: str):
     except _Refused as exc:
         raise UserError(f"{source}: not accepted as a YAML {what}: {exc}") from None
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise UserError(f"{source}: not a valid YAML {what} ({str(exc).splitlines()[0]}); fix the file's syntax") from None
+        raise UserError(
+            f"{source}: not a valid YAML {what} ({str(exc).splitlines()[0]}); fix the file's syntax"
+        ) from None
     except (ValueError, OverflowError, RecursionError) as exc:  # an integer of too many digits, a date out of range
         raise UserError(f"{source}: not a valid YAML {what} ({str(exc).splitlines()[0]}); fix the value") from None
     finally:
@@ -207,8 +229,10 @@ def json_ready(data, source: Path | str, what: str):
             out = {}
             for k, v in value.items():
                 if not isinstance(k, (str, int, float, bool)) and k is not None:
-                    raise UserError(f"{source}: the key {k!r} under {at or 'the top level'} of this {what} is not text; "
-                                    "fix: write the key as text")
+                    raise UserError(
+                        f"{source}: the key {k!r} under {at or 'the top level'} of this {what} is not text; "
+                        "fix: write the key as text"
+                    )
                 out[k] = walk(v, f"{at}.{k}" if at else str(k))
             return out
         if isinstance(value, list):
@@ -216,12 +240,16 @@ def json_ready(data, source: Path | str, what: str):
         if isinstance(value, (_dt.date, _dt.datetime)):
             return value.isoformat()
         if isinstance(value, float) and not math.isfinite(value):
-            raise UserError(f"{source}: {at} is {value}, which run.json cannot record (JSON has no inf or nan); "
-                            "fix: write a finite number, or the value as text")
+            raise UserError(
+                f"{source}: {at} is {value}, which run.json cannot record (JSON has no inf or nan); "
+                "fix: write a finite number, or the value as text"
+            )
         if value is None or isinstance(value, (str, int, float, bool)):
             return value
-        raise UserError(f"{source}: {at} is a YAML {type(value).__name__}, which run.json cannot record; "
-                        "fix: write it as text, a number or a list")
+        raise UserError(
+            f"{source}: {at} is a YAML {type(value).__name__}, which run.json cannot record; "
+            "fix: write it as text, a number or a list"
+        )
 
     return walk(data, "")
 
@@ -235,5 +263,7 @@ def read_yaml(path: Path, what: str):
     except OSError as exc:  # missing, a folder, a link to nowhere or to itself, unreadable
         from pytest_pstbench.core.files.write import os_reason
 
-        raise UserError(f"{path}: cannot read the {what} ({os_reason(exc)}); fix: give the path of a readable file") from None
+        raise UserError(
+            f"{path}: cannot read the {what} ({os_reason(exc)}); fix: give the path of a readable file"
+        ) from None
     return parse_yaml(raw, path, what)

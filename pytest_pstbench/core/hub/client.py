@@ -9,6 +9,7 @@ by the caller's `Subject`, a run URI or a dataset, each message one line naming 
 again but never past the deadline) and the one download (`download`: capped by the listed size, with a deadline).
 huggingface_hub is imported only inside the functions that talk to the Hub.
 """
+
 from __future__ import annotations
 
 import os
@@ -18,8 +19,16 @@ from pathlib import Path
 from pytest_pstbench.core.envvars import env_number
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.hub.endpoint import check_token, endpoint, redact, where
-from pytest_pstbench.core.hub.limits import DEADLINE_ENV, MAX_FILE_ENV, deadline_seconds, listed_size
-from pytest_pstbench.core.hub.limits import bound_reply, raise_for_status, retry_after, time_left
+from pytest_pstbench.core.hub.limits import (
+    DEADLINE_ENV,
+    MAX_FILE_ENV,
+    bound_reply,
+    deadline_seconds,
+    listed_size,
+    raise_for_status,
+    retry_after,
+    time_left,
+)
 from pytest_pstbench.core.hub.network import Cause, cause, explain, is_timeout, network_errors
 
 NETWORK_TIMEOUT_ENV = "PSTBENCH_NETWORK_TIMEOUT"
@@ -123,6 +132,7 @@ def classify(exc: BaseException) -> tuple[str, str]:
 def hub_cause(exc: BaseException) -> Cause | None:
     """Why `exc` got no answer (`network.cause`); huggingface_hub's offline mode is "offline" (not asked again)."""
     from huggingface_hub import errors as E
+
     return Cause("offline", str(exc), False) if isinstance(exc, E.OfflineModeIsEnabled) else cause(exc)
 
 
@@ -170,8 +180,11 @@ def hub_error(subject: Subject, exc: BaseException, what: str, attempts: int = 1
 
     category, first = classify(exc)
     status = getattr(getattr(exc, "response", None), "status_code", None)
-    unresolved = not is_timeout(exc) and (isinstance(exc, E.RevisionNotFoundError) or status in (400, 404, 422)) \
+    unresolved = (
+        not is_timeout(exc)
+        and (isinstance(exc, E.RevisionNotFoundError) or status in (400, 404, 422))
         and not isinstance(exc, (E.RepositoryNotFoundError, E.GatedRepoError))
+    )
     why = hub_cause(exc) if category in ("timeout", "network") else None
     net = explain(why, where(), network_timeout(), NETWORK_TIMEOUT_ENV) if why is not None else None
     message = subject.failure(Failure(category, first, what, type(exc).__name__, net, attempts))
@@ -216,8 +229,11 @@ def damaged(subject: Subject, what: str, exc: BaseException) -> HubError:
         detail = f"a field is missing or of the wrong type ({type(exc).__name__}: {str(exc)})"
     detail = redact(" ".join(detail.split()))
     detail = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in detail)[:200]
-    return HubError(f"{subject.name}: the Hub at {where()} sent a damaged reply while {what}: {detail}; fix: check that "
-                    "HF_ENDPOINT names a Hugging Face Hub (or a sound mirror of it), then try again", "damaged")
+    return HubError(
+        f"{subject.name}: the Hub at {where()} sent a damaged reply while {what}: {detail}; fix: check that "
+        "HF_ENDPOINT names a Hugging Face Hub (or a sound mirror of it), then try again",
+        "damaged",
+    )
 
 
 def limit_error(subject_name: str, message: str) -> HubError:  # a limit of `limits` reached
@@ -244,10 +260,14 @@ def hub_call(subject: Subject, what: str, call, attempts: int | None = None, ret
         except network_errors() as exc:
             why, last = hub_cause(exc), attempt + 1 >= attempts
             # asking again cannot help (TLS, ...); or the last try of one that says why (refused, cut): in its own words
-            if not retry or not is_timeout(exc) or (why is not None and (not why.retry or last and why.kind != "timeout")):
+            if (
+                not retry
+                or not is_timeout(exc)
+                or (why is not None and (not why.retry or last and why.kind != "timeout"))
+            ):
                 raise hub_error(subject, exc, what, attempt + 1) from None
             if not last:
-                time.sleep(min(2.0 ** attempt, network_timeout()))
+                time.sleep(min(2.0**attempt, network_timeout()))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             if not (isinstance(exc, DamagedReply) or raised_in_huggingface_hub(exc)):
                 raise  # a bug of the kit's own is not the Hub's damaged reply
@@ -272,15 +292,18 @@ def bounded_get(url: str, params: dict | None, *, end: float, cap: int, retry: b
 
     from huggingface_hub import get_session
     from huggingface_hub.utils import build_hf_headers
+
     from pytest_pstbench.core.files.jsonfile import loads
+
     headers, wait, tries = build_hf_headers(), 1.0, READ_TRIES if retry else 1
     for attempt in range(tries):
         last = attempt + 1 >= tries
         if time.monotonic() >= end:
             raise late("")
         try:
-            with get_session().stream("GET", url, params=params, headers=headers, timeout=network_timeout(),
-                                      follow_redirects=True) as r:
+            with get_session().stream(
+                "GET", url, params=params, headers=headers, timeout=network_timeout(), follow_redirects=True
+            ) as r:
                 if r.status_code in RETRY_STATUSES and not last:
                     after = retry_after(r.headers.get("Retry-After"))
                     pause = wait if after is None else after
@@ -311,14 +334,26 @@ def bounded_get(url: str, params: dict | None, *, end: float, cap: int, retry: b
         try:
             return loads(bytes(body)), nxt
         except ValueError as exc:  # not JSON (or past the JSON reader's bounds)
-            raise DamagedReply("its body is not JSON" if isinstance(exc, json.JSONDecodeError)
-                               else f"its body is not JSON the kit reads ({exc})") from None
+            raise DamagedReply(
+                "its body is not JSON"
+                if isinstance(exc, json.JSONDecodeError)
+                else f"its body is not JSON the kit reads ({exc})"
+            ) from None
     raise AssertionError("unreachable")  # pragma: no cover
 
 
 # ---- the one download: capped and with a deadline ------------------------------------------------------
-def download(repo_id: str, path: str, *, repo_type: str, revision: str, local_dir: Path, tqdm_class=None,
-             max_bytes: int | None = None, subject: Subject | None = None) -> Path:
+def download(
+    repo_id: str,
+    path: str,
+    *,
+    repo_type: str,
+    revision: str,
+    local_dir: Path,
+    tqdm_class=None,
+    max_bytes: int | None = None,
+    subject: Subject | None = None,
+) -> Path:
     """One file of the repo at `revision` downloaded to `local_dir / path` (written whole or not at all) -> that
     path: the one download of the kit (datasets and published runs). Streamed with the kit's client, resumed
     with a Range request when the connection drops. Bounded: at most the bytes the tree listing gave for it
@@ -329,7 +364,8 @@ def download(repo_id: str, path: str, *, repo_type: str, revision: str, local_di
     import time
     import uuid
 
-    from huggingface_hub import constants as hf_constants, get_session, hf_hub_url
+    from huggingface_hub import constants as hf_constants
+    from huggingface_hub import get_session, hf_hub_url
     from huggingface_hub.utils import build_hf_headers
 
     bounded_hub_client()
@@ -350,11 +386,17 @@ def download(repo_id: str, path: str, *, repo_type: str, revision: str, local_di
 
     def over(kind: str) -> HubError:
         if kind == "bytes":
-            return limit_error(name, f"the Hub sent more than {source} while downloading {path}; stopped, nothing was "
-                               f"kept; fix: check the repo and HF_ENDPOINT (raise {MAX_FILE_ENV} only for a repo you trust)")
-        return limit_error(name, f"downloading {path} took longer than {budget:g} s ({got} bytes received); stopped, nothing "
-                           f"was kept; fix: check the network and HF_ENDPOINT, or raise {DEADLINE_ENV} (seconds, plus one "
-                           "per MB of the file)")
+            return limit_error(
+                name,
+                f"the Hub sent more than {source} while downloading {path}; stopped, nothing was "
+                f"kept; fix: check the repo and HF_ENDPOINT (raise {MAX_FILE_ENV} only for a repo you trust)",
+            )
+        return limit_error(
+            name,
+            f"downloading {path} took longer than {budget:g} s ({got} bytes received); stopped, nothing "
+            f"was kept; fix: check the network and HF_ENDPOINT, or raise {DEADLINE_ENV} (seconds, plus one "
+            "per MB of the file)",
+        )
 
     try:
         with open(part, "wb") as fh:
@@ -363,8 +405,9 @@ def download(repo_id: str, path: str, *, repo_type: str, revision: str, local_di
                 if got:
                     headers["Range"] = f"bytes={got}-"
                 try:
-                    with get_session().stream("GET", url, headers=headers, timeout=network_timeout(),
-                                              follow_redirects=True) as response:
+                    with get_session().stream(
+                        "GET", url, headers=headers, timeout=network_timeout(), follow_redirects=True
+                    ) as response:
                         raise_for_status(response, end)
                         if got and response.status_code != 206:  # the Range was ignored: start again
                             fh.seek(0)
@@ -373,7 +416,7 @@ def download(repo_id: str, path: str, *, repo_type: str, revision: str, local_di
                                 bar.update(-got)
                             got = 0
                         step = max(1, hf_constants.DOWNLOAD_CHUNK_SIZE)  # written and shown in huggingface_hub's chunks
-                        for chunk in (b[i:i + step] for b in response.iter_bytes() for i in range(0, len(b), step)):
+                        for chunk in (b[i : i + step] for b in response.iter_bytes() for i in range(0, len(b), step)):
                             got += len(chunk)
                             if cap is not None and got > cap:
                                 raise over("bytes")

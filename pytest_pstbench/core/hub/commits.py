@@ -4,6 +4,7 @@ bounded, capped listing `listing.pages`), and what the run path holds at each co
 files' git blob ids, from the tree listing `pull.list_runs` reads), cached by commit: a path at a commit never
 changes, so a second call asks the Hub only for the commits it has not seen.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -75,8 +76,12 @@ def remember(uri: HubURI, commit: str, state: dict) -> None:
     from pytest_pstbench.core.files.write import write_atomic
 
     try:
-        write_atomic(_state_file(uri, commit), json.dumps({**state, "path": uri.path}, sort_keys=True) + "\n",
-                     what="the history record", fix="set PSTBENCH_CACHE to a writable folder")
+        write_atomic(
+            _state_file(uri, commit),
+            json.dumps({**state, "path": uri.path}, sort_keys=True) + "\n",
+            what="the history record",
+            fix="set PSTBENCH_CACHE to a writable folder",
+        )
     except UserError:
         pass
 
@@ -105,7 +110,11 @@ def path_state(uri: HubURI, commit: str) -> dict:
             return {"problem": str(exc)}
         state = {"absent": str(exc)}
     else:
-        return {"files": {folder: {n: e.get("git_oid") or e.get("sha256") for n, e in entries.items()}
-                          for folder, entries in listing.items()}}
+        return {
+            "files": {
+                folder: {n: e.get("git_oid") or e.get("sha256") for n, e in entries.items()}
+                for folder, entries in listing.items()
+            }
+        }
     remember(uri, commit, state)
     return state

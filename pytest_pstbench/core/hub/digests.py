@@ -2,6 +2,7 @@
 file has one, else the git blob id (sha1 over "blob <size>\\0" + bytes). Dataset files and pulled runs are
 checked by it; huggingface_hub compares neither.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -35,5 +36,7 @@ def check_file(path: Path, entry: dict, full: bool) -> str | None:
     if full:
         kind, digest = hash_file(path, entry)
         if digest != entry.get(kind):
-            return f"{kind} {digest[:12]}… differs from the Hub's {str(entry.get(kind, ''))[:12]}… (corrupted or modified)"
+            return (
+                f"{kind} {digest[:12]}… differs from the Hub's {str(entry.get(kind, ''))[:12]}… (corrupted or modified)"
+            )
     return None

@@ -2,6 +2,7 @@
 imported) and the token huggingface_hub would send (checked before it is sent, and kept out of every message).
 The Hub client (`client`) sends both; the messages of the Hub modules name the endpoint (`where`).
 """
+
 from __future__ import annotations
 
 import os
@@ -25,8 +26,10 @@ def endpoint() -> str | None:
     except ValueError as exc:
         problem = " ".join(str(exc).split())
     if problem:
-        raise UserError(f"HF_ENDPOINT={ep!r}: not a usable Hub address ({problem}); fix: set it to the Hub's URL, "
-                        "e.g. https://huggingface.co or http://127.0.0.1:8080, or unset it")
+        raise UserError(
+            f"HF_ENDPOINT={ep!r}: not a usable Hub address ({problem}); fix: set it to the Hub's URL, "
+            "e.g. https://huggingface.co or http://127.0.0.1:8080, or unset it"
+        )
     return ep.rstrip("/")
 
 
@@ -58,9 +61,11 @@ def check_token() -> None:
     if bad is None:
         return
     source = "HF_TOKEN" if os.environ.get("HF_TOKEN") else "the Hugging Face token (the token file of `hf auth login`)"
-    raise UserError(f"{source}: holds a character that is not printable ASCII (position {bad + 1} of {len(token)}), which "
-                    "no HTTP header can carry; a Hugging Face token is ASCII (hf_...); fix: set HF_TOKEN to the token "
-                    "exactly as the Hub shows it, or unset it and log in with `hf auth login`")
+    raise UserError(
+        f"{source}: holds a character that is not printable ASCII (position {bad + 1} of {len(token)}), which "
+        "no HTTP header can carry; a Hugging Face token is ASCII (hf_...); fix: set HF_TOKEN to the token "
+        "exactly as the Hub shows it, or unset it and log in with `hf auth login`"
+    )
 
 
 def redact(text: str) -> str:

@@ -5,6 +5,7 @@ sizes the tree listings gave, the byte cap of each later download of those files
 body, read only in part for its message; and the bounds of the replies huggingface_hub reads itself (a push's
 create_repo, preupload and commit: `replies_bounded`, applied by the Hub client's response hook `bound_reply`).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -77,10 +78,14 @@ def raise_for_status(response, end: float) -> None:
         body += chunk
         if len(body) >= ERROR_BODY_BYTES or time.monotonic() > end:
             break
-    headers = {k: v for k, v in response.headers.items() if k.lower() not in ("content-length", "content-encoding",
-                                                                              "transfer-encoding")}
-    hf_raise_for_status(type(response)(response.status_code, headers=headers, content=body[:ERROR_BODY_BYTES],
-                                       request=response.request))
+    headers = {
+        k: v
+        for k, v in response.headers.items()
+        if k.lower() not in ("content-length", "content-encoding", "transfer-encoding")
+    }
+    hf_raise_for_status(
+        type(response)(response.status_code, headers=headers, content=body[:ERROR_BODY_BYTES], request=response.request)
+    )
 
 
 # ---- replies huggingface_hub reads itself (a push: create_repo, preupload, commit) ---------------------------
@@ -134,6 +139,7 @@ _STREAMS: dict[type, type] = {}
 
 def _bounded_stream(base: type) -> type:
     if base not in _STREAMS:
+
         class Bounded(base):
             def __init__(self, inner, bounds: ReplyBounds):
                 self.inner, self.bounds = inner, bounds

@@ -4,12 +4,12 @@ and tags, and the commit a revision is at. Every listing goes through the client
 map, and every reply of the Hub through `_Bounds`: a deadline and a byte cap; a listing's pages (`pages`) also
 a cap on entries and pages (the limits of `limits`), the other replies (`reply`) read once.
 """
+
 from __future__ import annotations
 
 import re
 
 from pytest_pstbench.core.hub import client
-
 from pytest_pstbench.core.hub import endpoint as hub_endpoint
 from pytest_pstbench.core.hub.client import DamagedReply, Subject, hub_call, missing_entry
 from pytest_pstbench.core.hub.limits import (
@@ -18,7 +18,6 @@ from pytest_pstbench.core.hub.limits import (
     ReplyBounds,
     deadline_seconds,
     max_listing,
-    raise_for_status,
     remember_sizes,
 )
 
@@ -30,16 +29,21 @@ def api_url(repo_type: str, repo_id: str, *parts: str) -> str:
     return f"{hub_endpoint.where()}/api/{repo_type}s/{repo_id}" + "".join("/" + quote(p, safe="") for p in parts if p)
 
 
-def tree(subject: Subject, what: str, repo_id: str, revision: str, folder: str | None, *,
-         repo_type: str = "dataset") -> list[tuple[str, dict | None]]:
+def tree(
+    subject: Subject, what: str, repo_id: str, revision: str, folder: str | None, *, repo_type: str = "dataset"
+) -> list[tuple[str, dict | None]]:
     """Everything under `folder` (None: the repo's root) at `revision`, recursively, in the Hub's order:
     (path, {size, sha256 | None, git_oid, lfs}) for a file, (path, None) for anything else (a folder).
     Read through the capped listing (`pages`: entries, pages and a deadline), each page
     with huggingface_hub's own backoff (so tried once here); an entry that is not what the Hub sends is one
     line (`client.damaged`). The files' sizes become the byte caps of their downloads."""
     url = api_url(repo_type, repo_id, "tree", revision, folder or "")
-    items = hub_call(subject, what, lambda api: [_entry(raw) for raw in pages(
-        subject, what, url, {"recursive": True, "expand": False})], attempts=1)
+    items = hub_call(
+        subject,
+        what,
+        lambda api: [_entry(raw) for raw in pages(subject, what, url, {"recursive": True, "expand": False})],
+        attempts=1,
+    )
     remember_sizes(repo_type, repo_id, revision, {p: e["size"] for p, e in items if e is not None})
     return items
 
@@ -60,8 +64,9 @@ def _entry(raw) -> tuple[str, dict | None]:
         raise DamagedReply(f"the file {path!r} is listed without a size in bytes (size: {_short(size)})")
     if not isinstance(oid, str) or not _HEX.fullmatch(oid):
         raise DamagedReply(f"the file {path!r} is listed without a git blob id (oid: {_short(oid)})")
-    if lfs is not None and not (isinstance(lfs, dict) and isinstance(lfs.get("oid"), str)
-                                and re.fullmatch(r"[0-9a-f]{64}", lfs["oid"])):
+    if lfs is not None and not (
+        isinstance(lfs, dict) and isinstance(lfs.get("oid"), str) and re.fullmatch(r"[0-9a-f]{64}", lfs["oid"])
+    ):
         raise DamagedReply(f"the LFS file {path!r} is listed without a sha256 (lfs: {_short(lfs)})")
     return path, {"size": size, "sha256": lfs["oid"] if lfs else None, "git_oid": oid, "lfs": lfs is not None}
 
@@ -83,22 +88,32 @@ class _Bounds:
     def __init__(self, subject: Subject, what: str, kind: str = "reply"):
         import time
 
-        self.subject, self.what, self.kind = subject, what, kind  # "listing" (pages), "reply" (one), "answer" (a push's)
+        self.subject, self.what, self.kind = (
+            subject,
+            what,
+            kind,
+        )  # "listing" (pages), "reply" (one), "answer" (a push's)
         self.budget, self.cap = deadline_seconds(), reply_bytes()
         self.end = time.monotonic() + self.budget
         self.pages = self.entries = 0
 
     def late(self, waited: str = ""):
         counts = f" ({self.pages} pages, {self.entries} entries{waited})" if self.kind != "answer" else waited
-        return client.limit_error(self.subject.name, f"the Hub's {self.kind} took longer than "
-                                  f"{self.budget:g} s while {self.what}{counts}; "
-                                  f"stopped; fix: check the network and HF_ENDPOINT, or raise {DEADLINE_ENV} (seconds)")
+        return client.limit_error(
+            self.subject.name,
+            f"the Hub's {self.kind} took longer than "
+            f"{self.budget:g} s while {self.what}{counts}; "
+            f"stopped; fix: check the network and HF_ENDPOINT, or raise {DEADLINE_ENV} (seconds)",
+        )
 
     def big(self):
         what = "a page of the Hub's listing" if self.kind == "listing" else "the Hub's reply"
-        return client.limit_error(self.subject.name, f"{what} is larger than {self.cap} bytes while {self.what}; stopped; "
-                                  f"fix: check the path and HF_ENDPOINT, or raise {MAX_LISTING_ENV} (entries; a "
-                                  f"{'page' if self.kind == 'listing' else 'reply'} may have 1 kB per entry, up to 10,000)")
+        return client.limit_error(
+            self.subject.name,
+            f"{what} is larger than {self.cap} bytes while {self.what}; stopped; "
+            f"fix: check the path and HF_ENDPOINT, or raise {MAX_LISTING_ENV} (entries; a "
+            f"{'page' if self.kind == 'listing' else 'reply'} may have 1 kB per entry, up to 10,000)",
+        )
 
     def get(self, url: str, params: dict | None, retry: bool):
         """(the JSON of one GET of `url`, its next link or None), within these limits (`client.bounded_get`)."""
@@ -131,9 +146,12 @@ def pages(subject: Subject, what: str, url: str, params: dict | None = None):
     max_pages = limit // 10 + 10
     while url:
         if bounds.pages >= max_pages:
-            raise client.limit_error(subject.name, f"the Hub's listing goes on past {max_pages} pages while {what}; stopped; fix: check "
-                              f"the path and HF_ENDPOINT, or raise {MAX_LISTING_ENV} (entries; pages: a tenth of it, plus ten) "
-                              "for a repo you trust that lists that many")
+            raise client.limit_error(
+                subject.name,
+                f"the Hub's listing goes on past {max_pages} pages while {what}; stopped; fix: check "
+                f"the path and HF_ENDPOINT, or raise {MAX_LISTING_ENV} (entries; pages: a tenth of it, plus ten) "
+                "for a repo you trust that lists that many",
+            )
         page, url = bounds.get(url, params, retry=True)
         bounds.pages += 1
         if not isinstance(page, list):
@@ -141,13 +159,18 @@ def pages(subject: Subject, what: str, url: str, params: dict | None = None):
         for entry in page:
             bounds.entries += 1
             if bounds.entries > limit:
-                raise client.limit_error(subject.name, f"the Hub's listing holds more than {limit} entries while {what}; stopped; fix: "
-                                  f"check the path and HF_ENDPOINT, or raise {MAX_LISTING_ENV} (entries) for a repo you trust")
+                raise client.limit_error(
+                    subject.name,
+                    f"the Hub's listing holds more than {limit} entries while {what}; stopped; fix: "
+                    f"check the path and HF_ENDPOINT, or raise {MAX_LISTING_ENV} (entries) for a repo you trust",
+                )
             yield entry
         params = None  # the next link holds them
 
 
-def path_exists(subject: Subject, what: str, repo_id: str, path: str, revision: str, *, repo_type: str = "dataset") -> bool:
+def path_exists(
+    subject: Subject, what: str, repo_id: str, path: str, revision: str, *, repo_type: str = "dataset"
+) -> bool:
     """Whether `path` (a file or a folder) is in the repo at `revision`: its listing's first page (`pages`)."""
     url = api_url(repo_type, repo_id, "tree", revision, path)
 
@@ -165,8 +188,9 @@ def path_exists(subject: Subject, what: str, repo_id: str, path: str, revision: 
 _REV = re.compile(r"[0-9a-fA-F]+")
 
 
-def revision_sha(subject: Subject, what: str, repo_id: str, revision: str, repo_type: str = "dataset",
-                 retry: bool = True) -> str:
+def revision_sha(
+    subject: Subject, what: str, repo_id: str, revision: str, repo_type: str = "dataset", retry: bool = True
+) -> str:
     """The commit the Hub says `revision` (a branch, tag or commit) of `repo_id` is at ("" when it names none):
     its revision reply (`reply`: a deadline and a byte cap), tried again when it gets no answer (`hub_call`)."""
     url = api_url(repo_type, repo_id, "revision", revision)
@@ -174,7 +198,9 @@ def revision_sha(subject: Subject, what: str, repo_id: str, revision: str, repo_
     def sha(api):
         info = reply(subject, what, url)
         if not isinstance(info, dict):
-            raise DamagedReply(f"the revision's reply is of the wrong type (a JSON {type(info).__name__}, not an object)")
+            raise DamagedReply(
+                f"the revision's reply is of the wrong type (a JSON {type(info).__name__}, not an object)"
+            )
         value = info.get("sha")
         if value not in (None, "") and not (isinstance(value, str) and _REV.fullmatch(value)):
             raise DamagedReply(f"the revision's commit is not a hex id (sha: {_short(value)})")
@@ -183,10 +209,13 @@ def revision_sha(subject: Subject, what: str, repo_id: str, revision: str, repo_
     return hub_call(subject, what, sha, retry=retry)
 
 
-def repo_commits(subject: Subject, what: str, repo_id: str, *, repo_type: str = "dataset") -> tuple[list[str], set[str]]:
+def repo_commits(
+    subject: Subject, what: str, repo_id: str, *, repo_type: str = "dataset"
+) -> tuple[list[str], set[str]]:
     """(the repo's branches and tags, ["main"] when it lists none; the ids of every commit reachable from
     them, lower case): its refs reply (`reply`) and each head's commit listing (`pages`: capped). Tried once:
     any failure is one line at once."""
+
     def commits(api):
         refs = reply(subject, what, api_url(repo_type, repo_id, "refs"))
         if not isinstance(refs, dict) or not all(isinstance(refs.get(k, []), list) for k in ("branches", "tags")):

@@ -6,6 +6,7 @@ timeout names PSTBENCH_NETWORK_TIMEOUT:
 waiting longer helps nothing else. Which exceptions are failures to reach the Hub at all (`is_timeout`,
 `network_errors`) is said here too.
 """
+
 from __future__ import annotations
 
 import errno
@@ -14,11 +15,23 @@ import socket
 import ssl
 from dataclasses import dataclass
 
+
 def is_timeout(exc: BaseException) -> bool:
     """A failure to reach the endpoint at all (no answer, refused, cut), as opposed to an answer."""
     names = {c.__name__ for c in type(exc).__mro__}
-    return bool(names & {"TimeoutException", "ConnectError", "ConnectTimeout", "ReadTimeout", "TimeoutError",
-                         "NetworkError", "RemoteProtocolError", "ConnectionError"})
+    return bool(
+        names
+        & {
+            "TimeoutException",
+            "ConnectError",
+            "ConnectTimeout",
+            "ReadTimeout",
+            "TimeoutError",
+            "NetworkError",
+            "RemoteProtocolError",
+            "ConnectionError",
+        }
+    )
 
 
 def network_errors() -> tuple[type[BaseException], ...]:
@@ -66,10 +79,21 @@ def _kind(e: BaseException) -> tuple[str, bool] | None:
         return "refused", True
     if isinstance(e, OSError) and e.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH, errno.ENETDOWN):
         return "unreachable", True
-    if isinstance(e, TimeoutError) or names & {"TimeoutException", "Timeout", "ReadTimeoutError", "ConnectTimeoutError"}:
+    if isinstance(e, TimeoutError) or names & {
+        "TimeoutException",
+        "Timeout",
+        "ReadTimeoutError",
+        "ConnectTimeoutError",
+    }:
         return "timeout", True
     if isinstance(e, (ConnectionResetError, ConnectionAbortedError, BrokenPipeError)) or names & {
-            "RemoteProtocolError", "ReadError", "WriteError", "IncompleteRead", "ProtocolError", "ChunkedEncodingError"}:
+        "RemoteProtocolError",
+        "ReadError",
+        "WriteError",
+        "IncompleteRead",
+        "ProtocolError",
+        "ChunkedEncodingError",
+    }:
         return "cut", True
     text = str(e)
     if "NameResolutionError" in names or "Name or service not known" in text or "nodename nor servname" in text:
@@ -86,10 +110,14 @@ def cause(exc: BaseException) -> Cause | None:
         found = _kind(e)
         if found is not None:
             text = " ".join(str(e).split()) or type(e).__name__
-            cert = found[0] == "tls" and (isinstance(e, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in text)
+            cert = found[0] == "tls" and (
+                isinstance(e, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in text
+            )
             return Cause(found[0], text[:200], found[1], cert, requests)
     if is_timeout(exc):
-        return Cause("connect", (" ".join(str(links[-1]).split()) or type(links[-1]).__name__)[:200], True, False, requests)
+        return Cause(
+            "connect", (" ".join(str(links[-1]).split()) or type(links[-1]).__name__)[:200], True, False, requests
+        )
     return None
 
 
@@ -105,31 +133,49 @@ def explain(c: Cause, where: str, timeout: float, timeout_env: str) -> tuple[str
     ep = os.environ.get("HF_ENDPOINT")
     mirror = "set HF_ENDPOINT to a Hub mirror you can reach"
     if c.kind == "unresolved":
-        return (f"the host name {host} ({where}) does not resolve ({c.detail})",
-                f"check the network connection and DNS{' and the host name in HF_ENDPOINT' if ep else ''}, or {mirror}")
+        return (
+            f"the host name {host} ({where}) does not resolve ({c.detail})",
+            f"check the network connection and DNS{' and the host name in HF_ENDPOINT' if ep else ''}, or {mirror}",
+        )
     if c.kind == "unreachable":
-        return (f"no route to {host} ({c.detail})",
-                f"check the network connection (a VPN, or a proxy: HTTPS_PROXY), or {mirror}")
+        return (
+            f"no route to {host} ({c.detail})",
+            f"check the network connection (a VPN, or a proxy: HTTPS_PROXY), or {mirror}",
+        )
     if c.kind == "refused":
-        return (f"{host}:{port} refused the connection (nothing listens there, or a firewall refuses it)",
-                f"check that HF_ENDPOINT={ep} names a running Hub or mirror (host and port), or unset it for "
-                "https://huggingface.co" if ep else f"check the network (a firewall, or a proxy: HTTPS_PROXY), or {mirror}")
+        return (
+            f"{host}:{port} refused the connection (nothing listens there, or a firewall refuses it)",
+            f"check that HF_ENDPOINT={ep} names a running Hub or mirror (host and port), or unset it for "
+            "https://huggingface.co"
+            if ep
+            else f"check the network (a firewall, or a proxy: HTTPS_PROXY), or {mirror}",
+        )
     if c.kind == "tls" and c.cert:
         var = "REQUESTS_CA_BUNDLE" if c.requests else "SSL_CERT_FILE"
-        return (f"the TLS certificate of {host} is not trusted ({c.detail})",
-                f"if {where} is a mirror or a proxy you trust, set {var} to the CA bundle (PEM) that signs its "
-                "certificate; otherwise check HF_ENDPOINT and the proxy (HTTPS_PROXY)")
+        return (
+            f"the TLS certificate of {host} is not trusted ({c.detail})",
+            f"if {where} is a mirror or a proxy you trust, set {var} to the CA bundle (PEM) that signs its "
+            "certificate; otherwise check HF_ENDPOINT and the proxy (HTTPS_PROXY)",
+        )
     if c.kind == "tls":
-        return (f"the TLS handshake with {host}:{port} failed ({c.detail})",
-                "check HF_ENDPOINT's scheme and port (https:// for a TLS server, http:// for a plain one) and the "
-                "proxy in between (HTTPS_PROXY)")
+        return (
+            f"the TLS handshake with {host}:{port} failed ({c.detail})",
+            "check HF_ENDPOINT's scheme and port (https:// for a TLS server, http:// for a plain one) and the "
+            "proxy in between (HTTPS_PROXY)",
+        )
     if c.kind == "timeout":
-        return (f"no answer from {where} within {timeout:g} s",
-                f"check the network and HF_ENDPOINT, or set {timeout_env} (seconds) to wait longer")
+        return (
+            f"no answer from {where} within {timeout:g} s",
+            f"check the network and HF_ENDPOINT, or set {timeout_env} (seconds) to wait longer",
+        )
     if c.kind == "cut":
-        return (f"the connection to {where} was cut ({c.detail})",
-                "run the command again; if it persists, check the network, the proxy (HTTPS_PROXY) and HF_ENDPOINT")
+        return (
+            f"the connection to {where} was cut ({c.detail})",
+            "run the command again; if it persists, check the network, the proxy (HTTPS_PROXY) and HF_ENDPOINT",
+        )
     if c.kind == "offline":
-        return ("huggingface_hub is in offline mode (HF_HUB_OFFLINE was set when it was imported)",
-                "unset HF_HUB_OFFLINE and run again")
+        return (
+            "huggingface_hub is in offline mode (HF_HUB_OFFLINE was set when it was imported)",
+            "unset HF_HUB_OFFLINE and run again",
+        )
     return f"could not connect to {where} ({c.detail})", f"check the network and HF_ENDPOINT, or {mirror}"

@@ -8,6 +8,7 @@ that is deleted when it fails or is interrupted.
 
 huggingface_hub is imported only inside the functions that talk to the Hub.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,10 +21,10 @@ from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.hub import client
 from pytest_pstbench.core.hub import endpoint as hub_endpoint
 from pytest_pstbench.core.hub.client import HubError
-from pytest_pstbench.core.hub.limits import MAX_FILE_ENV, max_file_bytes
 from pytest_pstbench.core.hub.digests import check_file
-from pytest_pstbench.core.hub.network import network_errors
+from pytest_pstbench.core.hub.limits import MAX_FILE_ENV, max_file_bytes
 from pytest_pstbench.core.hub.listing import revision_sha, tree
+from pytest_pstbench.core.hub.network import network_errors
 from pytest_pstbench.core.hub.runcache import (
     PULL_RECORD,
     PulledRun,
@@ -36,6 +37,7 @@ from pytest_pstbench.core.hub.runcache import (
     ref_file,
 )
 from pytest_pstbench.core.hub.uri import COMMIT, HubURI, check_repo_path, parse_uri
+
 
 @dataclass
 class PullResult:
@@ -61,8 +63,10 @@ def pull_runs(uri: HubURI | str, *, check, progress=None, option: str = "run") -
     if cached is not None:
         return PullResult(uri, commit, cached, 0)
     if client.offline():
-        raise UserError(f"{uri.text()}: commit {commit[:12]} is not in the cache ({commit_dir(uri.repo_id, commit)}) and "
-                        f"HF_HUB_OFFLINE=1 forbids fetching it; fix: run `pstbench runs pull {uri.text(commit)}` with network access")
+        raise UserError(
+            f"{uri.text()}: commit {commit[:12]} is not in the cache ({commit_dir(uri.repo_id, commit)}) and "
+            f"HF_HUB_OFFLINE=1 forbids fetching it; fix: run `pstbench runs pull {uri.text(commit)}` with network access"
+        )
     say(f"{uri.text()}: fetching the runs at commit {commit[:12]} from {hub_endpoint.where()} ...")
     runs, downloaded = fetch_runs(uri, commit, check=check, say=say, commit_checked=not uri.pinned)
     return PullResult(uri, commit, runs, downloaded)
@@ -83,26 +87,40 @@ def _resolve_commit(uri: HubURI, option: str) -> str:
         sha = _remembered(memo)
         if sha is not None:
             return sha
-        raise UserError(f"{uri.text()}: HF_HUB_OFFLINE=1 and revision {rev} was never resolved here, so its commit is "
-                        f"unknown; fix: run `pstbench runs pull {uri.text()}` with network access, or give the 40-hex commit")
+        raise UserError(
+            f"{uri.text()}: HF_HUB_OFFLINE=1 and revision {rev} was never resolved here, so its commit is "
+            f"unknown; fix: run `pstbench runs pull {uri.text()}` with network access, or give the 40-hex commit"
+        )
     try:
         sha = revision_sha(uri.subject, f"resolving revision {rev}", uri.repo_id, rev)
     except HubError as exc:
         known = _remembered(memo)
         if exc.category not in ("timeout", "network") or known is None:
             raise
-        happened, net_fix = exc.network or (f"no answer from {hub_endpoint.where()}", "check the network and HF_ENDPOINT")
+        happened, net_fix = exc.network or (
+            f"no answer from {hub_endpoint.where()}",
+            "check the network and HF_ENDPOINT",
+        )
         if read_cached(uri, known) is None:
             state, fix = "is not in the cache", f"{net_fix}, then run `pstbench runs pull {uri.text(known)}`"
         else:
-            state, fix = "is in the cache", f"use the pinned URI {uri.text(known)}, or set HF_HUB_OFFLINE=1 to read {rev} as last resolved"
-        raise UserError(f"{uri.text()}: {happened}, and a branch or tag cannot be resolved without the "
-                        f"network ({rev} was commit {known} when last resolved here, which {state}); fix: {fix}") from None
+            state, fix = (
+                "is in the cache",
+                f"use the pinned URI {uri.text(known)}, or set HF_HUB_OFFLINE=1 to read {rev} as last resolved",
+            )
+        raise UserError(
+            f"{uri.text()}: {happened}, and a branch or tag cannot be resolved without the "
+            f"network ({rev} was commit {known} when last resolved here, which {state}); fix: {fix}"
+        ) from None
     if not COMMIT.fullmatch(sha):
         raise UserError(f"{uri.text()}: the Hub answered revision {rev} without a commit ({sha!r}); cannot pin it")
     try:
-        write_atomic(memo, json.dumps({"revision": rev, "commit": sha}) + "\n", what="the branch record",
-                     fix="set PSTBENCH_CACHE to a writable folder")
+        write_atomic(
+            memo,
+            json.dumps({"revision": rev, "commit": sha}) + "\n",
+            what="the branch record",
+            fix="set PSTBENCH_CACHE to a writable folder",
+        )
     except UserError:
         pass  # a read-only cache: the branch is resolved again next time
     return sha
@@ -135,11 +153,15 @@ def list_runs(uri: HubURI, commit: str, commit_checked: bool = False) -> dict[st
     if not commit_checked:  # a quick, clean answer first (a commit that does not exist, no network)
         sha = revision_sha(uri.subject, f"looking up commit {commit[:12]}", uri.repo_id, commit)
         if sha.lower() != commit:  # a branch or tag named like a commit: never taken for the commit
-            raise UserError(f"{uri.text()}: revision {commit} looks like a commit, but the Hub resolves it to "
-                            f"{'commit ' + sha if COMMIT.fullmatch(sha.lower()) else repr(sha)} (a branch or tag of that "
-                            "name?); refused: a 40-hex revision must be that commit; fix: give the commit itself, or "
-                            "rename the branch or tag")
-    items = tree(uri.subject, f"listing {uri.path or 'the repo'} at {commit[:12]}", uri.repo_id, commit, uri.path or None)
+            raise UserError(
+                f"{uri.text()}: revision {commit} looks like a commit, but the Hub resolves it to "
+                f"{'commit ' + sha if COMMIT.fullmatch(sha.lower()) else repr(sha)} (a branch or tag of that "
+                "name?); refused: a 40-hex revision must be that commit; fix: give the commit itself, or "
+                "rename the branch or tag"
+            )
+    items = tree(
+        uri.subject, f"listing {uri.path or 'the repo'} at {commit[:12]}", uri.repo_id, commit, uri.path or None
+    )
     prefix = uri.path + "/" if uri.path else ""
     files: dict[str, dict] = {}
     others: set[str] = set()
@@ -154,13 +176,17 @@ def list_runs(uri: HubURI, commit: str, commit_checked: bool = False) -> dict[st
             others.add(path)
     bad = sorted(p for p in others if p.rsplit("/", 1)[-1] in run_file_names())
     if bad:
-        raise UserError(f"{uri.text(commit)}: {bad[0]} is not a plain file (a folder or a link) in the repo; refused; "
-                        "fix: publish the run folder with `pstbench runs push`")
+        raise UserError(
+            f"{uri.text(commit)}: {bad[0]} is not a plain file (a folder or a link) in the repo; refused; "
+            "fix: publish the run folder with `pstbench runs push`"
+        )
     folders = sorted({p.rsplit("/", 1)[0] if "/" in p else "" for p in files if p.rsplit("/", 1)[-1] == "run.json"})
     folders = [f for f in folders if not any(f != g and (f + "/").startswith(g + "/" if g else "") for g in folders)]
     if not folders:
-        raise UserError(f"{uri.text(commit)}: no run folder (a folder holding run.json) under {uri.path or 'the repo root'} at "
-                        f"commit {commit[:12]}; fix: check the path, or publish one with `pstbench runs push RUN_DIR {uri.text()}`")
+        raise UserError(
+            f"{uri.text(commit)}: no run folder (a folder holding run.json) under {uri.path or 'the repo root'} at "
+            f"commit {commit[:12]}; fix: check the path, or publish one with `pstbench runs push RUN_DIR {uri.text()}`"
+        )
     cap = max_file_bytes()
     out: dict[str, dict[str, dict]] = {}
     for folder in folders:
@@ -170,26 +196,36 @@ def list_runs(uri: HubURI, commit: str, commit_checked: bool = False) -> dict[st
         if not any(n in entries for n in run_file_names()[2:]):
             missing.append(" or ".join(run_file_names()[2:]))
         if missing:
-            raise UserError(f"{uri.text(commit, folder)}: not a complete run folder on the Hub (missing {', '.join(missing)}); "
-                            "fix: publish the whole run folder with `pstbench runs push`")
+            raise UserError(
+                f"{uri.text(commit, folder)}: not a complete run folder on the Hub (missing {', '.join(missing)}); "
+                "fix: publish the whole run folder with `pstbench runs push`"
+            )
         big = [f"{n} ({e['size']} bytes)" for n, e in entries.items() if e["size"] > cap]
         if big:
-            raise UserError(f"{uri.text(commit, folder)}: {big[0]} is larger than the {cap} bytes a run file may have; refused "
-                            f"before fetching; fix: check the repo (raise {MAX_FILE_ENV} only for a repo you trust)")
+            raise UserError(
+                f"{uri.text(commit, folder)}: {big[0]} is larger than the {cap} bytes a run file may have; refused "
+                f"before fetching; fix: check the repo (raise {MAX_FILE_ENV} only for a repo you trust)"
+            )
         out[folder] = entries
     return out
 
 
 def fetch_runs(uri: HubURI, commit: str, *, check, say, commit_checked: bool = False) -> tuple[list[PulledRun], int]:
     """Fetch, check and cache every run under `uri`'s path at `commit` -> (the runs, files downloaded)."""
-    from pytest_pstbench.core.files.write import write_atomic
     from pytest_pstbench.core.files.lock import writer_lock
+    from pytest_pstbench.core.files.write import write_atomic
 
     listing = list_runs(uri, commit, commit_checked)
     root = commit_dir(uri.repo_id, commit)
     downloaded = 0
-    with writer_lock(lock_target(uri.repo_id, commit), namespace="hub-runs", what="pull of this commit", where="set PSTBENCH_CACHE to a writable folder",
-                     writes="pulled runs", fix="wait for the other pull to finish"):
+    with writer_lock(
+        lock_target(uri.repo_id, commit),
+        namespace="hub-runs",
+        what="pull of this commit",
+        where="set PSTBENCH_CACHE to a writable folder",
+        writes="pulled runs",
+        fix="wait for the other pull to finish",
+    ):
         for folder, entries in listing.items():
             target = root / cache_name(folder)
             _clear_leftovers(target)
@@ -198,8 +234,12 @@ def fetch_runs(uri: HubURI, commit: str, *, check, say, commit_checked: bool = F
             downloaded += _fetch_one(uri, commit, folder, entries, target, check, say)
         names = [cache_name(folder) for folder in listing]
         runs_rec = [{"path": f, "dir": n} for f, n in zip(listing, names)]
-        write_atomic(listing_file(uri.repo_id, commit, uri.path), json.dumps({"path": uri.path, "runs": runs_rec}) + "\n",
-                     what="the pull listing", fix="set PSTBENCH_CACHE to a writable folder")
+        write_atomic(
+            listing_file(uri.repo_id, commit, uri.path),
+            json.dumps({"path": uri.path, "runs": runs_rec}) + "\n",
+            what="the pull listing",
+            fix="set PSTBENCH_CACHE to a writable folder",
+        )
     runs = [PulledRun(root / n, uri.text(commit, f), uri.repo_id, commit, f) for f, n in zip(listing, names)]
     return runs, downloaded
 
@@ -228,8 +268,15 @@ def _fetch_one(uri: HubURI, commit: str, folder: str, entries: dict[str, dict], 
         def one(name: str) -> str | None:
             repo_path = f"{folder}/{name}" if folder else name
             try:
-                got = client.download(uri.repo_id, repo_path, repo_type="dataset", revision=commit, local_dir=dl,
-                                      max_bytes=max_file_bytes(), subject=uri.subject)
+                got = client.download(
+                    uri.repo_id,
+                    repo_path,
+                    repo_type="dataset",
+                    revision=commit,
+                    local_dir=dl,
+                    max_bytes=max_file_bytes(),
+                    subject=uri.subject,
+                )
             except network_errors() as exc:
                 raise client.hub_error(uri.subject, exc, f"downloading {repo_path}") from None
             problem = check_file(got, entries[name], full=True)
@@ -242,11 +289,19 @@ def _fetch_one(uri: HubURI, commit: str, folder: str, entries: dict[str, dict], 
         with ThreadPoolExecutor(max_workers=min(4, len(entries))) as pool:
             problems = [p for p in pool.map(one, list(entries)) if p]
         if problems:
-            raise UserError(f"{run_uri}: the downloaded files do not match the Hub's digests ({'; '.join(problems)}); nothing "
-                            "was cached; fix: pull again; if it persists, the repo's files or the connection are not sound")
+            raise UserError(
+                f"{run_uri}: the downloaded files do not match the Hub's digests ({'; '.join(problems)}); nothing "
+                "was cached; fix: pull again; if it persists, the repo's files or the connection are not sound"
+            )
         check(run, run_uri)
-        record = {"format": 1, "uri": run_uri, "repo": uri.repo_id, "commit": commit, "path": folder,
-                  "files": {n: {**e, "sha256_local": file_sha256(run / n)} for n, e in entries.items()}}
+        record = {
+            "format": 1,
+            "uri": run_uri,
+            "repo": uri.repo_id,
+            "commit": commit,
+            "path": folder,
+            "files": {n: {**e, "sha256_local": file_sha256(run / n)} for n, e in entries.items()},
+        }
         write_new(run / PULL_RECORD, json.dumps(record, indent=2) + "\n")
         for name in [*entries, PULL_RECORD]:
             os.chmod(run / name, 0o444)  # read-only: the cache holds what the commit holds

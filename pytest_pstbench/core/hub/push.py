@@ -8,6 +8,7 @@ repo, the commit's preupload and the commit: `limits.replies_bounded`). The
 token is huggingface_hub's own (HF_TOKEN, `hf auth login`) and appears in no message. Which files a run
 publishes is the run store's to say (`core.store.published`).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -38,48 +39,81 @@ def push_target(target: str) -> HubURI:
     """The push target `target` parsed: a branch (not a commit) and a folder in the repo."""
     uri = parse_uri(target, "push target")
     if uri.pinned:
-        raise UserError(f"push target {target}: names a commit; a push adds a commit to a branch; fix: write "
-                        f"{uri.text('main')} (or another branch), or no revision for main")
+        raise UserError(
+            f"push target {target}: names a commit; a push adds a commit to a branch; fix: write "
+            f"{uri.text('main')} (or another branch), or no revision for main"
+        )
     if not uri.path:
-        raise UserError(f"push target {target}: no folder in the repo; fix: name one, e.g. {uri.text(path='runs/TRACK/NAME')}")
+        raise UserError(
+            f"push target {target}: no folder in the repo; fix: name one, e.g. {uri.text(path='runs/TRACK/NAME')}"
+        )
     return uri
 
 
-def push_files(uri: HubURI, target: str, files: list[Path], *, described: str, replace: bool = False, create: bool = False,
-               private: bool = False, message: str | None = None, progress=None) -> PushResult:
+def push_files(
+    uri: HubURI,
+    target: str,
+    files: list[Path],
+    *,
+    described: str,
+    replace: bool = False,
+    create: bool = False,
+    private: bool = False,
+    message: str | None = None,
+    progress=None,
+) -> PushResult:
     """`files` committed under `uri`'s folder on its branch, as one commit; `described` names what they are
     in the default commit message ("run NAME (TRACK)")."""
     say = progress or (lambda msg: None)
     if client.offline():
         raise UserError(f"push target {target}: HF_HUB_OFFLINE=1 forbids publishing; fix: unset it")
     if hub_endpoint.hub_token() is None:
-        raise UserError(f"push target {target}: no Hugging Face token found; fix: log in with `hf auth login`, or set HF_TOKEN "
-                        "to a token with write access (it is read by huggingface_hub and never written by pstbench)")
+        raise UserError(
+            f"push target {target}: no Hugging Face token found; fix: log in with `hf auth login`, or set HF_TOKEN "
+            "to a token with write access (it is read by huggingface_hub and never written by pstbench)"
+        )
     branch = uri.revision or "main"
     head = _branch_head(uri, branch, create, private, say)
     exists = path_exists(uri.subject, f"checking {uri.path} at {head[:12]}", uri.repo_id, uri.path, head)
     if exists and not replace:
-        raise UserError(f"push target {target}: {uri.path} already exists on {branch} (commit {head[:12]}); nothing was "
-                        "pushed; fix: pass --replace to replace it in one commit, or push to another path")
+        raise UserError(
+            f"push target {target}: {uri.path} already exists on {branch} (commit {head[:12]}); nothing was "
+            "pushed; fix: pass --replace to replace it in one commit, or push to another path"
+        )
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 
     ops = ([CommitOperationDelete(path_in_repo=uri.path + "/", is_folder=True)] if exists else []) + [
-        CommitOperationAdd(path_in_repo=f"{uri.path}/{f.name}", path_or_fileobj=f.read_bytes()) for f in files]
+        CommitOperationAdd(path_in_repo=f"{uri.path}/{f.name}", path_or_fileobj=f.read_bytes()) for f in files
+    ]
     title = message or f"pstbench: {'replace' if exists else 'publish'} {described} at {uri.path}"
     say(f"{target}: committing {len(files)} files to {uri.repo_id}@{branch} (parent {head[:12]}) ...")
     what = f"committing to {branch}"
     bounds = answer_bounds(uri.subject, what)  # the preupload's and the commit's replies: one deadline, a byte cap
     try:
-        info = hub_call(uri.subject, what, lambda api: _within(bounds, lambda: api.create_commit(
-            uri.repo_id, ops, commit_message=title, repo_type="dataset", revision=branch, parent_commit=head)))
+        info = hub_call(
+            uri.subject,
+            what,
+            lambda api: _within(
+                bounds,
+                lambda: api.create_commit(
+                    uri.repo_id, ops, commit_message=title, repo_type="dataset", revision=branch, parent_commit=head
+                ),
+            ),
+        )
     except UserError as exc:
         if getattr(exc, "category", None) == "limit" and any("/commit/" in path for _m, path in bounds.requests):
-            raise UserError(f"{exc}; the Hub may have made the commit (its answer was not read in full): check {branch} "
-                            f"with `pstbench runs ls {uri.text()}` before pushing again") from None
-        raise UserError(f"{exc}; the Hub made no commit (a push is one commit or none): nothing of the run is on {branch}") from None
+            raise UserError(
+                f"{exc}; the Hub may have made the commit (its answer was not read in full): check {branch} "
+                f"with `pstbench runs ls {uri.text()}` before pushing again"
+            ) from None
+        raise UserError(
+            f"{exc}; the Hub made no commit (a push is one commit or none): nothing of the run is on {branch}"
+        ) from None
     commit = str(getattr(info, "oid", "") or "")
     if len(commit) != 40:
-        raise UserError(f"push target {target}: the Hub answered the commit without its id ({commit!r}); check the repo")
+        raise UserError(
+            f"push target {target}: the Hub answered the commit without its id ({commit!r}); check the repo"
+        )
     return PushResult(uri, commit, exists, [f.name for f in files])
 
 
@@ -96,17 +130,26 @@ def _branch_head(uri: HubURI, branch: str, create: bool, private: bool, say) -> 
     except HubError as exc:
         if exc.category in ("repo", "gated"):
             if not create:
-                raise UserError(f"{uri.text()}: dataset repo {uri.repo_id} not found on {hub_endpoint.where()} (or your token cannot see "
-                                f"it); nothing was pushed; fix: check OWNER/NAME, or pass --create to create it"
-                                f"{' (private with --private)' if not private else ''}") from None
+                raise UserError(
+                    f"{uri.text()}: dataset repo {uri.repo_id} not found on {hub_endpoint.where()} (or your token cannot see "
+                    f"it); nothing was pushed; fix: check OWNER/NAME, or pass --create to create it"
+                    f"{' (private with --private)' if not private else ''}"
+                ) from None
             say(f"{uri.text()}: creating dataset repo {uri.repo_id} ({'private' if private else 'public'}) ...")
             bounds = answer_bounds(uri.subject, "creating the repo")
-            hub_call(uri.subject, "creating the repo", lambda api: _within(bounds, lambda: api.create_repo(
-                uri.repo_id, repo_type="dataset", private=private, exist_ok=True)))
+            hub_call(
+                uri.subject,
+                "creating the repo",
+                lambda api: _within(
+                    bounds, lambda: api.create_repo(uri.repo_id, repo_type="dataset", private=private, exist_ok=True)
+                ),
+            )
             sha = revision_sha(uri.subject, what, uri.repo_id, branch)
         elif exc.category == "revision":
-            raise UserError(f"{uri.text()}: branch {branch} does not exist in {uri.repo_id}; nothing was pushed; fix: create "
-                            "the branch on the Hub first, or push to main") from None
+            raise UserError(
+                f"{uri.text()}: branch {branch} does not exist in {uri.repo_id}; nothing was pushed; fix: create "
+                "the branch on the Hub first, or push to main"
+            ) from None
         else:
             raise
     if len(sha) != 40:

@@ -5,6 +5,7 @@ the commit a branch was last resolved to) and its checks: a cached run
 folder is used only when its files still hash to its pull record (`.pstbench-pull.json`), re-hashed at
 every use, so a cached run needs no network.
 """
+
 from __future__ import annotations
 
 import hashlib

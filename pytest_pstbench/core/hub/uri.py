@@ -3,6 +3,7 @@ writes it), and its rules: `parse_uri` (one line naming the option for anything 
 (a plain relative path inside a repo), and the words a Hub failure about a run URI is named in
 (`HubURI.subject`: each message starts with the URI and names the fix; never the token).
 """
+
 from __future__ import annotations
 
 import re
@@ -39,7 +40,7 @@ class HubURI:
         return self.revision is not None and COMMIT.fullmatch(self.revision) is not None
 
     @property
-    def subject(self) -> "URISubject":
+    def subject(self) -> URISubject:
         """This URI as the subject of a Hub call's messages."""
         return URISubject(self)
 
@@ -50,10 +51,14 @@ def check_repo_path(path: str, what: str) -> str:
     if path.startswith("/"):
         raise UserError(f"{what}: an absolute path inside the repo; fix: give the path relative to the repo's root")
     parts = path.rstrip("/").split("/") if path.rstrip("/") else []
-    bad = next((p for p in parts if p in ("", ".", "..") or "\\" in p or any(ord(c) < 32 or ord(c) == 127 for c in p)), None)
+    bad = next(
+        (p for p in parts if p in ("", ".", "..") or "\\" in p or any(ord(c) < 32 or ord(c) == 127 for c in p)), None
+    )
     if bad is not None:
-        raise UserError(f"{what}: the path part {bad!r} is not allowed (no '..', '.', empty part, backslash or control "
-                        "character); fix: give a plain relative path")
+        raise UserError(
+            f"{what}: the path part {bad!r} is not allowed (no '..', '.', empty part, backslash or control "
+            "character); fix: give a plain relative path"
+        )
     return "/".join(parts)
 
 
@@ -65,7 +70,7 @@ def parse_uri(text: str, option: str = "run") -> HubURI:
     text = str(text)
     if not text.startswith(PREFIX + "datasets/"):
         raise UserError(f"{option} {text}: only dataset repos are read (expected {form}); fix: write it as {form}")
-    rest = text[len(PREFIX + "datasets/"):]
+    rest = text[len(PREFIX + "datasets/") :]
     owner, _, rest = rest.partition("/")
     name_rev, sep, path = rest.partition("/")
     name, at, rev = name_rev.partition("@")
@@ -91,32 +96,49 @@ class URISubject(Subject):
         uri, where = self.uri, hub_endpoint.where()
         token = hub_endpoint.hub_token() is not None
         if f.category == "repo":
-            why = ("it does not exist, or it is private and your token has no access to it" if token else
-                   "it does not exist, or it is private and no token was found (HF_TOKEN, `hf auth login`)")
-            fix = "check OWNER/NAME" + ("" if token else ", or log in with `hf auth login` (or set HF_TOKEN) if it is private")
+            why = (
+                "it does not exist, or it is private and your token has no access to it"
+                if token
+                else "it does not exist, or it is private and no token was found (HF_TOKEN, `hf auth login`)"
+            )
+            fix = "check OWNER/NAME" + (
+                "" if token else ", or log in with `hf auth login` (or set HF_TOKEN) if it is private"
+            )
             return f"dataset repo {uri.repo_id} not found on {where} while {f.what}: {why}; fix: {fix}"
         if f.category == "revision":
-            return (f"revision {uri.revision or 'main'} not found in {uri.repo_id} while {f.what} ({f.first}); "
-                    "fix: check the commit, branch or tag after '@'")
+            return (
+                f"revision {uri.revision or 'main'} not found in {uri.repo_id} while {f.what} ({f.first}); "
+                "fix: check the commit, branch or tag after '@'"
+            )
         if f.category == "entry":
-            return (f"{uri.path or 'the path'} not found in {uri.repo_id} at that revision while {f.what}; "
-                    "fix: check the path after the revision")
+            return (
+                f"{uri.path or 'the path'} not found in {uri.repo_id} at that revision while {f.what}; "
+                "fix: check the path after the revision"
+            )
         if f.category == "gated":
-            return (f"{uri.repo_id} is gated and your account has no access to it ({f.what}); fix: request "
-                    f"access on the Hub and log in (`hf auth login`, or set HF_TOKEN)")
+            return (
+                f"{uri.repo_id} is gated and your account has no access to it ({f.what}); fix: request "
+                f"access on the Hub and log in (`hf auth login`, or set HF_TOKEN)"
+            )
         if f.category == "auth":
-            return (f"not authorised while {f.what} ({f.first}); fix: "
-                    + ("use a token with write access to " + uri.repo_id if token else
-                       "log in with `hf auth login` (or set HF_TOKEN) with a token that has write access"))
+            return f"not authorised while {f.what} ({f.first}); fix: " + (
+                "use a token with write access to " + uri.repo_id
+                if token
+                else "log in with `hf auth login` (or set HF_TOKEN) with a token that has write access"
+            )
         if f.category == "conflict":
-            return f"{uri.revision or 'main'} moved while {f.what} (another push?) ({f.first}); fix: run the command again"
+            return (
+                f"{uri.revision or 'main'} moved while {f.what} (another push?) ({f.first}); fix: run the command again"
+            )
         if f.network is not None:  # no answer, and why: in its own words, with the fix that works for it
             happened, fix = f.network
             tries = f" ({f.attempts} attempts)" if f.attempts > 1 else ""
             return f"{happened} while {f.what}{tries}{self.not_cached}; fix: {fix}{self.then}"
         if f.category == "timeout":
-            return (f"could not reach {where} while {f.what} ({f.first}), and it is not in the cache; "
-                    f"fix: check the network and HF_ENDPOINT, then fetch it with `pstbench runs pull {uri.text()}`")
+            return (
+                f"could not reach {where} while {f.what} ({f.first}), and it is not in the cache; "
+                f"fix: check the network and HF_ENDPOINT, then fetch it with `pstbench runs pull {uri.text()}`"
+            )
         return f"the Hub at {where} refused {f.what} ({f.error}: {f.first}); fix: check the URI and try again"
 
     @property
@@ -128,7 +150,9 @@ class URISubject(Subject):
         return f", then fetch it with `pstbench runs pull {self.uri.text()}`"
 
     def no_answer(self, what: str, attempts: int, timeout: float) -> str:
-        return (f"no answer from {hub_endpoint.where()} within {timeout:g} s while {what} ({attempts} attempt{'s' if attempts > 1 else ''}), and it is "
-                f"not in the cache; fix: check the network and HF_ENDPOINT (or set {NETWORK_TIMEOUT_ENV}, seconds, to wait longer), "
-                f"then fetch it with `pstbench runs pull "
-                f"{self.uri.text()}` (a pulled run is read by its 40-hex commit without the network)")
+        return (
+            f"no answer from {hub_endpoint.where()} within {timeout:g} s while {what} ({attempts} attempt{'s' if attempts > 1 else ''}), and it is "
+            f"not in the cache; fix: check the network and HF_ENDPOINT (or set {NETWORK_TIMEOUT_ENV}, seconds, to wait longer), "
+            f"then fetch it with `pstbench runs pull "
+            f"{self.uri.text()}` (a pulled run is read by its 40-hex commit without the network)"
+        )

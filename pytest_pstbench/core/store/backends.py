@@ -12,6 +12,7 @@ files checked against the Hub's digests and the run against its own record; a ca
 every use and read without any network call; offline, an uncached commit is a one-line error naming the
 command that fetches it.
 """
+
 from __future__ import annotations
 
 import os
@@ -38,8 +39,13 @@ class RunSource:
         """What run.json records for a baseline: the pinned URI and commit (never a branch name), or the folder."""
         if self.uri is None:
             return {"path": str(Path(os.path.abspath(self.path)))}
-        return {"uri": self.uri, "repo": self.repo_id, "commit": self.commit, "path": self.path_in_repo,
-                **({"requested": self.requested} if self.requested != self.uri else {})}
+        return {
+            "uri": self.uri,
+            "repo": self.repo_id,
+            "commit": self.commit,
+            "path": self.path_in_repo,
+            **({"requested": self.requested} if self.requested != self.uri else {}),
+        }
 
     def __str__(self) -> str:
         return self.uri or str(self.path)
@@ -86,11 +92,14 @@ class HubRuns:
             raise UserError(
                 f"{option} {address}: a gate's baseline must be pinned to a commit ({'no revision' if uri.revision is None else repr(uri.revision)}"
                 f" can move); fix: give the 40-hex commit ({uri.text('<commit>')}; `pstbench runs pull {address}` prints it), "
-                "or allow a branch with --pstbench-baseline-allow-branch (the commit it points to is recorded)")
+                "or allow a branch with --pstbench-baseline-allow-branch (the commit it points to is recorded)"
+            )
         runs = pull(uri, protocol_spec=request.protocol_spec, progress=request.progress, option=option).runs
         if request.one and len(runs) != 1:
-            raise UserError(f"{option} {address}: holds {len(runs)} runs ({', '.join(r.path_in_repo for r in runs[:4])}); "
-                            "fix: name one run folder")
+            raise UserError(
+                f"{option} {address}: holds {len(runs)} runs ({', '.join(r.path_in_repo for r in runs[:4])}); "
+                "fix: name one run folder"
+            )
         return [RunSource(r.path, r.uri, r.repo_id, r.commit, r.path_in_repo, str(address)) for r in runs]
 
 
@@ -102,8 +111,16 @@ def backend_for(address):
     return next(b for b in BACKENDS if b.claims(address))
 
 
-def resolve_runs(args, *, option: str = "RUN_DIR", protocol_spec: str | None = None, pinned: bool = False,
-                 allow_branch: bool = False, one: bool = False, progress=None) -> list[RunSource]:
+def resolve_runs(
+    args,
+    *,
+    option: str = "RUN_DIR",
+    protocol_spec: str | None = None,
+    pinned: bool = False,
+    allow_branch: bool = False,
+    one: bool = False,
+    progress=None,
+) -> list[RunSource]:
     """Each run address as RunSources, resolved by its backend: a local path as it is; a Hub URI pulled into
     its runs. With `pinned` a URI must name a 40-hex commit (a gate's baseline), unless `allow_branch`
     (then the commit it resolves to now is recorded); with `one` it must hold one run."""

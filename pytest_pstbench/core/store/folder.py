@@ -4,6 +4,7 @@
 `RunRecord`, `RunFolder`, `read_item_csv`). A kind's own run format (its per-item file's columns) lives in
 the kind's `runs` module.
 """
+
 from __future__ import annotations
 
 import os
@@ -15,7 +16,15 @@ from typing import ClassVar
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.files.jsonfile import read_json
 from pytest_pstbench.core.files.lock import run_lock
-from pytest_pstbench.core.files.write import fsync_dir, link_or_copy, current_umask, glob_escape, staging_dir, swap_dir_into_place, write_new
+from pytest_pstbench.core.files.write import (
+    current_umask,
+    fsync_dir,
+    glob_escape,
+    link_or_copy,
+    staging_dir,
+    swap_dir_into_place,
+    write_new,
+)
 
 
 def _partial_over_complete(run_dir: Path, run: dict) -> str | None:
@@ -153,11 +162,20 @@ def parse_run_record(path: Path, data) -> RunRecord:
 
     kind = record_kind(data, path)
     return RunRecord(
-        path=path, format=fmt, kind=kind,
-        protocol_id=get("protocol", "id"), protocol_sha256=get("protocol", "sha256"), protocol_path=get("protocol", "path"),
-        track=get("track"), dataset_id=get("dataset", "id"), dataset_revision=get("dataset", "revision"),
-        complete=data.get("complete") is True, name=data.get("name"), n_scored=data.get("n_scored"),
-        n_items=data.get(spec(kind).n_key), data=data,
+        path=path,
+        format=fmt,
+        kind=kind,
+        protocol_id=get("protocol", "id"),
+        protocol_sha256=get("protocol", "sha256"),
+        protocol_path=get("protocol", "path"),
+        track=get("track"),
+        dataset_id=get("dataset", "id"),
+        dataset_revision=get("dataset", "revision"),
+        complete=data.get("complete") is True,
+        name=data.get("name"),
+        n_scored=data.get("n_scored"),
+        n_items=data.get(spec(kind).n_key),
+        data=data,
     )
 
 
@@ -169,16 +187,23 @@ def read_run_folder(run_dir: Path, files: tuple[str, ...], what: str) -> tuple[d
         raise UserError(f"{run_dir}: run folder not found; fix: give a folder with {', '.join(files)}")
     missing = [f for f in files if not (run_dir / f).is_file()]
     if missing:
-        raise UserError(f"{run_dir}: not a complete {what} folder (missing {', '.join(missing)}); fix: score the run again")
+        raise UserError(
+            f"{run_dir}: not a complete {what} folder (missing {', '.join(missing)}); fix: score the run again"
+        )
     docs = {}
     for name in ("summary.json", "run.json"):
         try:
             docs[name] = read_json(run_dir / name)
-        except (ValueError, UnicodeDecodeError) as exc:  # named: a pulled run's messages drop the folder (core.store.published)
+        except (
+            ValueError,
+            UnicodeDecodeError,
+        ) as exc:  # named: a pulled run's messages drop the folder (core.store.published)
             raise UserError(f"{run_dir / name}: not valid JSON ({exc}); fix: score the run again") from None
     summary, run = docs["summary.json"], docs["run.json"]
     if not isinstance(summary, dict):
-        raise UserError(f"{run_dir / 'summary.json'}: must be a JSON object, not {type(summary).__name__}; fix: score the run again")
+        raise UserError(
+            f"{run_dir / 'summary.json'}: must be a JSON object, not {type(summary).__name__}; fix: score the run again"
+        )
     return summary, parse_run_record(run_dir / "run.json", run)
 
 
@@ -196,7 +221,7 @@ class ItemResult:
 
     @property
     def ok(self) -> bool:
-        return getattr(self, "error") is None and getattr(self, self.VALUE_FIELD) is not None
+        return self.error is None and getattr(self, self.VALUE_FIELD) is not None
 
     def to_json(self) -> dict:
         from dataclasses import asdict
@@ -234,8 +259,9 @@ def read_item_csv(path: Path, id_column: str, unit: str) -> dict[str, dict[str, 
 
     fix = "fix: score the run again"
     rows: dict[str, dict[str, str]] = {}
-    for row in read_csv(path, what=f"run's per-{unit} file", columns=(id_column,), fix="", first=id_column,
-                        fix_all=fix[len("fix: "):]):
+    for row in read_csv(
+        path, what=f"run's per-{unit} file", columns=(id_column,), fix="", first=id_column, fix_all=fix[len("fix: ") :]
+    ):
         item = row.cells[id_column]
         if item in rows:
             raise UserError(f"{path}: {unit} {item} appears twice; {fix}")

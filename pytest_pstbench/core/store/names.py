@@ -2,13 +2,13 @@
 names that read as a reserved one (`is_reserved_name`: the Identity run, a table's Random row), and the
 checks made before anything is scored (the results folder is writable, a gate's baseline is not the folder
 the run writes)."""
+
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
-
 
 NAME_MAX_BYTES = 200  # a run folder's name; the staging, lock and moved-aside names add a few bytes to it
 
@@ -42,7 +42,9 @@ def check_run_name(name, option: str = "--name") -> None:
     """A run name becomes a folder name: plain, printable, at most NAME_MAX_BYTES bytes (UTF-8)."""
     fix = f"fix: give {option} a short plain name such as my-method"
     if not isinstance(name, str) or not name or "/" in name or "\\" in name or name.startswith("."):
-        raise UserError(f"{option} {name!r}: a run name must be a plain folder name (no '/', not starting with '.'); {fix}")
+        raise UserError(
+            f"{option} {name!r}: a run name must be a plain folder name (no '/', not starting with '.'); {fix}"
+        )
     bad = control_char(name)
     if bad:
         raise UserError(f"{option} {name!r}: contains a control character ({bad}); {fix}")
@@ -51,7 +53,9 @@ def check_run_name(name, option: str = "--name") -> None:
         raise UserError(f"{option} {name!r}: is {size} bytes long; a run name may have at most {NAME_MAX_BYTES}; {fix}")
 
 
-def check_results_writable(run_dir: Path, results_dir: Path, option: str = "--results", what: str = "run files") -> None:
+def check_results_writable(
+    run_dir: Path, results_dir: Path, option: str = "--results", what: str = "run files"
+) -> None:
     """Before anything is scored: the run folder can be created (its nearest existing ancestor is a
     writable folder). One-line UserError otherwise; nothing is created here."""
     run_dir = Path(run_dir)

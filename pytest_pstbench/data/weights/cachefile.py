@@ -1,6 +1,7 @@
 """pstbench's own cache of converted weights: `<cache dir>/weights/<backbone>_features.pt` and its JSON
 sidecar (source, digest), written last; the digest is checked again on every load.
 """
+
 from __future__ import annotations
 
 import io
@@ -12,6 +13,7 @@ from pytest_pstbench.core.files.jsonfile import read_json
 from pytest_pstbench.core.paths import cache_dir
 from pytest_pstbench.data.weights.backbones import backbone_spec, cache_path, sidecar_path
 from pytest_pstbench.data.weights.checks import Progress, check_shapes, one_line, say, to_tensors, weights_digest
+
 
 def store(weights: dict, source: str, digest: str, backbone: str = "alexnet") -> Path:
     import torch
@@ -26,8 +28,13 @@ def store(weights: dict, source: str, digest: str, backbone: str = "alexnet") ->
     torch.save(tensors, buf)
     fix = f"free some space, or set PSTBENCH_CACHE to a writable folder (now {cache_dir()})"
     write_atomic(path, buf.getvalue(), what="the LPIPS weights", fix=fix)
-    meta = {"source": source, "digest": digest, "file": path.name,
-            "pinned_digest": pinned, "matches_pinned": digest == pinned}
+    meta = {
+        "source": source,
+        "digest": digest,
+        "file": path.name,
+        "pinned_digest": pinned,
+        "matches_pinned": digest == pinned,
+    }
     write_atomic(side, json.dumps(meta, indent=2, sort_keys=True) + "\n", what="the LPIPS weights' record", fix=fix)
     return path
 

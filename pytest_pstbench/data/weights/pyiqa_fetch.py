@@ -9,6 +9,7 @@ size, else $PSTBENCH_WEIGHTS_MAX_BYTES; each network wait $PSTBENCH_NETWORK_TIME
 $PSTBENCH_WEIGHTS_DEADLINE seconds), streamed into a hidden `.NAME.PID.part` file beside its place, checked
 (length and digest) and only then renamed into place; on any failure the part file is removed.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -16,15 +17,22 @@ import os
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from pytest_pstbench.core.envvars import env_number
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.paths import file_sha256
 from pytest_pstbench.data.weights.pyiqa_table import (
-    HEX64, MetricWeights, WeightFile, lock_path, metric_weights, read_lock, write_lock)
+    HEX64,
+    MetricWeights,
+    WeightFile,
+    lock_path,
+    metric_weights,
+    read_lock,
+    write_lock,
+)
 
 MAX_BYTES_ENV = "PSTBENCH_WEIGHTS_MAX_BYTES"
 DEFAULT_MAX_BYTES = 4 << 30  # bytes: CLIP ViT-L/14, the largest file of the table, is about 0.9 GB
@@ -39,7 +47,7 @@ class FileResult:
     file: WeightFile
     path: Path
     sha256: str
-    checked_against: str   # "the kit's pin", "your lock", "--pin", "recorded now (trust on first use)"
+    checked_against: str  # "the kit's pin", "your lock", "--pin", "recorded now (trust on first use)"
     downloaded: bool
 
 
@@ -53,8 +61,10 @@ def parse_pins(pins: list[str] | None) -> dict[str, str]:
     for raw in pins or ():
         name, _, digest = raw.partition("=")
         if not name or not HEX64.fullmatch(digest.strip().lower()):
-            raise UserError(f"--pin {raw}: expected NAME=SHA256 (a file name and 64 hex digits); fix: e.g. "
-                            "--pin musiq_koniq_ckpt-e95806b9.pth=<sha256sum of the file you trust>")
+            raise UserError(
+                f"--pin {raw}: expected NAME=SHA256 (a file name and 64 hex digits); fix: e.g. "
+                "--pin musiq_koniq_ckpt-e95806b9.pth=<sha256sum of the file you trust>"
+            )
         out[name.strip()] = digest.strip().lower()
     return out
 
@@ -64,12 +74,16 @@ def _expected(f: WeightFile, spec: str, lock: dict, pins: dict) -> tuple[str | N
     locked = (lock.get(f.key) or {}).get("sha256")
     if f.sha256 is not None:
         if pinned and pinned != f.sha256:
-            raise UserError(f"--pin {f.name}={pinned}: the kit pins {f.name} ({spec}) to {f.sha256}; fix: drop the --pin")
+            raise UserError(
+                f"--pin {f.name}={pinned}: the kit pins {f.name} ({spec}) to {f.sha256}; fix: drop the --pin"
+            )
         return f.sha256, "the kit's pin"
     if pinned:
         if locked and locked != pinned:
-            raise UserError(f"--pin {f.name}={pinned}: your lock {lock_path()} records {locked} for it; fix: drop the "
-                            f"--pin, or delete the entry {f.key} from the lock if the file changed on purpose")
+            raise UserError(
+                f"--pin {f.name}={pinned}: your lock {lock_path()} records {locked} for it; fix: drop the "
+                f"--pin, or delete the entry {f.key} from the lock if the file changed on purpose"
+            )
         return pinned, "--pin"
     if locked:
         return locked, f"your lock {lock_path()}"
@@ -99,15 +113,20 @@ def download(f: WeightFile, spec: str, expected: str | None, source: str) -> tup
     from pytest_pstbench.core.hub.client import network_timeout
 
     url, dest = f.url(), f.dest()
-    cap = f.size if f.size is not None else int(env_number(MAX_BYTES_ENV, DEFAULT_MAX_BYTES, unit="bytes",
-                                                              example=DEFAULT_MAX_BYTES, whole=True))
+    cap = (
+        f.size
+        if f.size is not None
+        else int(env_number(MAX_BYTES_ENV, DEFAULT_MAX_BYTES, unit="bytes", example=DEFAULT_MAX_BYTES, whole=True))
+    )
     deadline = env_number(DEADLINE_ENV, DEFAULT_DEADLINE, unit="seconds", example=DEFAULT_DEADLINE)
     timeout = network_timeout()
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UserError(f"{dest.parent}: cannot create the folder for {f.name} ({exc.strerror or exc}); fix: make it "
-                        "writable, or set TORCH_HOME to a writable folder") from None
+        raise UserError(
+            f"{dest.parent}: cannot create the folder for {f.name} ({exc.strerror or exc}); fix: make it "
+            "writable, or set TORCH_HOME to a writable folder"
+        ) from None
     part = dest.parent / f".{dest.name}.{os.getpid()}.part"
     where = f"{spec}: {f.name}"
     try:
@@ -118,20 +137,26 @@ def download(f: WeightFile, spec: str, expected: str | None, source: str) -> tup
                 length = resp.headers.get("Content-Length")
                 length = int(length) if length and length.strip().isdigit() else None
                 if length is not None and length > cap:
-                    raise UserError(f"{where}: {url} announces {length} bytes, over the limit of {cap}; nothing was "
-                                    f"written; fix: check {f.host.url_env} (a mirror serving another file?), or raise "
-                                    f"{MAX_BYTES_ENV}")
+                    raise UserError(
+                        f"{where}: {url} announces {length} bytes, over the limit of {cap}; nothing was "
+                        f"written; fix: check {f.host.url_env} (a mirror serving another file?), or raise "
+                        f"{MAX_BYTES_ENV}"
+                    )
                 while True:
                     block = resp.read(1 << 20)
                     if not block:
                         break
                     total += len(block)
                     if total > cap:
-                        raise UserError(f"{where}: {url} sent more than {cap} bytes; nothing was written; fix: check "
-                                        f"{f.host.url_env}, or raise {MAX_BYTES_ENV}")
+                        raise UserError(
+                            f"{where}: {url} sent more than {cap} bytes; nothing was written; fix: check "
+                            f"{f.host.url_env}, or raise {MAX_BYTES_ENV}"
+                        )
                     if time.monotonic() > end:
-                        raise UserError(f"{where}: the download of {url} took longer than {deadline:g} s; nothing was "
-                                        f"written; fix: set {DEADLINE_ENV} (seconds) to wait longer")
+                        raise UserError(
+                            f"{where}: the download of {url} took longer than {deadline:g} s; nothing was "
+                            f"written; fix: set {DEADLINE_ENV} (seconds) to wait longer"
+                        )
                     h.update(block)
                     fh.write(block)
                 fh.flush()
@@ -140,21 +165,29 @@ def download(f: WeightFile, spec: str, expected: str | None, source: str) -> tup
             raise
         except (urllib.error.URLError, OSError, ValueError) as exc:
             if isinstance(exc, OSError) and exc.filename is not None and str(part) in str(exc.filename):
-                raise UserError(f"{part.parent}: cannot write {f.name} ({exc.strerror or exc}); nothing was kept; fix: "
-                                "free some space, or set TORCH_HOME to a writable folder") from None
+                raise UserError(
+                    f"{part.parent}: cannot write {f.name} ({exc.strerror or exc}); nothing was kept; fix: "
+                    "free some space, or set TORCH_HOME to a writable folder"
+                ) from None
             what, fix = _network_line(exc, url, f, timeout)
             raise UserError(f"{where}: {what}; nothing was written; fix: {fix}") from None
         except Exception as exc:  # noqa: BLE001 - http.client's errors of a cut answer (IncompleteRead, ...)
-            raise UserError(f"{where}: the connection to {url} was cut ({type(exc).__name__}); nothing was written; "
-                            "fix: run the command again") from None
+            raise UserError(
+                f"{where}: the connection to {url} was cut ({type(exc).__name__}); nothing was written; "
+                "fix: run the command again"
+            ) from None
         if length is not None and total != length:
-            raise UserError(f"{where}: {url} sent {total} of its {length} bytes (the connection was cut); nothing was "
-                            "written; fix: run the command again")
+            raise UserError(
+                f"{where}: {url} sent {total} of its {length} bytes (the connection was cut); nothing was "
+                "written; fix: run the command again"
+            )
         got = h.hexdigest()
         if expected is not None and got != expected:
-            raise UserError(f"{where}: {url} sent a file with sha256 {got}, expected {expected} ({source}); refusing "
-                            f"it, nothing was written; fix: check {f.host.url_env} (a mirror serving another file?), "
-                            "or, if the file changed upstream on purpose, delete its entry from the lock")
+            raise UserError(
+                f"{where}: {url} sent a file with sha256 {got}, expected {expected} ({source}); refusing "
+                f"it, nothing was written; fix: check {f.host.url_env} (a mirror serving another file?), "
+                "or, if the file changed upstream on purpose, delete its entry from the lock"
+            )
         os.replace(part, dest)
         return got, total
     finally:
@@ -166,8 +199,15 @@ def download(f: WeightFile, spec: str, expected: str | None, source: str) -> tup
             pass
 
 
-def fetch(specs: list[str], version: str | None, *, trust_first_use: bool = False, pins: dict | None = None,
-          download_missing: bool = True, progress: Progress = print) -> list[FileResult]:
+def fetch(
+    specs: list[str],
+    version: str | None,
+    *,
+    trust_first_use: bool = False,
+    pins: dict | None = None,
+    download_missing: bool = True,
+    progress: Progress = print,
+) -> list[FileResult]:
     """Make every file of the metrics `specs` present and checked; record new digests in the user's lock.
     `download_missing=False` (`weights verify`): a missing file is an error, nothing is asked of the network."""
     pins = pins or {}
@@ -175,8 +215,10 @@ def fetch(specs: list[str], version: str | None, *, trust_first_use: bool = Fals
     names = {f.name for e in entries for f in e.files} | {f.key for e in entries for f in e.files}
     unknown = sorted(set(pins) - names)
     if unknown:
-        raise UserError(f"--pin {unknown[0]}=...: no file of {' '.join(specs)} has that name; fix: pin one of "
-                        f"{', '.join(sorted(f.name for e in entries for f in e.files)) or '(none: no files)'}")
+        raise UserError(
+            f"--pin {unknown[0]}=...: no file of {' '.join(specs)} has that name; fix: pin one of "
+            f"{', '.join(sorted(f.name for e in entries for f in e.files)) or '(none: no files)'}"
+        )
     lock = read_lock()
     plan: list[tuple[str, WeightFile, str | None, str]] = []
     seen: set[str] = set()
@@ -190,25 +232,34 @@ def fetch(specs: list[str], version: str | None, *, trust_first_use: bool = Fals
                 raise UserError(
                     f"{spec}: the kit ships no sha256 for {f.name} (pyiqa {entry.version}) and your lock {lock_path()} "
                     f"has none; fix: run again with --trust-on-first-use to record the digest of what is fetched now, "
-                    f"or --pin {f.name}=SHA256 with a digest you trust")
+                    f"or --pin {f.name}=SHA256 with a digest you trust"
+                )
             plan.append((spec, f, expected, source))
     results: list[FileResult] = []
     recorded: dict[str, dict] = {}
     for spec, f, expected, source in plan:
         dest = f.dest()
         if os.path.lexists(dest) and not (dest.is_file() and not dest.is_symlink()):
-            raise UserError(f"{dest}: not a regular file (a folder or a link) where {spec}'s weight file belongs; "
-                            f"fix: remove it and run `pstbench weights fetch {spec}` again")
+            raise UserError(
+                f"{dest}: not a regular file (a folder or a link) where {spec}'s weight file belongs; "
+                f"fix: remove it and run `pstbench weights fetch {spec}` again"
+            )
         if dest.is_file():
             got = file_sha256(dest)
             if expected is not None and got != expected:
                 raise UserError(
                     f"{dest}: sha256 {got}, expected {expected} ({source}); refusing it (changed, truncated or another "
-                    f"file); fix: delete {dest} and run `pstbench weights fetch {spec}` again")
+                    f"file); fix: delete {dest} and run `pstbench weights fetch {spec}` again"
+                )
             if expected is None and not download_missing:
-                raise UserError(f"{dest}: {spec}'s file has no digest to check it against (neither the kit's nor your "
-                                f"lock {lock_path()}'s); fix: run `pstbench weights fetch {spec} --trust-on-first-use` to record it")
-            _say(progress, f"{spec}: {f.name} present, sha256 {got[:16]}... matches {source if expected else 'nothing yet: recorded now'}")
+                raise UserError(
+                    f"{dest}: {spec}'s file has no digest to check it against (neither the kit's nor your "
+                    f"lock {lock_path()}'s); fix: run `pstbench weights fetch {spec} --trust-on-first-use` to record it"
+                )
+            _say(
+                progress,
+                f"{spec}: {f.name} present, sha256 {got[:16]}... matches {source if expected else 'nothing yet: recorded now'}",
+            )
             results.append(FileResult(spec, f, dest, got, source, False))
         elif not download_missing:
             raise UserError(f"{dest}: {spec}'s file {f.name} is missing; fix: run `pstbench weights fetch {spec}`")

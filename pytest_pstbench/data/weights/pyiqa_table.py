@@ -6,6 +6,7 @@ validated here; and the user's lock file ($PSTBENCH_CACHE/weights/pyiqa-weights.
 Nothing here talks to the network (`pyiqa_fetch` does) or imports pyiqa or torch: the folders pyiqa reads are
 computed as torch computes them (`$TORCH_HOME/hub`, else `$XDG_CACHE_HOME/torch/hub`, else ~/.cache/torch/hub).
 """
+
 from __future__ import annotations
 
 import os
@@ -25,14 +26,15 @@ _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,199}")
 @dataclass(frozen=True)
 class Host:
     name: str
-    url: str        # the default base URL ({HF_ENDPOINT} filled in)
-    url_env: str    # the variable that replaces it
-    folder: str     # "torch-hub/SUB" or "home/SUB"
+    url: str  # the default base URL ({HF_ENDPOINT} filled in)
+    url_env: str  # the variable that replaces it
+    folder: str  # "torch-hub/SUB" or "home/SUB"
 
     def base_url(self) -> str:
         override = os.environ.get(self.url_env, "").strip()
-        base = override or self.url.replace("{HF_ENDPOINT}", os.environ.get("HF_ENDPOINT", "").strip()
-                                            or "https://huggingface.co")
+        base = override or self.url.replace(
+            "{HF_ENDPOINT}", os.environ.get("HF_ENDPOINT", "").strip() or "https://huggingface.co"
+        )
         return base.rstrip("/")
 
     def folder_path(self) -> Path:
@@ -43,8 +45,8 @@ class Host:
 @dataclass(frozen=True)
 class WeightFile:
     host: Host
-    path: str               # appended to the host's base URL
-    sha256: str | None      # pinned by the kit (None: not shipped)
+    path: str  # appended to the host's base URL
+    sha256: str | None  # pinned by the kit (None: not shipped)
     size: int | None
 
     @property
@@ -68,7 +70,7 @@ class MetricWeights:
     metric: str
     version: str
     files: tuple[WeightFile, ...]
-    other: str | None   # what the metric also downloads that the kit does not fetch
+    other: str | None  # what the metric also downloads that the kit does not fetch
 
 
 def torch_hub_dir() -> Path:
@@ -108,8 +110,12 @@ def read_table() -> tuple[dict[str, Host], dict[str, dict[str, MetricWeights]]]:
     from pytest_pstbench.core.files.yamlfile import read_yaml
 
     data = read_yaml(TABLE_PATH, "pyiqa weights table")
-    if not isinstance(data, dict) or data.get("schema") != 1 or not isinstance(data.get("hosts"), dict) \
-            or not isinstance(data.get("versions"), dict):
+    if (
+        not isinstance(data, dict)
+        or data.get("schema") != 1
+        or not isinstance(data.get("hosts"), dict)
+        or not isinstance(data.get("versions"), dict)
+    ):
         raise _bad("expected schema: 1, hosts and versions")
     hosts = {name: _host(name, raw) for name, raw in data["hosts"].items()}
     versions: dict[str, dict[str, MetricWeights]] = {}
@@ -122,8 +128,11 @@ def read_table() -> tuple[dict[str, Host], dict[str, dict[str, MetricWeights]]]:
                 raise _bad(f"metric {metric!r} of {version} needs a list `files`")
             other = raw.get("other")
             versions[str(version)][str(metric)] = MetricWeights(
-                str(metric), str(version), tuple(_file(metric, hosts, f) for f in raw["files"]),
-                other if isinstance(other, str) else None)
+                str(metric),
+                str(version),
+                tuple(_file(metric, hosts, f) for f in raw["files"]),
+                other if isinstance(other, str) else None,
+            )
     return hosts, versions
 
 
@@ -138,24 +147,32 @@ def installed_pyiqa_version() -> str | None:
 
 def metric_weights(spec: str, version: str | None) -> MetricWeights:
     """The table's entry for judge spec `pyiqa:NAME` under pyiqa `version` (default: the installed pyiqa's)."""
-    if not spec.startswith("pyiqa:") or not spec[len("pyiqa:"):]:
-        raise UserError(f"{spec!r}: weights are fetched for pyiqa judges only; fix: name one as pyiqa:NAME "
-                        "(e.g. pyiqa:musiq), or give no judge for the LPIPS backbone weights")
-    metric = spec[len("pyiqa:"):]
+    if not spec.startswith("pyiqa:") or not spec[len("pyiqa:") :]:
+        raise UserError(
+            f"{spec!r}: weights are fetched for pyiqa judges only; fix: name one as pyiqa:NAME "
+            "(e.g. pyiqa:musiq), or give no judge for the LPIPS backbone weights"
+        )
+    metric = spec[len("pyiqa:") :]
     _, versions = read_table()
     version = version or installed_pyiqa_version()
     if version is None:
-        raise UserError(f"{spec}: pyiqa is not installed here, so its version is unknown; fix: install the [iqa] "
-                        f"extra, or pass --pyiqa-version (the table has {', '.join(sorted(versions))})")
+        raise UserError(
+            f"{spec}: pyiqa is not installed here, so its version is unknown; fix: install the [iqa] "
+            f"extra, or pass --pyiqa-version (the table has {', '.join(sorted(versions))})"
+        )
     if version not in versions:
-        raise UserError(f"{spec}: the kit's weights table ({TABLE_PATH.name}) has no pyiqa {version}; fix: "
-                        f"use pyiqa {' or '.join(sorted(versions))}, or let pyiqa download the weights itself "
-                        "(unchecked)")
+        raise UserError(
+            f"{spec}: the kit's weights table ({TABLE_PATH.name}) has no pyiqa {version}; fix: "
+            f"use pyiqa {' or '.join(sorted(versions))}, or let pyiqa download the weights itself "
+            "(unchecked)"
+        )
     table = versions[version]
     if metric not in table:
-        raise UserError(f"{spec}: the kit's weights table ({TABLE_PATH.name}) lists no files of pyiqa {version}'s "
-                        f"metric {metric}; fix: choose one of {', '.join(sorted(table))}, or let pyiqa download "
-                        "its weights itself (unchecked)")
+        raise UserError(
+            f"{spec}: the kit's weights table ({TABLE_PATH.name}) lists no files of pyiqa {version}'s "
+            f"metric {metric}; fix: choose one of {', '.join(sorted(table))}, or let pyiqa download "
+            "its weights itself (unchecked)"
+        )
     return table[metric]
 
 
@@ -175,12 +192,14 @@ def read_lock() -> dict[str, dict]:
     try:
         data = read_json(path)
     except (OSError, ValueError) as exc:
-        raise UserError(f"{path}: the pyiqa weights lock cannot be read ({' '.join(str(exc).split())[:200]}); "
-                        f"fix: {fix}") from None
+        raise UserError(
+            f"{path}: the pyiqa weights lock cannot be read ({' '.join(str(exc).split())[:200]}); fix: {fix}"
+        ) from None
     files = data.get("files") if isinstance(data, dict) and data.get("schema") == 1 else None
     if not isinstance(files, dict) or not all(
-            isinstance(v, dict) and isinstance(v.get("sha256"), str) and HEX64.fullmatch(v["sha256"])
-            for v in files.values()):
+        isinstance(v, dict) and isinstance(v.get("sha256"), str) and HEX64.fullmatch(v["sha256"])
+        for v in files.values()
+    ):
         raise UserError(f"{path}: the pyiqa weights lock is not schema 1 with a 64-hex sha256 per file; fix: {fix}")
     return files
 
@@ -189,6 +208,9 @@ def write_lock(files: dict[str, dict]) -> None:
     from pytest_pstbench.core.files.write import dumps_json, write_atomic
 
     path = lock_path()
-    write_atomic(path, dumps_json({"schema": 1, "files": dict(sorted(files.items()))}),
-                 what="the pyiqa weights lock",
-                 fix=f"free some space, or set PSTBENCH_CACHE to a writable folder (now {cache_dir()})")
+    write_atomic(
+        path,
+        dumps_json({"schema": 1, "files": dict(sorted(files.items()))}),
+        what="the pyiqa weights lock",
+        fix=f"free some space, or set PSTBENCH_CACHE to a writable folder (now {cache_dir()})",
+    )

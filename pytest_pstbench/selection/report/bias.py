@@ -8,6 +8,7 @@ The numbers are summary.json's `position_bias` as `selection.position_bias.rows`
 checked that entry against per_task.csv's picks and the display orders (run_check.check_position_bias), so the
 page shows what position_bias.py computes. matplotlib is imported when a figure is drawn; every text is drawn as
 written (no math text)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,8 +16,16 @@ from pathlib import Path
 from pytest_pstbench.core.text import html_escape as esc
 
 FIGURE_ROLES = (("best", "best", "#2e9c4a"), ("worst", "worst", "#c93c3c"))  # (role, legend, colour)
-FIELDS = (("n", "n", "d"), ("chi2", "chi2", ".2f"), ("df", "df", "d"), ("p", "p", ".3g"), ("effect_w", "w", ".3f"),
-          ("tvd", "tvd", ".3f"), ("same_image", "same image", ".2f"), ("same_slot", "same slot", ".2f"))
+FIELDS = (
+    ("n", "n", "d"),
+    ("chi2", "chi2", ".2f"),
+    ("df", "df", "d"),
+    ("p", "p", ".3g"),
+    ("effect_w", "w", ".3f"),
+    ("tvd", "tvd", ".3f"),
+    ("same_image", "same image", ".2f"),
+    ("same_slot", "same slot", ".2f"),
+)
 
 EXTRA_CSS = """
 .bias table.biastab { width:auto; font-size:12px; border-collapse:collapse; margin:6px 0; }
@@ -50,8 +59,8 @@ def draw_bias(page, stage: Path) -> None:
 def _draw(page, judge, rows: list[dict], stage: Path, number: int) -> str | None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-    from matplotlib.patches import Patch
     from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
 
     by = {(r["role"], r["k"]): r for r in rows if r["role"] in dict((x[0], x) for x in FIGURE_ROLES) and r["n"]}
     ks = sorted({k for _, k in by})
@@ -91,42 +100,57 @@ def _draw(page, judge, rows: list[dict], stage: Path, number: int) -> str | None
 
 
 def render_bias(page, w) -> None:
-    w('<section id="bias" class="bias"><h2>Position bias</h2><p class="hint">Per judge, how often each displayed '
-      "position (A, B, …) is picked as best (green) and as worst (red) against the rate of a position-blind judge "
-      "under the track's permutations (black line). Test: chi-square goodness of fit against that expectation (per "
-      "k; all k: chi-squares and df summed); w: Cohen's effect size; tvd: total variation distance of the rates; "
-      "same image / same slot: share of the tasks answered in every order whose pick stayed on one image / followed "
-      "one position. From summary.json position_bias (checked against per_task.csv when read).</p>")
+    w(
+        '<section id="bias" class="bias"><h2>Position bias</h2><p class="hint">Per judge, how often each displayed '
+        "position (A, B, …) is picked as best (green) and as worst (red) against the rate of a position-blind judge "
+        "under the track's permutations (black line). Test: chi-square goodness of fit against that expectation (per "
+        "k; all k: chi-squares and df summed); w: Cohen's effect size; tvd: total variation distance of the rates; "
+        "same image / same slot: share of the tasks answered in every order whose pick stayed on one image / followed "
+        "one position. From summary.json position_bias (checked against per_task.csv when read).</p>"
+    )
     for i, judge in enumerate(page.judges):
         rows = bias_rows(page, judge)
         pb = judge.run.summary.get("position_bias")
         w(f'<h3 id="bias-{i + 1}">{esc(judge.label)}</h3>')
         if not rows:
-            w('<p class="hint">no position_bias in this run\'s summary.json (a run written before it was measured); '
-              "score the run again to see it</p>")
+            w(
+                '<p class="hint">no position_bias in this run\'s summary.json (a run written before it was measured); '
+                "score the run again to see it</p>"
+            )
             continue
         if i in page.bias_figures:
             rel = page.bias_figures[i]
             w(f'<a href="{esc(rel)}"><img src="{esc(rel)}" alt="{esc("position bias of " + judge.label)}"></a>')
         heads = "".join(f"<th>{h}</th>" for _, h, _ in FIELDS)
-        w(f'<table class="biastab" data-judge="{i + 1}"><tr><th>role</th><th>k</th><th>observed / position-blind rate per '
-          f"position</th>{heads}<th>biased (p &lt; {esc(_f(pb.get('alpha'), 'g'))})</th><th>favoured</th></tr>")
+        w(
+            f'<table class="biastab" data-judge="{i + 1}"><tr><th>role</th><th>k</th><th>observed / position-blind rate per '
+            f"position</th>{heads}<th>biased (p &lt; {esc(_f(pb.get('alpha'), 'g'))})</th><th>favoured</th></tr>"
+        )
         for r in rows:
             attrs = f'data-judge="{i + 1}" data-role="{esc(r["role"])}" data-k="{r["k"]}"'
-            shown = " ".join(f"{lab} {_f(o, '.2f')}/{_f(e, '.2f')}" for lab, o, e in zip(r["labels"], r["rates"],
-                                                                                      r["expected_rates"]))
-            cells = "".join(f'<td class="num" {attrs} data-field="{key}" data-value="{esc(repr(r.get(key)))}">'
-                            f"{_f(r.get(key), spec)}</td>" for key, _, spec in FIELDS)
+            shown = " ".join(
+                f"{lab} {_f(o, '.2f')}/{_f(e, '.2f')}"
+                for lab, o, e in zip(r["labels"], r["rates"], r["expected_rates"])
+            )
+            cells = "".join(
+                f'<td class="num" {attrs} data-field="{key}" data-value="{esc(repr(r.get(key)))}">'
+                f"{_f(r.get(key), spec)}</td>"
+                for key, _, spec in FIELDS
+            )
             biased = '<span class="biased">yes</span>' if r["biased"] else "no" if r["biased"] is False else "–"
             favoured = f"{esc(r['favoured'])} ({_f(r['excess'], '+.2f')})" if r["favoured"] else "–"
-            w(f"<tr><td>{esc(r['role'])}</td><td>{r['k']}</td><td class='rates'>{esc(shown)}</td>{cells}<td>{biased}</td>"
-              f"<td>{favoured}</td></tr>")
+            w(
+                f"<tr><td>{esc(r['role'])}</td><td>{r['k']}</td><td class='rates'>{esc(shown)}</td>{cells}<td>{biased}</td>"
+                f"<td>{favoured}</td></tr>"
+            )
         w("</table>")
         parts = []
         for role, entry in (pb.get("roles") or {}).items():
             a = entry.get("all_k") or {}
-            parts.append(f'<span data-judge="{i + 1}" data-role="{esc(role)}" data-k="all" data-p="{esc(repr(a.get("p")))}">'
-                         f"{esc(role)}: chi2 {_f(a.get('chi2'), '.2f')}, df {_f(a.get('df'), 'd')}, p {_f(a.get('p'), '.3g')}"
-                         f"{' (biased)' if a.get('biased') else ''}</span>")
+            parts.append(
+                f'<span data-judge="{i + 1}" data-role="{esc(role)}" data-k="all" data-p="{esc(repr(a.get("p")))}">'
+                f"{esc(role)}: chi2 {_f(a.get('chi2'), '.2f')}, df {_f(a.get('df'), 'd')}, p {_f(a.get('p'), '.3g')}"
+                f"{' (biased)' if a.get('biased') else ''}</span>"
+            )
         w('<p class="hint">all k: ' + "; ".join(parts) + "</p>")
     w("</section>")

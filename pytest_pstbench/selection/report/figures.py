@@ -1,6 +1,7 @@
 """Figures of a selection report (matplotlib, imported when drawn): per cell group (domain, topic, k) and
 aggregation, each metric's accuracy per cell and judge with the bootstrap interval of summary.json, and the
 cell's random baseline. Every text is drawn as written (no math text: run names and topics are foreign)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -54,10 +55,14 @@ def _draw(page, stage: Path, group: str, agg: str, number: int) -> str | None:
     n, m = len(values), len(page.judges)
     conf = float(page.params.bootstrap["confidence"]) * 100
     agg_label = page.params.data["aggregations"][agg].get("label", agg)
-    fig = Figure(figsize=(3.6 * len(metrics) + 1.4, 1.1 + 0.34 * n * max(1, (m + 1) // 2)), dpi=100, layout="constrained")
+    fig = Figure(
+        figsize=(3.6 * len(metrics) + 1.4, 1.1 + 0.34 * n * max(1, (m + 1) // 2)), dpi=100, layout="constrained"
+    )
     axes = fig.subplots(1, len(metrics), sharey=True, squeeze=False)[0]
     step = 0.7 / max(m, 1)
-    for ax, metric in zip(axes, metrics):  # one call per judge and kind of mark: a call per point is slow with many cells
+    for ax, metric in zip(
+        axes, metrics
+    ):  # one call per judge and kind of mark: a call per point is slow with many cells
         segments = []
         points = [([], [], [], []) for _ in page.judges]  # per judge: means, ys, lower and upper error (with a CI)
         bare = [([], []) for _ in page.judges]  # per judge: means, ys (no CI)
@@ -79,12 +84,27 @@ def _draw(page, stage: Path, group: str, agg: str, number: int) -> str | None:
                     bare[i][0].append(mean)
                     bare[i][1].append(yy)
         if segments:
-            ax.vlines([x for x, _ in segments], [y - 0.4 for _, y in segments], [y + 0.4 for _, y in segments],
-                      color="#9aa0a8", linewidth=1.2, zorder=1)
+            ax.vlines(
+                [x for x, _ in segments],
+                [y - 0.4 for _, y in segments],
+                [y + 0.4 for _, y in segments],
+                color="#9aa0a8",
+                linewidth=1.2,
+                zorder=1,
+            )
         for j, (xs, ys, lo, hi), (bx, by) in zip(page.judges, points, bare):
             if xs:
-                ax.errorbar(xs, ys, xerr=[lo, hi], fmt="o", color=page.colors[j.label], elinewidth=1.8, capsize=3,
-                            markersize=5, zorder=3)
+                ax.errorbar(
+                    xs,
+                    ys,
+                    xerr=[lo, hi],
+                    fmt="o",
+                    color=page.colors[j.label],
+                    elinewidth=1.8,
+                    capsize=3,
+                    markersize=5,
+                    zorder=3,
+                )
             if bx:
                 ax.plot(bx, by, "o", color=page.colors[j.label], markersize=5, zorder=3)
         ax.set_xlim(-0.02, 1.02)
@@ -100,8 +120,9 @@ def _draw(page, stage: Path, group: str, agg: str, number: int) -> str | None:
 
     handles = [Line2D([], [], marker="o", color=page.colors[j.label], label=_short(j.label)) for j in page.judges]
     fig.legend(handles=handles, fontsize=8, loc="outside upper right", frameon=False, ncols=min(m, 4))
-    fig.supxlabel(f"accuracy: mean and {conf:g}% bootstrap CI per judge; grey line: random baseline", fontsize=8.5,
-                  color="#444")
+    fig.supxlabel(
+        f"accuracy: mean and {conf:g}% bootstrap CI per judge; grey line: random baseline", fontsize=8.5, color="#444"
+    )
     rel = f"figures/{number:02d}-{group}.png"
     FigureCanvasAgg(fig)
     fig.savefig(stage / rel, format="png", dpi=fig.dpi, metadata={"Software": None})

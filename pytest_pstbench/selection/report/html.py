@@ -1,6 +1,7 @@
 """The HTML of a selection report: the page model (page.py) to one self-contained index.html (the frame's
 style sheet inline, every link relative, plain anchors: no script). Every text of a run, a track or a
 protocol is escaped (core.text.html_escape)."""
+
 from __future__ import annotations
 
 from pytest_pstbench.core.papertable import DAGGER, legend_lines
@@ -33,7 +34,11 @@ def _letter(params, position: int) -> str:
 def _summary(page, w) -> None:
     t = page.table
     w('<section id="summary"><h2>Summary</h2>')
-    w('<table class="summary"><tr><th>judge</th>' + "".join(f'<th class="num">{esc(c.label)}</th>' for c in t.columns) + "</tr>")
+    w(
+        '<table class="summary"><tr><th>judge</th>'
+        + "".join(f'<th class="num">{esc(c.label)}</th>' for c in t.columns)
+        + "</tr>"
+    )
     for row in t.rows:
         cls = ' class="ref"' if row in t.reference_rows else ""
         cells = []
@@ -48,8 +53,10 @@ def _summary(page, w) -> None:
                 attrs += f' data-mean="{esc(repr(float(cell.value)))}"'
             mark = ""
             if cell.worse and cell.test:
-                mark = (f' <span title="{esc("p = {:.4g}, Holm p = {:.4g} against {}".format(cell.test["pvalue"], cell.test["p_holm"], c.reference))}">'
-                        f"{DAGGER}</span>")
+                mark = (
+                    f' <span title="{esc("p = {:.4g}, Holm p = {:.4g} against {}".format(cell.test["pvalue"], cell.test["p_holm"], c.reference))}">'
+                    f"{DAGGER}</span>"
+                )
             cells.append(f'<td class="{klass}"{attrs}>{esc(cell.text)}{mark}</td>')
         w(f"<tr{cls}><td>{esc(row)}</td>{''.join(cells)}</tr>")
     w("</table>")
@@ -61,8 +68,10 @@ def _summary(page, w) -> None:
     human = next((j.run.summary.get("human") for j in page.judges if j.run.summary.get("human")), None)
     if human:
         part = coverage(human)
-        w(f'<p class="hint">Human row: {esc(human.get("experts"))} experts, '
-          f'{esc(part or str(human.get("tasks")) + " tasks (all of the track)")}.</p>')
+        w(
+            f'<p class="hint">Human row: {esc(human.get("experts"))} experts, '
+            f"{esc(part or str(human.get('tasks')) + ' tasks (all of the track)')}.</p>"
+        )
     from pytest_pstbench.selection.pricing import cost_line
 
     for j in page.judges:  # a model run's cost (summary.json `cost`, #40)
@@ -86,17 +95,29 @@ def _task_link(page, tid: str) -> str:
 
 
 def _lists(page, w) -> None:
-    w('<section id="wrong"><h2>Wrong in some order</h2><p class="hint">Per judge, every task with a trial counted '
-      "wrong in some metric (a 0 in per_task.csv's &lt;metric&gt;_t&lt;trial&gt; columns).</p>")
+    w(
+        '<section id="wrong"><h2>Wrong in some order</h2><p class="hint">Per judge, every task with a trial counted '
+        "wrong in some metric (a 0 in per_task.csv's &lt;metric&gt;_t&lt;trial&gt; columns).</p>"
+    )
     for i, j in enumerate(page.judges):
         w(f'<h3 id="wrong-{i + 1}">{esc(j.label)}: {len(j.wrong)} of {len(j.run.task_ids)} tasks</h3>')
-        w(f'<ul class="tasks" id="wrong-list-{i + 1}">' + "".join(f'<li data-task="{esc(t)}" data-list="wrong-{i + 1}">{_task_link(page, t)}</li>' for t in j.wrong) + "</ul>")
+        w(
+            f'<ul class="tasks" id="wrong-list-{i + 1}">'
+            + "".join(f'<li data-task="{esc(t)}" data-list="wrong-{i + 1}">{_task_link(page, t)}</li>' for t in j.wrong)
+            + "</ul>"
+        )
     w("</section>")
-    w('<section id="moved"><h2>Pick moved between orders</h2><p class="hint">Per judge, every task whose answer '
-      "(best, worst, or best+worst) names another candidate in another trial order.</p>")
+    w(
+        '<section id="moved"><h2>Pick moved between orders</h2><p class="hint">Per judge, every task whose answer '
+        "(best, worst, or best+worst) names another candidate in another trial order.</p>"
+    )
     for i, j in enumerate(page.judges):
         w(f'<h3 id="moved-{i + 1}">{esc(j.label)}: {len(j.moved)} of {len(j.run.task_ids)} tasks</h3>')
-        w(f'<ul class="tasks" id="moved-list-{i + 1}">' + "".join(f'<li data-task="{esc(t)}" data-list="moved-{i + 1}">{_task_link(page, t)}</li>' for t in j.moved) + "</ul>")
+        w(
+            f'<ul class="tasks" id="moved-list-{i + 1}">'
+            + "".join(f'<li data-task="{esc(t)}" data-list="moved-{i + 1}">{_task_link(page, t)}</li>' for t in j.moved)
+            + "</ul>"
+        )
     w("</section>")
     w('<section id="groups"><h2>Tasks by domain, topic and k</h2>')
     for group in ("domain", "topic", "k"):
@@ -123,14 +144,18 @@ def _pick_text(page, info, picks, cells, order) -> str:
 
 def _task(page, i: int, tid: str, w) -> None:
     info = page.tasks[tid]
-    w(f'<div class="pair" id="task-{i + 1}"><h3>{esc(tid)} <span class="hint">· domain {esc(info.domain)} · topic '
-      f"{esc(info.topic)} · k={info.k} · experts: best #{info.best + 1}, worst #{info.worst + 1}</span></h3>")
+    w(
+        f'<div class="pair" id="task-{i + 1}"><h3>{esc(tid)} <span class="hint">· domain {esc(info.domain)} · topic '
+        f"{esc(info.topic)} · k={info.k} · experts: best #{info.best + 1}, worst #{info.worst + 1}</span></h3>"
+    )
     w('<div class="cands">')
     for j, thumb in enumerate(info.thumbs):
         cls = " lbest" if j == info.best else " lworst" if j == info.worst else ""
         role = " best" if j == info.best else " worst" if j == info.worst else ""
         if thumb.src:
-            img = f'<img src="{esc(thumb.src)}" alt="candidate {j + 1}" width="{thumb.size[0]}" height="{thumb.size[1]}">'
+            img = (
+                f'<img src="{esc(thumb.src)}" alt="candidate {j + 1}" width="{thumb.size[0]}" height="{thumb.size[1]}">'
+            )
         else:
             img = f'<div class="placeholder">{esc(thumb.missing)}</div>'
         w(f'<figure class="cand{cls}"><div class="frame">{img}</div><figcaption>#{j + 1}{role}</figcaption></figure>')
@@ -141,9 +166,12 @@ def _task(page, i: int, tid: str, w) -> None:
         if tid not in judge.run.rows:
             continue
         moved = judge.moved_picks(tid, trials)
-        w(f'<table class="picks{" moved" if moved else ""}"><tr><th>{esc(judge.label)}'
-          f'{" · pick moved ↔" if moved else ""}</th><th>order seen</th>'
-          + "".join(f"<th>{h}</th>" for h, _ in PICK_VIEWS) + "</tr>")
+        w(
+            f'<table class="picks{" moved" if moved else ""}"><tr><th>{esc(judge.label)}'
+            f"{' · pick moved ↔' if moved else ''}</th><th>order seen</th>"
+            + "".join(f"<th>{h}</th>" for h, _ in PICK_VIEWS)
+            + "</tr>"
+        )
         error = judge.run.rows[tid].get("error")
         if error:
             w(f'<tr><td colspan="{2 + len(PICK_VIEWS)}" class="wrong">error: {esc(error[:300])}</td></tr>')
@@ -157,8 +185,10 @@ def _task(page, i: int, tid: str, w) -> None:
                 cells = [metric_cells(judge.run, tid, metric, trials)[t]] if metric in page.params.metrics else []
                 raw = ",".join(judge.run.rows[tid].get(f"{c}{t}", "") for c in cols)
                 mark = ' <span class="moved" title="moved between orders">↔</span>' if heading in moved else ""
-                row.append(f'<td data-judge="{ji + 1}" data-task="{esc(tid)}" data-trial="{t}" data-pick="{esc(heading)}" '
-                           f'data-cols="{esc(raw)}">{_pick_text(page, info, picks[heading], cells, order)}{mark}</td>')
+                row.append(
+                    f'<td data-judge="{ji + 1}" data-task="{esc(tid)}" data-trial="{t}" data-pick="{esc(heading)}" '
+                    f'data-cols="{esc(raw)}">{_pick_text(page, info, picks[heading], cells, order)}{mark}</td>'
+                )
             w("<tr>" + "".join(row) + "</tr>")
         w("</table>")
         render_answers(page, judge, ji, tid, info.k, w)
@@ -166,14 +196,18 @@ def _task(page, i: int, tid: str, w) -> None:
 
 
 def _provenance(page, w) -> None:
-    w('<section id="provenance"><h2>Provenance</h2><table class="kv"><tr><th>judge</th><th>run</th><th>judge spec</th>'
-      "<th>created</th><th>command</th></tr>")
+    w(
+        '<section id="provenance"><h2>Provenance</h2><table class="kv"><tr><th>judge</th><th>run</th><th>judge spec</th>'
+        "<th>created</th><th>command</th></tr>"
+    )
     for j, published in zip(page.judges, page.published):
         judge = j.run.run.get("judge") if isinstance(j.run.run.get("judge"), dict) else {}
         spec = judge.get("spec") or judge.get("answers") or judge.get("kind") or ""
-        w(f"<tr><td>{esc(j.label)}</td><td><code>{esc(j.run.path)}</code>{' (published)' if published else ''}</td>"
-          f"<td><code>{esc(spec)}</code></td><td>{esc(j.run.run.get('created', ''))}</td>"
-          f"<td><code>{esc(j.run.run.get('command', ''))}</code></td></tr>")
+        w(
+            f"<tr><td>{esc(j.label)}</td><td><code>{esc(j.run.path)}</code>{' (published)' if published else ''}</td>"
+            f"<td><code>{esc(spec)}</code></td><td>{esc(j.run.run.get('created', ''))}</td>"
+            f"<td><code>{esc(j.run.run.get('command', ''))}</code></td></tr>"
+        )
     w("</table></section>")
 
 
@@ -187,12 +221,22 @@ def render(page, generator: str, css: str) -> str:
     w(f'<meta name="generator" content="{esc(generator)}">')
     w('<meta name="viewport" content="width=device-width, initial-scale=1">')
     w(f"<title>{esc(title)}</title><style>\n{css}{EXTRA_CSS}{ANSWERS_CSS}{BIAS_CSS}</style></head><body>")
-    w(f'<header><h1>{esc(title)}</h1><div class="meta">selection runs · protocol <code>{esc(page.protocol_id)}</code> '
-      f"(sha256 <code>{esc(page.protocol_sha256[:12])}</code>) · dataset <code>{esc(page.dataset_id)}@{esc(page.revision)}</code> · "
-      f"{len(page.judges)} judge(s) · {len(page.task_ids)} task(s)</div></header>")
-    nav = [("summary", "Summary"), ("figures", "Figures"), ("bias", "Position bias"), *((x.anchor, x.title) for x in page.sections),
-           ("tasks", "Tasks"), ("wrong", "Wrong"), ("moved", "Moved"),
-           ("groups", "By domain/topic/k"), ("provenance", "Provenance")]
+    w(
+        f'<header><h1>{esc(title)}</h1><div class="meta">selection runs · protocol <code>{esc(page.protocol_id)}</code> '
+        f"(sha256 <code>{esc(page.protocol_sha256[:12])}</code>) · dataset <code>{esc(page.dataset_id)}@{esc(page.revision)}</code> · "
+        f"{len(page.judges)} judge(s) · {len(page.task_ids)} task(s)</div></header>"
+    )
+    nav = [
+        ("summary", "Summary"),
+        ("figures", "Figures"),
+        ("bias", "Position bias"),
+        *((x.anchor, x.title) for x in page.sections),
+        ("tasks", "Tasks"),
+        ("wrong", "Wrong"),
+        ("moved", "Moved"),
+        ("groups", "By domain/topic/k"),
+        ("provenance", "Provenance"),
+    ]
     w("<nav>" + "".join(f'<a href="#{a}">{esc(t)}</a>' for a, t in nav) + "</nav><main>")
     if page.notes:
         w('<ul class="notes">' + "".join(f"<li>{esc(n)}</li>" for n in page.notes) + "</ul>")
@@ -201,12 +245,17 @@ def render(page, generator: str, css: str) -> str:
     render_bias(page, w)
     for section in page.sections:
         w(section.html)
-    w('<section id="tasks"><h2>Tasks</h2><p class="hint">Candidates in track order (#1 …), the experts\' best '
-      "(green) and worst (red); per judge and trial the order it saw (label=candidate) and its picks (#candidate "
-      "(label)); ✗: wrong; ↔: the answer changed between orders (the judge's table is marked “pick moved”).</p>")
+    w(
+        '<section id="tasks"><h2>Tasks</h2><p class="hint">Candidates in track order (#1 …), the experts\' best '
+        "(green) and worst (red); per judge and trial the order it saw (label=candidate) and its picks (#candidate "
+        "(label)); ✗: wrong; ↔: the answer changed between orders (the judge's table is marked “pick moved”).</p>"
+    )
     if page.left_out:
-        w(f'<p class="notes" id="left-out">{len(page.shown)} of {len(page.task_ids)} tasks shown (--max-tasks); left out: '
-          + ", ".join(esc(t) for t in page.left_out) + "</p>")
+        w(
+            f'<p class="notes" id="left-out">{len(page.shown)} of {len(page.task_ids)} tasks shown (--max-tasks); left out: '
+            + ", ".join(esc(t) for t in page.left_out)
+            + "</p>"
+        )
     for i, tid in enumerate(page.shown):
         _task(page, i, tid, w)
     w("</section>")

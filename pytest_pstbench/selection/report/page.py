@@ -2,6 +2,7 @@
 table `pstbench table` prints (selection/paper_table.py), the track's tasks with their candidates, and per
 judge the picks of each trial (per_task.csv, which the reader has checked against the labels), the tasks it
 got wrong in some order and the tasks whose pick moved between orders."""
+
 from __future__ import annotations
 
 import os
@@ -116,19 +117,27 @@ def read_page(request) -> SelectionPage:
     from pytest_pstbench.selection.report.answers import attach_answers
 
     if "--max-pairs" in request.given:
-        raise UserError(f"--max-pairs {request.max_pairs}: bounds the pairs of a page of paired runs, and these are "
-                        "selection runs; fix: use --max-tasks N")
+        raise UserError(
+            f"--max-pairs {request.max_pairs}: bounds the pairs of a page of paired runs, and these are "
+            "selection runs; fix: use --max-tasks N"
+        )
     if "--worst" in request.given:
-        raise UserError(f"--worst {request.worst}: lists the pairs paired runs lost most on, and these are selection runs; "
-                        "fix: leave --worst out (the page lists each judge's wrong tasks)")
+        raise UserError(
+            f"--worst {request.worst}: lists the pairs paired runs lost most on, and these are selection runs; "
+            "fix: leave --worst out (the page lists each judge's wrong tasks)"
+        )
     if request.sensitivity is not None:
-        raise UserError(f"--sensitivity {request.sensitivity}: a sensitivity analysis is of paired runs, and these are "
-                        "selection runs; fix: leave --sensitivity out")
+        raise UserError(
+            f"--sensitivity {request.sensitivity}: a sensitivity analysis is of paired runs, and these are "
+            "selection runs; fix: leave --sensitivity out"
+        )
     paths = [s.path for s in request.sources]
-    _kind, runs, protocol = read_runs(paths, protocol_spec=request.protocol_spec, kind=SELECTION_RUNS, comparable=True,
-                                      check=check_same_setting)  # the one validating reader; the runs are read once
-    table = build_selection_table(paths, metrics=None, against="best", protocol_spec=request.protocol_spec,
-                                  checked=(runs, protocol))
+    _kind, runs, protocol = read_runs(
+        paths, protocol_spec=request.protocol_spec, kind=SELECTION_RUNS, comparable=True, check=check_same_setting
+    )  # the one validating reader; the runs are read once
+    table = build_selection_table(
+        paths, metrics=None, against="best", protocol_spec=request.protocol_spec, checked=(runs, protocol)
+    )
     params = SelectionParams.of(protocol)
     names = [r.name for r in runs]
     labels = [n if names.count(n) == 1 else f"{n} ({r.path})" for n, r in zip(names, runs)]
@@ -141,15 +150,28 @@ def read_page(request) -> SelectionPage:
     tasks = {}
     for tid in task_ids:
         row = next(r.rows[tid] for r in runs if tid in r.rows)
-        tasks[tid] = TaskInfo(tid, row.get("domain", ""), row.get("topic", ""), int(row["k"]), int(row["best"]),
-                              int(row["worst"]))
+        tasks[tid] = TaskInfo(
+            tid, row.get("domain", ""), row.get("topic", ""), int(row["k"]), int(row["best"]), int(row["worst"])
+        )
     page = SelectionPage(
-        runs, judges, table, params, str(run_field(first, "protocol", "id")), str(run_field(first, "protocol", "sha256")),
-        str(run_field(first, "track")), str(run_field(first, "dataset", "id")), str(run_field(first, "dataset", "revision")),
-        task_ids, tasks, [], [], [s.uri is not None for s in request.sources])
+        runs,
+        judges,
+        table,
+        params,
+        str(run_field(first, "protocol", "id")),
+        str(run_field(first, "protocol", "sha256")),
+        str(run_field(first, "track")),
+        str(run_field(first, "dataset", "id")),
+        str(run_field(first, "dataset", "revision")),
+        task_ids,
+        tasks,
+        [],
+        [],
+        [s.uri is not None for s in request.sources],
+    )
     attach_track(page, request.track_spec, request.progress, run_field(first, "dataset", "manifest"))  # track order
-    page.shown = page.task_ids if request.max_tasks == 0 else page.task_ids[:request.max_tasks]
-    page.left_out = page.task_ids[len(page.shown):]
+    page.shown = page.task_ids if request.max_tasks == 0 else page.task_ids[: request.max_tasks]
+    page.left_out = page.task_ids[len(page.shown) :]
     attach_answers(page)  # the shown tasks' answer texts of each model judge
     return page
 
@@ -162,17 +184,24 @@ def attach_track(page: SelectionPage, track_spec: str | None, progress, manifest
     from pytest_pstbench.selection.tracks import resolve_selection_track
 
     local = not any(page.published)  # a published run's record names a file of the machine that scored it
-    spec = track_spec or (manifest if local and isinstance(manifest, str) and Path(manifest).is_file() else page.track_id)
+    spec = track_spec or (
+        manifest if local and isinstance(manifest, str) and Path(manifest).is_file() else page.track_id
+    )
     try:
         track = resolve_selection_track(spec, progress=progress)
     except UserError as exc:
         if track_spec:
             raise
-        page.notes.append(f"candidate images: track {page.track_id} could not be opened ({exc}); fix: pass --track "
-                          "with the track (for a local track, the path of its track.yaml)")
+        page.notes.append(
+            f"candidate images: track {page.track_id} could not be opened ({exc}); fix: pass --track "
+            "with the track (for a local track, the path of its track.yaml)"
+        )
         return
-    for label, have, want in (("id", track.id, page.track_id), ("dataset id", track.dataset_id, page.dataset_id),
-                              ("dataset revision", track.revision, page.revision)):
+    for label, have, want in (
+        ("id", track.id, page.track_id),
+        ("dataset id", track.dataset_id, page.dataset_id),
+        ("dataset revision", track.revision, page.revision),
+    ):
         if have != want:
             msg = f"--track {spec}: its {label} is {have!r} but the runs were scored on {want!r}"
             if track_spec:
@@ -210,6 +239,8 @@ def write_thumbnails(page: SelectionPage, stage: Path, size: int, progress) -> N
                 info.thumbs.append(Thumb(rel, size=write_thumbnail(src, stage / rel, size)))
             except (OSError, ValueError, UnidentifiedImageError, PILImage.DecompressionBombError) as exc:
                 (stage / rel).unlink(missing_ok=True)
-                info.thumbs.append(Thumb(None, missing=f"{src}: cannot be read as an image ({type(exc).__name__}: {exc})"))
+                info.thumbs.append(
+                    Thumb(None, missing=f"{src}: cannot be read as an image ({type(exc).__name__}: {exc})")
+                )
         if progress is not None and (i + 1) % 100 == 0:
             progress(f"report: thumbnails of {i + 1} of {len(page.shown)} tasks")
