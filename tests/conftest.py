@@ -14,6 +14,16 @@ from pathlib import Path  # noqa: E402
 
 import lpips  # noqa: E402,F401 (imported by the LPIPS model's build: torchvision, torch._dynamo)
 import pytest
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+# Property-based tests (readers of a stranger's text): the `ci` profile, what .ci/run runs, is derandomized (the
+# same examples on every machine, so a red CI is reproducible) and sized for the suite's time budget; `dev` is the
+# long search a developer runs before landing a reader: HYPOTHESIS_PROFILE=dev python -m pytest -k property.
+settings.register_profile(
+    "ci", derandomize=True, max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile("dev", max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 # pytester restores sys.modules after each test, and extension modules (numpy.fft, torch, ...)
 # cannot be imported twice in one process: load what in-process runs import, once, up front.
