@@ -1,5 +1,5 @@
 """`pstbench vab run`: ask a model behind an OpenAI-compatible chat-completions endpoint (the official prompts
-and retries, `selection.model_run`), append its answers to an answers file, then score them as `vab score` does.
+and retries, `selection.ask.model_run`), append its answers to an answers file, then score them as `vab score` does.
 
 Wired into `vab`'s subcommands by `add_run_parser`; uses `cli.vab`'s loading and printing.
 """
@@ -18,9 +18,9 @@ def cmd_run(args) -> int:
     from pytest_pstbench.cli.vab_common import load_selection, print_outcome
     from pytest_pstbench.data.progress import terminal_progress
     from pytest_pstbench.selection.answers import ERROR
-    from pytest_pstbench.selection.model_options import redact_command, settings_from_args
-    from pytest_pstbench.selection.model_run import run_model
-    from pytest_pstbench.selection.pricing import table_from_args, with_cost
+    from pytest_pstbench.selection.ask.model_options import redact_command, settings_from_args
+    from pytest_pstbench.selection.ask.model_run import run_model
+    from pytest_pstbench.selection.ask.pricing import table_from_args, with_cost
     from pytest_pstbench.selection.run_judge import answers_judge, model_run_name
     from pytest_pstbench.selection.session import SelectionSession, score_all, votes_and_human
 
@@ -45,7 +45,7 @@ def cmd_run(args) -> int:
         settings = replace(settings, budget_price=prices.price_of(settings.model)[1])
     name = args.name or model_run_name(args.model)
     answers_path = Path(args.answers) if args.answers else Path(args.results) / track.id / f"{name}.answers.jsonl"
-    from pytest_pstbench.selection.batch_run import check_options
+    from pytest_pstbench.selection.ask.batch_run import check_options
 
     check_options(args.poll_interval, args.batch_wait, args.batch_max_mb)
     if args.batch:
@@ -133,7 +133,7 @@ def cmd_run(args) -> int:
 def _estimate(args, track, protocol, settings, answers_path, prices) -> int:
     """`vab run --estimate [--calibrate N]`: print the requests, tokens and cost to expect; no run folder."""
     from pytest_pstbench.data.progress import terminal_progress
-    from pytest_pstbench.selection.estimate import estimate_run, lines
+    from pytest_pstbench.selection.ask.estimate import estimate_run, lines
 
     price = prices.price_of(settings.model)[1] if prices is not None else None
     est = estimate_run(
@@ -155,7 +155,7 @@ def _estimate(args, track, protocol, settings, answers_path, prices) -> int:
 
 
 def add_price_options(p) -> None:
-    """The price table of a model run's cost (`selection.pricing`): `vab run` and `vab score`."""
+    """The price table of a model run's cost (`selection.ask.pricing`): `vab run` and `vab score`."""
     p.add_argument(
         "--price-in",
         type=float,

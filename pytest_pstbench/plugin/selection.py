@@ -118,8 +118,8 @@ def _run_model(config, track, protocol, params, model: str, answers_path):
     """--pstbench-model: ask the model (the controller only; xdist workers read the finished file)."""
     from types import SimpleNamespace
 
-    from pytest_pstbench.selection.model_options import settings_from_args
-    from pytest_pstbench.selection.model_run import run_model
+    from pytest_pstbench.selection.ask.model_options import settings_from_args
+    from pytest_pstbench.selection.ask.model_run import run_model
     from pytest_pstbench.selection.run_judge import model_run_name
 
     api_base = option_value(config, "api-base")

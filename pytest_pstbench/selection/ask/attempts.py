@@ -12,8 +12,8 @@ call's usage was not sent or damaged (never zero); answers taken from the respon
 from __future__ import annotations
 
 from pytest_pstbench.selection.answers import OK, REASONING, parse_response
-from pytest_pstbench.selection.chat_api import ApiError
-from pytest_pstbench.selection.usage import NO_USAGE, add
+from pytest_pstbench.selection.ask.chat_api import ApiError
+from pytest_pstbench.selection.ask.usage import NO_USAGE, add
 
 
 class Spent:

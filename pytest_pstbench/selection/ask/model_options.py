@@ -10,7 +10,7 @@ import re
 
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.files.jsonfile import JSONLimitError, loads
-from pytest_pstbench.selection.model_run import RunSettings
+from pytest_pstbench.selection.ask.model_run import RunSettings
 
 MAX_CONCURRENCY = 1000  # requests in flight at once (--concurrency)
 MAX_TIMEOUT_S = 86_400.0  # one API call (--timeout): a day
@@ -87,9 +87,9 @@ def settings_from_args(args, params, option_prefix: str = "") -> RunSettings:
 
 
 def _concurrency(args, opt: str) -> tuple[int, bool]:
-    """--concurrency N (fixed: the official pipeline as it runs) or `auto` (adaptive, `selection.pacing`, up to
+    """--concurrency N (fixed: the official pipeline as it runs) or `auto` (adaptive, `selection.ask.pacing`, up to
     --max-concurrency): the pool's size and whether it adapts."""
-    from pytest_pstbench.selection.pacing import DEFAULT_MAX
+    from pytest_pstbench.selection.ask.pacing import DEFAULT_MAX
 
     value = args.concurrency
     ceiling = getattr(args, "max_concurrency", None)

@@ -32,15 +32,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.selection import chat_api
 from pytest_pstbench.selection.answerfile import answers_folder, answers_writer
 from pytest_pstbench.selection.answers import ERROR, OK, REASONING, AnswerSet, parse_response, read_answers
-from pytest_pstbench.selection.attempts import Spent, answer_line
-from pytest_pstbench.selection.budget import budget_from_answers
-from pytest_pstbench.selection.chat_api import MAX_RESPONSE_BYTES, ApiError, call
-from pytest_pstbench.selection.pacing import limiter_for
+from pytest_pstbench.selection.ask import chat_api
+from pytest_pstbench.selection.ask.attempts import Spent, answer_line
+from pytest_pstbench.selection.ask.budget import budget_from_answers
+from pytest_pstbench.selection.ask.chat_api import MAX_RESPONSE_BYTES, ApiError, call
+from pytest_pstbench.selection.ask.pacing import limiter_for
+from pytest_pstbench.selection.ask.requests import ImageURLs, request_body, requests_of
 from pytest_pstbench.selection.protocol import SelectionParams
-from pytest_pstbench.selection.requests import ImageURLs, request_body, requests_of
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ def _cache_for(settings: RunSettings, url: str):
     """The response cache this run uses: at temperature 0 unless --no-cache, at any temperature with --reuse-answers."""
     if settings.cache == "off" or (settings.cache == "auto" and settings.temperature != 0):
         return None
-    from pytest_pstbench.selection.response_cache import ResponseCache
+    from pytest_pstbench.selection.ask.response_cache import ResponseCache
 
     return ResponseCache(url)
 

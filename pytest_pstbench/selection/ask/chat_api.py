@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from pytest_pstbench.core.files.jsonfile import loads
 from pytest_pstbench.core.text import redact
-from pytest_pstbench.selection.usage import from_reply
+from pytest_pstbench.selection.ask.usage import from_reply
 
 pause = time.sleep  # every wait of a model run (HTTP backoff, the official delays); tests replace it
 

@@ -32,7 +32,7 @@ import pytest
 import yaml
 
 from pytest_pstbench.cli import main as cli_main
-from pytest_pstbench.selection import chat_api, model_options
+from pytest_pstbench.selection.ask import chat_api, model_options
 
 KEY = "sekrit-key-22"
 ATTEMPTS, HTTP_RETRIES = 3, 2  # eval.py's MAX_RETRIES; the openai client's DEFAULT_MAX_RETRIES

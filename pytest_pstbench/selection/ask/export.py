@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.files.write import staging_dir
-from pytest_pstbench.selection.message import encode_image, message_content, prompt_text
+from pytest_pstbench.selection.ask.message import encode_image, message_content, prompt_text
 from pytest_pstbench.selection.permutations import orders_for
 
 EXPORT_MANIFEST = "export.json"
