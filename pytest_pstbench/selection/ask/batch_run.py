@@ -131,11 +131,10 @@ class _Rounds:
         self.base = settings.api_base.rstrip("/")
 
     def go(self) -> BatchRun:
-        from pytest_pstbench.selection.ask.model_run import done_keys
 
         params = self.params
         existing = read_answers(self.answers_path, self.track, params) if self.answers_path.stat().st_size else None
-        done, failed = done_keys(existing)
+        done, failed = attempts.done_keys(existing)
         self.reqs = {}
         carry = {}
         for task, t, order, ptype in requests_of(self.track, params):

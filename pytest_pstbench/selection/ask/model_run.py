@@ -19,7 +19,7 @@ line-breaking character and lone surrogate escaped (`answerfile`); a later run w
 what is not there yet or ended in an API error (resume), numbering a re-asked request's attempts on from
 its last line. One run writes a file at a time (its lock: a second run waits, then asks only what is left). The API
 key is read from an environment variable and sent as a Bearer token only to --api-base's origin; it is
-never written to any file, nor are the values of `--header` (`model_options` reads the options into
+never written to any file, nor are the values of `--header` (`settings` checks the options into
 `RunSettings` and redacts recorded command lines).
 """
 
@@ -33,63 +33,15 @@ from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.selection.answerfile import answers_folder, answers_writer
-from pytest_pstbench.selection.answers import ERROR, OK, REASONING, AnswerSet, parse_response, read_answers
+from pytest_pstbench.selection.answers import OK, REASONING, AnswerSet, parse_response, read_answers
 from pytest_pstbench.selection.ask import chat_api
-from pytest_pstbench.selection.ask.attempts import Spent, answer_line
+from pytest_pstbench.selection.ask.attempts import Spent, answer_line, done_keys
 from pytest_pstbench.selection.ask.budget import budget_from_answers
 from pytest_pstbench.selection.ask.chat_api import MAX_RESPONSE_BYTES, ApiError, call
 from pytest_pstbench.selection.ask.pacing import limiter_for
 from pytest_pstbench.selection.ask.requests import ImageURLs, request_body, requests_of
+from pytest_pstbench.selection.ask.settings import RunSettings
 from pytest_pstbench.selection.protocol import SelectionParams
-
-
-@dataclass(frozen=True)
-class RunSettings:
-    model: str
-    api_base: str
-    temperature: float
-    max_tokens: int
-    concurrency: int
-    timeout_s: float
-    key_env: str
-    headers: tuple = ()  # (name, value) pairs sent with every request (--header); values never written
-    extra_body: tuple = ()  # (name, value) pairs added to every request body (--extra-body); recorded
-    max_response_bytes: int = 0  # 0: MAX_RESPONSE_BYTES
-    budget_tokens: int = 0  # --budget-tokens: no request starts whose bound takes the answers file over it (0: none)
-    budget_cost: float = 0.0  # --budget-cost: the same in money, at `budget_price` (pricing.Price) (0: none)
-    budget_price: object = None
-    cache: str = "auto"  # "auto": the response cache at temperature 0; "off" (--no-cache); "reuse" (--reuse-answers)
-    adaptive: bool = False  # --concurrency auto: `concurrency` is the ceiling of the adaptive limit (`pacing`)
-
-    def provenance(self) -> dict:  # what run.json records (never the key, never a header's value)
-        out = {
-            "kind": "model-api",
-            "model": self.model,
-            "api_base": self.api_base,
-            "endpoint": "chat/completions",
-            "sampling": {"temperature": self.temperature, "max_tokens": self.max_tokens},
-            "concurrency": "auto" if self.adaptive else self.concurrency,
-            "timeout_s": self.timeout_s,
-            "api_key_env": self.key_env,
-        }
-        if self.adaptive:
-            out["max_concurrency"] = self.concurrency
-        if self.headers:
-            out["headers"] = sorted({name for name, _v in self.headers})  # names only: values may be secrets
-        if self.extra_body:
-            out["extra_body"] = dict(self.extra_body)
-        return out
-
-
-def _done_keys(answer_set: AnswerSet | None) -> tuple[set, dict]:
-    """Requests already answered (latest attempt not an API error: not asked again), and the latest attempt
-    number of those that ended in an API error or were cut short by a stopped run (asked again, numbering on)."""
-    if answer_set is None:
-        return set(), {}
-    again = {key for key, entry in answer_set.entries.items() if entry[1] == ERROR or key in answer_set.cut}
-    done = set(answer_set.entries) - again
-    failed = {key: answer_set.entries[key][4] for key in again}
-    return done, failed
 
 
 def _cache_for(settings: RunSettings, url: str):
@@ -120,6 +72,19 @@ class ModelRun:
     pacing: dict | None = None  # --concurrency auto: the limit over time and the 429 / 503 counts (`pacing.record`)
 
 
+def ask_model(track, protocol, settings: RunSettings, answers_path: Path, *, progress=None, batch=None, say=None):
+    """The one way to ask a model (`vab run`, `vab run --batch`, the plugin's --pstbench-model): every request the
+    answers file does not answer yet, asked through chat completions on `settings.concurrency` threads (`run_model`:
+    `progress(done, n)`) or, with `batch` (`batch_run.BatchOptions`), through the endpoint's Batch API
+    (`batch_run.run_batch`: `say`, its progress lines). Returns what was asked (`counts`, `answer_set`, and `pacing`
+    or the batches)."""
+    if batch is not None:
+        from pytest_pstbench.selection.ask.batch_run import run_batch
+
+        return run_batch(track, protocol, settings, answers_path, batch, say=say)
+    return run_model(track, protocol, settings, answers_path, progress=progress)
+
+
 def run_model(track, protocol, settings: RunSettings, answers_path: Path, progress=None, only=None) -> ModelRun:
     """Ask every request not yet answered in `answers_path`; append each answer. One writer at a time
     (`answerfile.answers_writer`: a second run on the same file waits for the first, then asks only what
@@ -148,92 +113,93 @@ def _ask_missing(
     """Under the answers file's lock: ask what it does not answer yet, append each answer; the counts.
     `limiter`: --concurrency auto's (`pacing`); it makes each HTTP call, and waits out rate-limit answers."""
     params = SelectionParams.of(protocol)
-    key = os.environ.get(settings.key_env) or None
-    url = settings.api_base.rstrip("/") + "/chat/completions"
-    headers = {"Content-Type": "application/json"}
-    if key:
-        headers["Authorization"] = f"Bearer {key}"
-    headers.update(dict(settings.headers))
-    max_bytes = settings.max_response_bytes or MAX_RESPONSE_BYTES
     existing = read_answers(answers_path, track, params) if answers_path.stat().st_size else None
-    done, failed = _done_keys(existing)
+    done, failed = done_keys(existing)
     todo = [r for r in requests_of(track, params) if (r[0].id, r[1], r[3]) not in done]
     if only is not None:
         todo = [r for r in todo if (r[0].id, r[1], r[3]) in only]
-    att = params.attempts
-    http_rules = params.http_retries
-    lock = threading.Lock()
-    stop = threading.Event()
-    stopped: list[str] = []
     counts = {"asked": len(todo), "skipped": len(done), "ok": 0, "unparseable": 0, "error": 0, "calls": 0}
-    urls = ImageURLs(params)
-    budget = (
-        budget_from_answers(
-            settings.budget_tokens,
-            settings.max_tokens,
-            existing,
-            track,
-            cost_limit=settings.budget_cost,
-            price=settings.budget_price,
+    asker = _Asker(track, params, settings, existing, failed, counts, limiter)
+    _ask_all(asker, todo, writer, progress)
+    counts.update(_run_notes(asker.budget, asker.cache, asker.halted))
+    if limiter is not None:
+        counts["calls"] += limiter.absorbed  # the calls waited out and sent again
+    if asker.stopped:
+        raise UserError(
+            f"{asker.url}: {asker.stopped[0]}; the run was stopped (answers so far are in {answers_path}); "
+            f"fix: check --api-base, --model and the key in ${settings.key_env}, then run the same command again"
         )
-        if settings.budget_tokens or settings.budget_cost
-        else None
-    )
-    cache = _cache_for(settings, url)
-    halted: list[str] = []  # why the run stopped before asking everything (the budget, an interrupt): not an error
+    return counts
 
-    def count():
-        with lock:
-            counts["calls"] += 1
 
-    def ask(task, t, order, ptype) -> dict | None:
-        if stop.is_set():
+class _Asker:
+    """One run's requests asked on threads: each request's attempts (the cache, the budget, the HTTP calls, the
+    official retry rules) and each answer counted as it is recorded. `stop` is set by a status that stops the run,
+    the budget or Ctrl-C: no new attempt starts."""
+
+    def __init__(self, track, params, settings: RunSettings, existing, failed: dict, counts: dict, limiter) -> None:
+        self.track, self.params, self.settings, self.failed, self.counts = track, params, settings, failed, counts
+        self.limiter = limiter
+        key = os.environ.get(settings.key_env) or None
+        self.url = settings.api_base.rstrip("/") + "/chat/completions"
+        self.headers = {"Content-Type": "application/json"}
+        if key:
+            self.headers["Authorization"] = f"Bearer {key}"
+        self.headers.update(dict(settings.headers))
+        self.max_bytes = settings.max_response_bytes or MAX_RESPONSE_BYTES
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.stopped: list[str] = []
+        self.halted: list[
+            str
+        ] = []  # why the run stopped before asking everything (the budget, an interrupt): not an error
+        self.urls = ImageURLs(params)
+        self.budget = (
+            budget_from_answers(
+                settings.budget_tokens,
+                settings.max_tokens,
+                existing,
+                track,
+                cost_limit=settings.budget_cost,
+                price=settings.budget_price,
+            )
+            if settings.budget_tokens or settings.budget_cost
+            else None
+        )
+        self.cache = _cache_for(settings, self.url)
+
+    def count(self) -> None:
+        with self.lock:
+            self.counts["calls"] += 1
+
+    def ask(self, task, t, order, ptype) -> dict | None:
+        """One request's attempts; its answers line (None: nothing was asked)."""
+        if self.stop.is_set():
             return None
-        body = request_body(settings, params, task, order, ptype, urls)
-        line = {"task_id": task.id, "trial": t, "prompt_type": ptype, "model": settings.model}
-        first = failed.get((task.id, t, ptype), 0)  # a resumed request numbers its attempts on (the highest counts)
+        att, params = self.params.attempts, self.params
+        body = request_body(self.settings, params, task, order, ptype, self.urls)
+        line = {"task_id": task.id, "trial": t, "prompt_type": ptype, "model": self.settings.model}
+        first = self.failed.get(
+            (task.id, t, ptype), 0
+        )  # a resumed request numbers its attempts on (the highest counts)
         spent = Spent()
         result = None
         for i in range(1, att["max"] + 1):
-            if stop.is_set():  # cut short: what an earlier attempt got is kept (paid for), and asked again on resume
+            if (
+                self.stop.is_set()
+            ):  # cut short: what an earlier attempt got is kept (paid for), and asked again on resume
                 return {**result, "cut": "stopped"} if result is not None else None
             attempt = first + i
-            hit = cache.get(cache_key := cache.key(body, attempt)) if cache is not None else None
-            reservation = None
-            if hit is None and budget is not None:
-                reservation = budget.reserve((task.id, ptype), (ptype, task.k), len(body))
-                if reservation is None:
-                    stop.set()
-                    with lock:
-                        halted.append(budget.reason())
-                    return {**result, "cut": "budget"} if result is not None else None
-            try:
-                outcome = hit or call(
-                    url,
-                    body,
-                    headers,
-                    settings.timeout_s,
-                    http_rules,
-                    max_bytes,
-                    count,
-                    send=limiter.send if limiter else None,
-                )
-            except ApiError as exc:
-                outcome = exc
-                if reservation is not None:
-                    budget.release(reservation)
-            else:
-                if reservation is not None:
-                    budget.settle(reservation, outcome.usage)
-                if cache is not None and hit is None:
-                    cache.put(cache_key, outcome)
+            outcome, hit = self.attempt(body, attempt, (task.id, ptype), (ptype, task.k))
+            if outcome is None:  # the budget cannot cover the call
+                return {**result, "cut": "budget"} if result is not None else None
             result, retry, stop_run = answer_line(
-                line, attempt, outcome, spent, params, task, ptype, i == att["max"], cached=hit is not None
+                line, attempt, outcome, spent, params, task, ptype, i == att["max"], cached=hit
             )
             if stop_run:  # a status that stops the run (401/403/404) or a redirect away
-                stop.set()
-                with lock:
-                    stopped.append(str(outcome))
+                self.stop.set()
+                with self.lock:
+                    self.stopped.append(str(outcome))
                 return result
             if not retry:
                 return result
@@ -242,40 +208,77 @@ def _ask_missing(
                 chat_api.pause(float(delays[i - 1]))
         return result  # pragma: no cover
 
-    n = len(todo)
-    finished = 0
-    say = progress or (lambda _d, _n: None)
+    def attempt(self, body: bytes, attempt: int, same_prompt, same_size):
+        """One attempt: the cached answer, else one call (reserved against the budget, cached when answered); the
+        outcome (a Reply or an ApiError; None when the budget stops the run) and whether it came from the cache."""
+        cache, budget = self.cache, self.budget
+        hit = cache.get(cache_key := cache.key(body, attempt)) if cache is not None else None
+        reservation = None
+        if hit is None and budget is not None:
+            reservation = budget.reserve(same_prompt, same_size, len(body))
+            if reservation is None:
+                self.stop.set()
+                with self.lock:
+                    self.halted.append(budget.reason())
+                return None, False
+        try:
+            outcome = hit or call(
+                self.url,
+                body,
+                self.headers,
+                self.settings.timeout_s,
+                self.params.http_retries,
+                self.max_bytes,
+                self.count,
+                send=self.limiter.send if self.limiter else None,
+            )
+        except ApiError as exc:
+            outcome = exc
+            if reservation is not None:
+                budget.release(reservation)
+        else:
+            if reservation is not None:
+                budget.settle(reservation, outcome.usage)
+            if cache is not None and hit is None:
+                cache.put(cache_key, outcome)
+        return outcome, hit is not None
 
-    def record(result) -> None:
+    def record(self, writer, result) -> None:
+        """Append a request's line and count it (under `lock`)."""
         if result is None:
             return
         writer.append(result)
         if "error" in result:
-            counts["error"] += 1
+            self.counts["error"] += 1
         else:
-            task = track.task(result["task_id"])
-            st = parse_response(result["response"], result["prompt_type"], task.k, params, REASONING in result)[1]
-            counts["ok" if st == OK else "unparseable"] += 1
+            task = self.track.task(result["task_id"])
+            st = parse_response(result["response"], result["prompt_type"], task.k, self.params, REASONING in result)[1]
+            self.counts["ok" if st == OK else "unparseable"] += 1
 
-    with ThreadPoolExecutor(max_workers=max(1, settings.concurrency)) as pool:
-        futures = [pool.submit(ask, *r) for r in todo]
+
+def _ask_all(asker: _Asker, todo: list, writer, progress) -> None:
+    """Every request of `todo` on `settings.concurrency` threads, each line appended as it finishes. Ctrl-C: nothing
+    new starts; the calls in flight end and every answer that arrived is kept."""
+    n = len(todo)
+    finished = 0
+    say = progress or (lambda _d, _n: None)
+    with ThreadPoolExecutor(max_workers=max(1, asker.settings.concurrency)) as pool:
+        futures = [pool.submit(asker.ask, *r) for r in todo]
         pending = set(futures)
         try:
             for fut in as_completed(futures):
                 pending.discard(fut)
                 if fut.cancelled():  # not started before the run was stopped: nothing was asked
                     continue
-                with lock:
-                    record(fut.result())
+                with asker.lock:
+                    asker.record(writer, fut.result())
                     finished += 1
                 say(finished, n)
-                if stop.is_set():
+                if asker.stop.is_set():
                     for f in futures:
                         f.cancel()
-        except (
-            KeyboardInterrupt
-        ):  # Ctrl-C: nothing new starts; the calls in flight end and every answer that arrived is kept
-            stop.set()
+        except KeyboardInterrupt:
+            asker.stop.set()
             for f in futures:
                 f.cancel()
             for fut in pending:
@@ -284,18 +287,6 @@ def _ask_missing(
                         result = fut.result()
                     except BaseException:  # noqa: BLE001 - a call that failed while stopping: nothing to keep
                         continue
-                    with lock:
-                        record(result)
+                    with asker.lock:
+                        asker.record(writer, result)
             raise
-    counts.update(_run_notes(budget, cache, halted))
-    if limiter is not None:
-        counts["calls"] += limiter.absorbed  # the calls waited out and sent again
-    if stopped:
-        raise UserError(
-            f"{url}: {stopped[0]}; the run was stopped (answers so far are in {answers_path}); "
-            f"fix: check --api-base, --model and the key in ${settings.key_env}, then run the same command again"
-        )
-    return counts
-
-
-done_keys = _done_keys  # what an answers file already answers, one rule for every way of asking (batch_run, vab score --batch-output)

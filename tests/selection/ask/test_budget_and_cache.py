@@ -271,7 +271,8 @@ def test_ctrl_c_keeps_every_answer_that_arrived(tmp_path):
     import time
 
     from pytest_pstbench.core.protocol import load_protocol
-    from pytest_pstbench.selection.ask.model_run import RunSettings, run_model
+    from pytest_pstbench.selection.ask.model_run import run_model
+    from pytest_pstbench.selection.ask.settings import RunSettings
     from pytest_pstbench.selection.tracks import load_selection_manifest
 
     def slow(body):
