@@ -15,7 +15,7 @@ from pytest_pstbench.options import add_to_argparse
 
 
 def cmd_export(args) -> int:
-    from pytest_pstbench.selection.export import export_track
+    from pytest_pstbench.selection.ask.export import export_track
 
     protocol, params, track = load_selection(args.track, args.protocol)
     from pytest_pstbench.cli.vab_batch import batch_settings, export_batch_file
@@ -124,7 +124,7 @@ def cmd_score(args) -> int:
         from pytest_pstbench.core.errors import UserError
 
         raise UserError("--also-protocol / --t0-answers: need an answers file; fix: give --answers FILE (not --judge)")
-    from pytest_pstbench.selection.pricing import table_from_args, with_cost
+    from pytest_pstbench.selection.ask.pricing import table_from_args, with_cost
 
     prices = table_from_args(args)  # a bad price file: refused before anything is read or written
     if prices is not None and not args.answers:

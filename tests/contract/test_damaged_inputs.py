@@ -640,7 +640,7 @@ ACCEPTED: dict[tuple[tuple[str, ...] | str, tuple[str, ...], tuple[str, ...] | s
         (MODEL_INPUT,),
         ("model-usage-lies",),
     ): "the answers are kept; usage that is not counts is recorded as not known (usage: null and usage_note, never "
-    "zero; tests/selection/test_usage_recorded.py checks the lines)",
+    "zero; tests/selection/ask/test_usage_recorded.py checks the lines)",
     (
         ("pytest-selection",),
         ("answers", "t0 answers"),

@@ -24,7 +24,7 @@ from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.files.jsonfile import read_json
 from pytest_pstbench.core.files.write import dumps_json, write_atomic
 from pytest_pstbench.core.paths import cache_dir
-from pytest_pstbench.selection.usage import line_problem
+from pytest_pstbench.selection.ask.usage import line_problem
 
 FORMAT = 1
 
@@ -53,7 +53,7 @@ class ResponseCache:
 
     def get(self, key: str):
         """The cached answer (`chat_api.Reply`), or None (not there, or damaged)."""
-        from pytest_pstbench.selection.chat_api import Reply
+        from pytest_pstbench.selection.ask.chat_api import Reply
 
         path = self._path(key)
         if not path.is_file():

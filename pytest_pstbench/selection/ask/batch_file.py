@@ -18,9 +18,9 @@ import json
 from dataclasses import dataclass, field
 
 from pytest_pstbench.core.files.jsonfile import loads
-from pytest_pstbench.selection.chat_api import ApiError, Reply, error_snippet, without_secrets
-from pytest_pstbench.selection.requests import request_body
-from pytest_pstbench.selection.usage import from_reply
+from pytest_pstbench.selection.ask.chat_api import ApiError, Reply, error_snippet, without_secrets
+from pytest_pstbench.selection.ask.requests import request_body
+from pytest_pstbench.selection.ask.usage import from_reply
 
 ENDPOINT = "/v1/chat/completions"
 MAX_INPUT_BYTES = 200 * 1024 * 1024  # OpenAI's limit of a batch input file

@@ -32,7 +32,8 @@ import pytest
 import yaml
 
 from pytest_pstbench.cli import main as cli_main
-from pytest_pstbench.selection import chat_api, model_options
+from pytest_pstbench.selection.ask import chat_api
+from pytest_pstbench.selection.ask import settings as ask_settings
 
 KEY = "sekrit-key-22"
 ATTEMPTS, HTTP_RETRIES = 3, 2  # eval.py's MAX_RETRIES; the openai client's DEFAULT_MAX_RETRIES
@@ -671,7 +672,7 @@ def test_recorded_command_lines_redact_every_spelling_of_a_header_value():
         "H=7",
         "--pstbench-header=I=8",
     ]
-    assert model_options.redact_words(words, "--pstbench-header", "pstbench_header") == [
+    assert ask_settings.redact_words(words, "--pstbench-header", "pstbench_header") == [
         "--header",
         "A=1",
         "--head=B=2",
@@ -689,7 +690,7 @@ def test_recorded_command_lines_redact_every_spelling_of_a_header_value():
         "H=<redacted>",
         "--pstbench-header=I=<redacted>",
     ]
-    assert model_options.redact_words(words[:5]) == [
+    assert ask_settings.redact_words(words[:5]) == [
         "--header",
         "A=<redacted>",
         "--head=B=<redacted>",

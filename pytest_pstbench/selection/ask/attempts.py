@@ -11,9 +11,9 @@ call's usage was not sent or damaged (never zero); answers taken from the respon
 
 from __future__ import annotations
 
-from pytest_pstbench.selection.answers import OK, REASONING, parse_response
-from pytest_pstbench.selection.chat_api import ApiError
-from pytest_pstbench.selection.usage import NO_USAGE, add
+from pytest_pstbench.selection.answers import ERROR, OK, REASONING, AnswerSet, parse_response
+from pytest_pstbench.selection.ask.chat_api import ApiError
+from pytest_pstbench.selection.ask.usage import NO_USAGE, add
 
 
 class Spent:
@@ -69,3 +69,15 @@ def answer_line(
         result[REASONING] = message[separated[0]]
     status = parse_response(text, ptype, task.k, params, bool(separated))[1]
     return result, status != OK and "unparseable" in att["retry_on"] and not last, False
+
+
+def done_keys(answer_set: AnswerSet | None) -> tuple[set, dict]:
+    """What an answers file already answers, one rule for every way of asking (`model_run`, `batch_run`, `vab score
+    --batch-output`). Requests already answered (latest attempt not an API error: not asked again), and the latest attempt
+    number of those that ended in an API error or were cut short by a stopped run (asked again, numbering on)."""
+    if answer_set is None:
+        return set(), {}
+    again = {key for key, entry in answer_set.entries.items() if entry[1] == ERROR or key in answer_set.cut}
+    done = set(answer_set.entries) - again
+    failed = {key: answer_set.entries[key][4] for key in again}
+    return done, failed

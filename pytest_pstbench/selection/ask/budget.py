@@ -92,7 +92,7 @@ class TokenBudget:
     def _bound_cost(self, tokens: int) -> float:
         if self.price is None:
             return 0.0
-        from pytest_pstbench.selection.pricing import PER
+        from pytest_pstbench.selection.ask.pricing import PER
 
         return ((tokens - self.max_tokens) * self.price.in_ + self.max_tokens * self.price.out) / PER
 
@@ -119,7 +119,7 @@ class TokenBudget:
     def _cost(self, usage: dict) -> float:
         if self.price is None:
             return 0.0
-        from pytest_pstbench.selection.pricing import call_cost
+        from pytest_pstbench.selection.ask.pricing import call_cost
 
         return call_cost(usage, self.price)
 

@@ -10,7 +10,7 @@ import pytest
 from helpers.openai_server import OpenAIServer, make_selection_track, usage_for
 
 from pytest_pstbench.cli import main as cli_main
-from pytest_pstbench.selection import chat_api
+from pytest_pstbench.selection.ask import chat_api
 
 
 def _args(track, base, tmp_path, *extra):

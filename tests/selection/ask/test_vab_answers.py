@@ -1,7 +1,7 @@
 """Issue #32, items 11, 12, 13 and 18: `pstbench vab run|score|consensus` keep every answer, pay for each
 request once, store any text safely, and refuse a task size the protocol does not cover.
 
-The model endpoint is the scripted local server of tests/selection/test_model_client.py (127.0.0.1 only); the
+The model endpoint is the scripted local server of tests/selection/ask/test_model_client.py (127.0.0.1 only); the
 number of requests it answers is what a run paid for.
 Found by the third audit (#32).
 """
@@ -17,7 +17,7 @@ from test_model_client import KEY, answer, make_track, run_args, servers  # noqa
 
 from pytest_pstbench.cli import main as cli_main
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.selection import chat_api
+from pytest_pstbench.selection.ask import chat_api
 
 N_REQUESTS = 3 * 3  # make_track(ks=(3,)): one task, 3 trials x 3 prompt types
 

@@ -11,7 +11,7 @@ import pytest
 from helpers.openai_server import OpenAIServer, make_selection_track
 
 from pytest_pstbench.cli import main as cli_main
-from pytest_pstbench.selection import chat_api
+from pytest_pstbench.selection.ask import chat_api
 
 LABELS = "ABCDEF"
 
@@ -271,7 +271,8 @@ def test_ctrl_c_keeps_every_answer_that_arrived(tmp_path):
     import time
 
     from pytest_pstbench.core.protocol import load_protocol
-    from pytest_pstbench.selection.model_run import RunSettings, run_model
+    from pytest_pstbench.selection.ask.model_run import run_model
+    from pytest_pstbench.selection.ask.settings import RunSettings
     from pytest_pstbench.selection.tracks import load_selection_manifest
 
     def slow(body):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from pytest_pstbench.core.files.jsonfile import loads
 from pytest_pstbench.core.text import redact
-from pytest_pstbench.selection.usage import from_reply
+from pytest_pstbench.selection.ask.usage import from_reply
 
 pause = time.sleep  # every wait of a model run (HTTP backoff, the official delays); tests replace it
 
@@ -154,7 +154,7 @@ def deadline_connection(parts, seconds: float):
 
 
 def _post(url: str, body: bytes, headers: dict, timeout: float, max_bytes: int, secrets: list) -> Reply:
-    from urllib.parse import urljoin, urlsplit
+    from urllib.parse import urlsplit
 
     deadline = time.monotonic() + timeout
     origin = _origin(urlsplit(url))
@@ -175,32 +175,7 @@ def _post(url: str, body: bytes, headers: dict, timeout: float, max_bytes: int, 
             conn.request("POST", path, body=body, headers=headers)
             resp = conn.getresponse()
             status = resp.status
-            length = resp.getheader("Content-Length")
-            if length is not None and length.isdigit() and int(length) > max_bytes:
-                raise ApiError(
-                    f"HTTP {status}: response body of {int(length)} bytes is over the limit of {max_bytes} bytes",
-                    kind="body",
-                )
-            buf = bytearray()  # grows to the limit at most (no second copy: json.loads reads it as it is)
-            size = 0
-            limit = max_bytes if status < 300 else min(max_bytes, 65536)  # an error's body: only its start is kept
-            while True:
-                chunk = resp.read(min(_READ_CHUNK, limit + 1 - size))
-                if not chunk:
-                    break
-                buf += chunk
-                size += len(chunk)
-                if size > limit:
-                    if status < 300:
-                        raise ApiError(f"HTTP {status}: response body over the limit of {max_bytes} bytes", kind="body")
-                    break
-                if cut.is_set():
-                    break
-            if cut.is_set():
-                raise ApiError(f"timed out after {timeout:g} s (--timeout)", kind="timeout")
-            if length is not None and length.isdigit() and size < min(int(length), limit):
-                raise ApiError(f"connection closed after {size} of {length} bytes of the response", kind="connection")
-            raw = bytes(buf) if status >= 300 else buf
+            raw = _read_body(resp, max_bytes, cut, timeout)
             location = resp.getheader("Location")
             retry_after = _retry_after(resp.getheader("Retry-After"))
             reason = resp.reason
@@ -214,40 +189,83 @@ def _post(url: str, body: bytes, headers: dict, timeout: float, max_bytes: int, 
             timer.cancel()
             conn.close()
         if status in (301, 302, 303, 307, 308):
-            target = urljoin(url, location or "")
-            if not location or _origin(urlsplit(target)) != origin:
-                raise ApiError(
-                    f"HTTP {status} redirect to another origin ({target if location else 'no Location'}) not followed: "
-                    "the key is sent only to --api-base's host; fix: give the final URL as --api-base",
-                    status=status,
-                    kind="redirect",
-                )
-            if status not in (307, 308):
-                raise ApiError(
-                    f"HTTP {status} redirect to {target} not followed (it would turn the POST into a GET); "
-                    "fix: give the final URL as --api-base",
-                    status=status,
-                    kind="redirect",
-                )
-            url = target
+            url = _redirect_target(url, location, status, origin)
             continue
         if status >= 300:
             text = _snippet(raw, secrets)  # a server may repeat the key it was sent: redacted before the cut
             raise ApiError(
                 f"HTTP {status} {reason}" + (f": {text}" if text else ""), status=status, retry_after=retry_after
             )
-        try:
-            obj = loads(raw, max_bytes=max_bytes)
-            message = obj["choices"][0]["message"]
-        except (ValueError, KeyError, IndexError, TypeError):
-            raise ApiError(
-                f"malformed response body (no choices[0].message): {_snippet(raw, secrets)}", kind="body"
-            ) from None
-        if not isinstance(message, dict) or not isinstance(message.get("content"), str):
-            raise ApiError("empty response from model (message.content is not a string)", kind="body")
-        counts, problem = from_reply(obj.get("usage"))
-        return Reply(message, counts, problem)
+        return _reply(raw, max_bytes, secrets)
     raise ApiError(f"more than {_MAX_REDIRECTS} redirects", kind="redirect")
+
+
+def _read_body(resp, max_bytes: int, cut, timeout: float):
+    """The body of `resp`, read to `max_bytes` at most (an error's: its start only), cut short by the deadline."""
+    status = resp.status
+    length = resp.getheader("Content-Length")
+    if length is not None and length.isdigit() and int(length) > max_bytes:
+        raise ApiError(
+            f"HTTP {status}: response body of {int(length)} bytes is over the limit of {max_bytes} bytes",
+            kind="body",
+        )
+    buf = bytearray()  # grows to the limit at most (no second copy: json.loads reads it as it is)
+    size = 0
+    limit = max_bytes if status < 300 else min(max_bytes, 65536)  # an error's body: only its start is kept
+    while True:
+        chunk = resp.read(min(_READ_CHUNK, limit + 1 - size))
+        if not chunk:
+            break
+        buf += chunk
+        size += len(chunk)
+        if size > limit:
+            if status < 300:
+                raise ApiError(f"HTTP {status}: response body over the limit of {max_bytes} bytes", kind="body")
+            break
+        if cut.is_set():
+            break
+    if cut.is_set():
+        raise ApiError(f"timed out after {timeout:g} s (--timeout)", kind="timeout")
+    if length is not None and length.isdigit() and size < min(int(length), limit):
+        raise ApiError(f"connection closed after {size} of {length} bytes of the response", kind="connection")
+    return bytes(buf) if status >= 300 else buf
+
+
+def _redirect_target(url: str, location, status: int, origin) -> str:
+    """Where a redirect of the POST goes: only a 307 / 308 to the same origin is followed."""
+    from urllib.parse import urljoin, urlsplit
+
+    target = urljoin(url, location or "")
+    if not location or _origin(urlsplit(target)) != origin:
+        raise ApiError(
+            f"HTTP {status} redirect to another origin ({target if location else 'no Location'}) not followed: "
+            "the key is sent only to --api-base's host; fix: give the final URL as --api-base",
+            status=status,
+            kind="redirect",
+        )
+    if status not in (307, 308):
+        raise ApiError(
+            f"HTTP {status} redirect to {target} not followed (it would turn the POST into a GET); "
+            "fix: give the final URL as --api-base",
+            status=status,
+            kind="redirect",
+        )
+    return target
+
+
+def _reply(raw, max_bytes: int, secrets: list) -> Reply:
+    """A 2xx body read as choices[0].message and its usage."""
+    try:
+        obj = loads(raw, max_bytes=max_bytes)
+        message = obj["choices"][0]["message"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise ApiError(
+            f"malformed response body (no choices[0].message): {_snippet(raw, secrets)}", kind="body"
+        ) from None
+    if not isinstance(message, dict) or not isinstance(message.get("content"), str):
+        raise ApiError("empty response from model (message.content is not a string)", kind="body")
+    counts, problem = from_reply(obj.get("usage"))
+    return Reply(message, counts, problem)
 
 
 def call(

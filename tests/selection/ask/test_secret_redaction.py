@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from pytest_pstbench.cli import main as cli_main
-from pytest_pstbench.selection import chat_api
+from pytest_pstbench.selection.ask import chat_api
 
 KEY = 'sk-te"st\\key/0123456789abcdef'  # JSON-escapes: an echo of it in JSON spells it otherwise
 HEADER_SECRET = "hdr-secret-value-4242"

@@ -170,7 +170,7 @@ class AdaptiveLimiter:
     def send(self, post, url, body, headers, timeout, max_bytes):
         """`post(url, body, headers, timeout, max_bytes)` under the limit; a rate-limit answer is waited out and
         sent again up to MAX_ABSORBED times, then raised as it came (to the official rules)."""
-        from pytest_pstbench.selection.chat_api import ApiError
+        from pytest_pstbench.selection.ask.chat_api import ApiError
 
         for i in range(MAX_ABSORBED + 1):
             sent_at = self.acquire()

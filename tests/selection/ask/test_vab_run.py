@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from pytest_pstbench.cli import main as cli_main
-from pytest_pstbench.selection import chat_api
+from pytest_pstbench.selection.ask import chat_api
 
 KEY = "sekrit-key-123"
 BUCKETS = ("ok", "unparseable_once", "429_once", "500_nine", "slow_once", "drop_once", "badjson_once", "cut_once")

@@ -1,4 +1,4 @@
-"""#40: a model run's cost (selection/pricing.py): usage x a price table (--price-in/--price-out or --prices FILE), per
+"""#40: a model run's cost (selection/ask/pricing.py): usage x a price table (--price-in/--price-out or --prices FILE), per
 run, prompt type, task and trial, in run.json and summary.json, checked by the run validator; lines without usage make
 the cost unknown (never zero); `pstbench table` and the report show it; `vab run --estimate [--calibrate N]`."""
 
@@ -14,7 +14,7 @@ import pytest
 from helpers.openai_server import OpenAIServer, make_selection_track, usage_for
 
 from pytest_pstbench.cli import main as cli_main
-from pytest_pstbench.selection import chat_api
+from pytest_pstbench.selection.ask import chat_api
 
 P_IN, P_OUT, P_CACHED = 2.5, 10.0, 1.25
 

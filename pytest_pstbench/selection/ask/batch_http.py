@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from pytest_pstbench.core.files.jsonfile import loads
 from pytest_pstbench.core.text import redact
-from pytest_pstbench.selection.chat_api import ApiError, deadline_connection, error_snippet, secrets_of
+from pytest_pstbench.selection.ask.chat_api import ApiError, deadline_connection, error_snippet, secrets_of
 
 _READ_CHUNK = 64 * 1024
 MAX_JSON_BYTES = 4 * 1024 * 1024  # a batch object or a file's metadata: small

@@ -15,7 +15,7 @@ import json
 import threading
 from pathlib import Path
 
-from pytest_pstbench.selection.message import encode_image, message_content
+from pytest_pstbench.selection.ask.message import encode_image, message_content
 from pytest_pstbench.selection.permutations import orders_for
 
 

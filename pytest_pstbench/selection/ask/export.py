@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.files.write import staging_dir
-from pytest_pstbench.selection.message import encode_image, message_content, prompt_text
+from pytest_pstbench.selection.ask.message import encode_image, message_content, prompt_text
 from pytest_pstbench.selection.permutations import orders_for
 
 EXPORT_MANIFEST = "export.json"
@@ -49,48 +49,11 @@ def export_track(track, protocol, out: Path, progress=None, only: dict | None = 
     with staging_dir(out, what="write the export", fix="choose a writable folder", tag="export") as tmp:
         tasks_json = []
         with open(tmp / REQUESTS, "w", encoding="utf-8", newline="\n") as req:
-            image_spec = (params.message or {}).get("image")
             for task in track.tasks:
                 orders = orders_for(task, params)
-                trials = []
-                for t, order in enumerate(orders):
-                    ptypes = [p for p in params.prompt_types_for(task.k) if only is None or (task.id, t, p) in only]
-                    if not ptypes:
-                        continue
-                    folder = Path("tasks") / task.id / f"trial-{t}"
-                    (tmp / folder).mkdir(parents=True)
-                    labels = params.labels[: task.k]
-                    images, mapping = [], {}
-                    for pos, idx in enumerate(order):
-                        src = task.candidates[idx]
-                        data, suffix = encode_image(src, image_spec)
-                        rel = (folder / f"{labels[pos]}{suffix}").as_posix()
-                        (tmp / rel).write_bytes(data)
-                        n_images += 1
-                        images.append(rel)
-                        mapping[labels[pos]] = {"index": idx, "file": src.name}
-                    prompts = {}
-                    for ptype in ptypes:
-                        text = prompt_text(params, ptype, task.k)
-                        prel = (folder / f"{ptype}.txt").as_posix()
-                        (tmp / prel).write_text(text, encoding="utf-8", newline="\n")
-                        prompts[ptype] = prel
-                        line = {
-                            "task_id": task.id,
-                            "trial": t,
-                            "prompt_type": ptype,
-                            "labels": labels,
-                            "images": images,
-                            "prompt": text,
-                            "content": message_content(params, ptype, labels, images),
-                        }
-                        if only is not None:
-                            line["attempt"] = only[(task.id, t, ptype)]
-                        req.write(json.dumps(line, ensure_ascii=False) + "\n")
-                        n_requests += 1
-                    trials.append(
-                        {"trial": t, "order": list(order), "labels": mapping, "images": images, "prompts": prompts}
-                    )
+                trials, images, requests = _export_task(tmp, req, task, orders, params, only)
+                n_images += images
+                n_requests += requests
                 if trials:
                     tasks_json.append(
                         {"task_id": task.id, "k": task.k, "domain": task.domain, "topic": task.topic, "trials": trials}
@@ -103,7 +66,7 @@ def export_track(track, protocol, out: Path, progress=None, only: dict | None = 
             "protocol": {"id": protocol.id, "sha256": protocol.sha256},
             "trials": params.trials,
             "answer_format": "JSON Lines: {task_id, trial, prompt_type, response[, attempt]} or {task_id, trial, prompt_type, error[, attempt]} or {task_id, trial, prompt_type, best, worst}; labels as presented",
-            "image": image_spec or "original bytes",
+            "image": (params.message or {}).get("image") or "original bytes",
             "tasks": tasks_json,
         }
         (tmp / EXPORT_MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -115,6 +78,51 @@ def export_track(track, protocol, out: Path, progress=None, only: dict | None = 
         except OSError as exc:
             raise UserError(f"{out}: could not move the export into place ({exc}); fix: give a new folder") from None
     return ExportSummary(out, len(track.tasks), n_requests, n_images)
+
+
+def _export_task(tmp: Path, req, task, orders, params, only) -> tuple[list, int, int]:
+    """One task's trials written under `tmp` (its images in presentation order, its prompt texts) and its requests
+    to `req`; its trials as export.json records them, and the images and requests written."""
+    image_spec = (params.message or {}).get("image")
+    n_images = n_requests = 0
+    trials = []
+    for t, order in enumerate(orders):
+        ptypes = [p for p in params.prompt_types_for(task.k) if only is None or (task.id, t, p) in only]
+        if not ptypes:
+            continue
+        folder = Path("tasks") / task.id / f"trial-{t}"
+        (tmp / folder).mkdir(parents=True)
+        labels = params.labels[: task.k]
+        images, mapping = [], {}
+        for pos, idx in enumerate(order):
+            src = task.candidates[idx]
+            data, suffix = encode_image(src, image_spec)
+            rel = (folder / f"{labels[pos]}{suffix}").as_posix()
+            (tmp / rel).write_bytes(data)
+            n_images += 1
+            images.append(rel)
+            mapping[labels[pos]] = {"index": idx, "file": src.name}
+        prompts = {}
+        for ptype in ptypes:
+            text = prompt_text(params, ptype, task.k)
+            prel = (folder / f"{ptype}.txt").as_posix()
+            (tmp / prel).write_text(text, encoding="utf-8", newline="\n")
+            prompts[ptype] = prel
+            line = {
+                "task_id": task.id,
+                "trial": t,
+                "prompt_type": ptype,
+                "labels": labels,
+                "images": images,
+                "prompt": text,
+                "content": message_content(params, ptype, labels, images),
+            }
+            if only is not None:
+                line["attempt"] = only[(task.id, t, ptype)]
+            req.write(json.dumps(line, ensure_ascii=False) + "\n")
+            n_requests += 1
+        trials.append({"trial": t, "order": list(order), "labels": mapping, "images": images, "prompts": prompts})
+    return trials, n_images, n_requests
 
 
 _EXPORT_README = """pstbench export of selection track {track}

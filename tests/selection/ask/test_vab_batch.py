@@ -11,7 +11,7 @@ import pytest
 from helpers.openai_server import BatchService, OpenAIServer, make_selection_track, usage_for
 
 from pytest_pstbench.cli import main as cli_main
-from pytest_pstbench.selection import chat_api
+from pytest_pstbench.selection.ask import chat_api
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 from helpers.openai_server import OpenAIServer, make_selection_track, throughput
 
 from pytest_pstbench.cli import main as cli_main
-from pytest_pstbench.selection.pacing import AdaptiveLimiter
+from pytest_pstbench.selection.ask.pacing import AdaptiveLimiter
 
 
 def _answer(body: dict) -> str:

@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.selection import attempts, batch_file, batch_http, chat_api
 from pytest_pstbench.selection.answerfile import answers_folder, answers_writer
 from pytest_pstbench.selection.answers import OK, REASONING, AnswerSet, parse_response, read_answers
-from pytest_pstbench.selection.chat_api import ApiError, secrets_of
+from pytest_pstbench.selection.ask import attempts, batch_file, batch_http, chat_api
+from pytest_pstbench.selection.ask.chat_api import ApiError, secrets_of
+from pytest_pstbench.selection.ask.requests import ImageURLs, requests_of
 from pytest_pstbench.selection.protocol import SelectionParams
-from pytest_pstbench.selection.requests import ImageURLs, requests_of
 
 TERMINAL = ("completed", "expired", "failed", "cancelled")
 RUNNING = ("validating", "in_progress", "finalizing", "cancelling")
@@ -131,11 +131,10 @@ class _Rounds:
         self.base = settings.api_base.rstrip("/")
 
     def go(self) -> BatchRun:
-        from pytest_pstbench.selection.model_run import done_keys
 
         params = self.params
         existing = read_answers(self.answers_path, self.track, params) if self.answers_path.stat().st_size else None
-        done, failed = done_keys(existing)
+        done, failed = attempts.done_keys(existing)
         self.reqs = {}
         carry = {}
         for task, t, order, ptype in requests_of(self.track, params):
@@ -225,7 +224,7 @@ class _Rounds:
     def _read_state(self, carry) -> dict | None:
         """The batch a stopped run left (or None); its requests' attempts and costs merged into `carry`."""
         from pytest_pstbench.core.files.jsonfile import read_json
-        from pytest_pstbench.selection.usage import line_problem
+        from pytest_pstbench.selection.ask.usage import line_problem
 
         if not self.spath.exists():
             return None

@@ -14,7 +14,7 @@ The requests still to ask are the run's (`requests.requests_of`) less those its 
   to ask, with a t prediction interval of the sum (the fit's uncertainty plus each request's residual spread);
   completion tokens are the sample's mean times the request count, with the t prediction interval of a sum of
   that many requests. The whole run's totals add the usage already recorded in the answers file.
-* With a price table (`selection.pricing`), the cost is those tokens at the model's prices (cached prompt tokens
+* With a price table (`selection.ask.pricing`), the cost is those tokens at the model's prices (cached prompt tokens
   priced as uncached: an upper bound there), its interval from the ends of the token intervals.
 """
 
@@ -118,9 +118,9 @@ def mean_sum(sample, m: int) -> Interval:
 
 def estimate_run(track, protocol, settings, answers_path, *, calibrate: int = 0, price=None, progress=None) -> Estimate:
     from pytest_pstbench.selection.answers import ERROR, read_answers
-    from pytest_pstbench.selection.model_run import run_model
+    from pytest_pstbench.selection.ask.model_run import run_model
+    from pytest_pstbench.selection.ask.requests import ImageURLs, request_body, requests_of
     from pytest_pstbench.selection.protocol import SelectionParams
-    from pytest_pstbench.selection.requests import ImageURLs, request_body, requests_of
 
     params = SelectionParams.of(protocol)
     existing = (

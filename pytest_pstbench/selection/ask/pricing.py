@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.selection.usage import CACHED
+from pytest_pstbench.selection.ask.usage import CACHED
 
 PER = 1_000_000  # prices are money per million tokens
 MAX_PRICE = 1_000_000.0  # per million tokens: above it a price is a typo (or a price per token given per million)
