@@ -111,8 +111,8 @@ def test_push_checks_its_path_within_the_deadline(hub, how):
     hub.hostile, hub.hostile_paths = how, {"/tree/"}
     target = "hf://datasets/me/board/t/a"  # there: its listing is answered (a missing path is a plain 404)
     code, out, err, took = core(
-        f"__import__('pytest_pstbench.core.hub.push', fromlist=['x']).push_files("
-        f"__import__('pytest_pstbench.core.hub.push', fromlist=['x']).push_target({target!r}), "
+        f"__import__('pytest_pstbench.core.store.published.push', fromlist=['x']).push_files("
+        f"__import__('pytest_pstbench.core.store.published.push', fromlist=['x']).push_target({target!r}), "
         f"{target!r}, [], described='a run')"
     )
     assert code != 0 and one_line(err), err

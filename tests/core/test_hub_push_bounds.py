@@ -45,7 +45,7 @@ def push(tmp_path, target: str, create: bool = False, limit: float = 30) -> tupl
     """`push_files` of the three files in tmp_path/run to `target`, in a subprocess: (exit status, stderr, seconds)."""
     code = (
         "import sys\nfrom pathlib import Path\nfrom pytest_pstbench.core.errors import UserError\n"
-        "from pytest_pstbench.core.hub.push import push_files, push_target\n"
+        "from pytest_pstbench.core.store.published.push import push_files, push_target\n"
         f"files = sorted(Path({str(tmp_path / 'run')!r}).iterdir())\n"
         f"try:\n    push_files(push_target({target!r}), {target!r}, files, described='a run', create={create})\n"
         "except UserError as exc:\n    sys.exit(f'pstbench: error: {exc}')\n"
