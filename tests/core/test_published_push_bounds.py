@@ -1,7 +1,7 @@
 """Issue #44 (leftover): a push's replies that huggingface_hub reads itself (create_repo, the preupload and the commit
 of create_commit) had only per-read timeouts: a reply dripped byte by byte, or followed by megabytes of spaces, was
 read whole. Every push request now keeps the Hub client's deadline (PSTBENCH_HUB_DEADLINE) and byte cap. The push
-runs in a subprocess with a time limit (tests/core/test_hub_hostile_server.py does the same for pulls), so that a
+runs in a subprocess with a time limit (tests/core/test_published_hostile_server.py does the same for pulls), so that a
 client without the bounds fails the test instead of hanging it.
 """
 

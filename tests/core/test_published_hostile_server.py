@@ -1,5 +1,5 @@
 """A hostile Hub (issue #44, "done when": a local server that lies, drips, floods, redirects and echoes) against
-the replies the first hostile tests (test_hub_hostile.py) left unbounded: the revision and commit-list replies
+the replies the first hostile tests (test_published_hostile.py) left unbounded: the revision and commit-list replies
 and push's check of its path. Every reply of the one Hub client holds the deadline (PSTBENCH_HUB_DEADLINE) and
 a byte cap, a 429 asking for a day's wait included; and only a reply the kit cannot read is called damaged, never a
 bug of the kit's own. The commands run in a subprocess with a time limit, so that a client without the bounds
