@@ -1,7 +1,7 @@
 """Issue #44 (leftover): a push's replies that huggingface_hub reads itself (create_repo, the preupload and the commit
 of create_commit) had only per-read timeouts: a reply dripped byte by byte, or followed by megabytes of spaces, was
 read whole. Every push request now keeps the Hub client's deadline (PSTBENCH_HUB_DEADLINE) and byte cap. The push
-runs in a subprocess with a time limit (tests/core/test_hub_hostile_server.py does the same for pulls), so that a
+runs in a subprocess with a time limit (tests/core/test_published_hostile_server.py does the same for pulls), so that a
 client without the bounds fails the test instead of hanging it.
 """
 
@@ -45,7 +45,7 @@ def push(tmp_path, target: str, create: bool = False, limit: float = 30) -> tupl
     """`push_files` of the three files in tmp_path/run to `target`, in a subprocess: (exit status, stderr, seconds)."""
     code = (
         "import sys\nfrom pathlib import Path\nfrom pytest_pstbench.core.errors import UserError\n"
-        "from pytest_pstbench.core.hub.push import push_files, push_target\n"
+        "from pytest_pstbench.core.store.published.push import push_files, push_target\n"
         f"files = sorted(Path({str(tmp_path / 'run')!r}).iterdir())\n"
         f"try:\n    push_files(push_target({target!r}), {target!r}, files, described='a run', create={create})\n"
         "except UserError as exc:\n    sys.exit(f'pstbench: error: {exc}')\n"

@@ -1,5 +1,5 @@
 """A hostile Hub (issue #44, "done when": a local server that lies, drips, floods, redirects and echoes) against
-the replies the first hostile tests (test_hub_hostile.py) left unbounded: the revision and commit-list replies
+the replies the first hostile tests (test_published_hostile.py) left unbounded: the revision and commit-list replies
 and push's check of its path. Every reply of the one Hub client holds the deadline (PSTBENCH_HUB_DEADLINE) and
 a byte cap, a 429 asking for a day's wait included; and only a reply the kit cannot read is called damaged, never a
 bug of the kit's own. The commands run in a subprocess with a time limit, so that a client without the bounds
@@ -111,8 +111,8 @@ def test_push_checks_its_path_within_the_deadline(hub, how):
     hub.hostile, hub.hostile_paths = how, {"/tree/"}
     target = "hf://datasets/me/board/t/a"  # there: its listing is answered (a missing path is a plain 404)
     code, out, err, took = core(
-        f"__import__('pytest_pstbench.core.hub.push', fromlist=['x']).push_files("
-        f"__import__('pytest_pstbench.core.hub.push', fromlist=['x']).push_target({target!r}), "
+        f"__import__('pytest_pstbench.core.store.published.push', fromlist=['x']).push_files("
+        f"__import__('pytest_pstbench.core.store.published.push', fromlist=['x']).push_target({target!r}), "
         f"{target!r}, [], described='a run')"
     )
     assert code != 0 and one_line(err), err

@@ -1,10 +1,11 @@
-"""Pulling published runs into the cache: the revision resolved to its 40-hex commit once (a full commit needs
-no network; a branch resolved before is remembered for offline use), the cache looked up first, else the
-Hub's tree listing at the commit read for the run folders under the URI's path (a folder holding run.json),
-each run's files (run.json, summary.json and the kind's per-item file) downloaded with huggingface_hub
-into a staging folder, checked against the Hub's digests, a size cap and the caller's check of the run
-itself, then renamed into place. Nothing half-fetched is ever used: a pull builds in a staging folder
-that is deleted when it fails or is interrupted.
+"""Pulling published runs into the cache (`pull`): the revision resolved to its 40-hex commit once (a full
+commit needs no network; a branch resolved before is remembered for offline use), the cache looked up first,
+else the Hub's tree listing at the commit read for the run folders under the URI's path (a folder holding
+run.json), each run's files (run.json, summary.json and the kind's per-item file) downloaded through the Hub
+client (`core.hub.client`) into a staging folder, checked against the Hub's digests, a size cap and then as a
+run (`check_pulled`: the one validating reader, `core.store.reader.read_runs`; complete, with a track and a
+dataset revision), then renamed into place. Nothing half-fetched is ever used: a pull builds in a staging
+folder that is deleted when it fails or is interrupted.
 
 huggingface_hub is imported only inside the functions that talk to the Hub.
 """
@@ -25,7 +26,9 @@ from pytest_pstbench.core.hub.digests import check_file
 from pytest_pstbench.core.hub.limits import MAX_FILE_ENV, max_file_bytes
 from pytest_pstbench.core.hub.listing import revision_sha, tree
 from pytest_pstbench.core.hub.network import network_errors
-from pytest_pstbench.core.hub.runcache import (
+from pytest_pstbench.core.hub.uri import COMMIT, HubURI, check_repo_path, parse_uri
+from pytest_pstbench.core.store.folder import run_file_names
+from pytest_pstbench.core.store.published.cache import (
     PULL_RECORD,
     PulledRun,
     cache_name,
@@ -36,7 +39,6 @@ from pytest_pstbench.core.hub.runcache import (
     read_cached,
     ref_file,
 )
-from pytest_pstbench.core.hub.uri import COMMIT, HubURI, check_repo_path, parse_uri
 
 
 @dataclass
@@ -51,9 +53,43 @@ class PullResult:
         return self.uri.text(self.commit)
 
 
-def pull_runs(uri: HubURI | str, *, check, progress=None, option: str = "run") -> PullResult:
-    """The runs under `uri` at its commit, in the cache and verified (fetched only when not cached);
-    `check(folder, run_uri)` is the caller's check of each fetched run (a UserError refuses it)."""
+class RunRefused(UserError):
+    """A fetched run refused as a run (incomplete, invalid: `check_pulled`), not for the Hub's answer, a digest
+    or the network: the same commit is refused again, so a history remembers it."""
+
+
+def check_pulled(folder: Path, run_uri: str, protocol_spec: str | None) -> None:
+    """The run fetched into `folder` against its own record: read by the one validating reader, complete,
+    with a track and a dataset revision; else one line naming `run_uri` (a RunRefused)."""
+    from pytest_pstbench.core.store.reader import read_runs
+
+    try:
+        _kind, runs, _protocol = read_runs([folder], protocol_spec=protocol_spec)
+        rec = runs[0].record
+        if not rec.complete:
+            raise UserError(
+                f"run.json says complete: false ({rec.n_scored} of {rec.n_items} scored); only complete runs are pulled"
+            )
+        for label in ("track", "dataset.revision"):
+            if not rec.identity()[label]:
+                raise UserError(f"run.json has no {label}; fix: score the run again")
+    except UserError as exc:
+        raise RunRefused(
+            f"{run_uri}: refused: {str(exc).replace(str(folder) + os.sep, '').replace(str(folder), 'the run')}"
+        ) from None
+
+
+def pull(
+    uri: HubURI | str,
+    *,
+    protocol_spec: str | None = None,
+    progress=None,
+    option: str = "run",
+    check_run=check_pulled,
+) -> PullResult:
+    """The runs under `uri` at its commit, in the cache and verified (fetched only when not cached), each
+    fetched run checked by `check_run(folder, run_uri, protocol_spec)` (a UserError refuses it; the tests
+    of the transfer alone pass a check that accepts anything)."""
     uri = parse_uri(uri, option) if isinstance(uri, str) else uri
     say = progress or (lambda msg: None)
     commit = _resolve_commit(uri, option)
@@ -68,6 +104,10 @@ def pull_runs(uri: HubURI | str, *, check, progress=None, option: str = "run") -
             f"HF_HUB_OFFLINE=1 forbids fetching it; fix: run `pstbench runs pull {uri.text(commit)}` with network access"
         )
     say(f"{uri.text()}: fetching the runs at commit {commit[:12]} from {hub_endpoint.where()} ...")
+
+    def check(folder: Path, run_uri: str) -> None:
+        check_run(folder, run_uri, protocol_spec)
+
     runs, downloaded = fetch_runs(uri, commit, check=check, say=say, commit_checked=not uri.pinned)
     return PullResult(uri, commit, runs, downloaded)
 
@@ -135,14 +175,6 @@ def _remembered(memo: Path) -> str | None:
     except (OSError, ValueError, AttributeError):
         return None
     return sha if isinstance(sha, str) and COMMIT.fullmatch(sha) else None
-
-
-def run_file_names() -> tuple[str, ...]:
-    """The files a run folder is made of, for every registered kind: run.json, summary.json and the
-    kinds' per-item files (a folder holds one of them)."""
-    from pytest_pstbench.core.kinds import registered
-
-    return ("run.json", "summary.json", *dict.fromkeys(s.item_file for s in registered().values()))
 
 
 def list_runs(uri: HubURI, commit: str, commit_checked: bool = False) -> dict[str, dict[str, dict]]:

@@ -5,8 +5,10 @@ An existing PATH on the branch is replaced (deleted and written in the same comm
 the commit names its parent, so a branch that moved in between is refused rather than overwritten. Every reply
 of the Hub keeps the client's deadline and byte cap, those huggingface_hub reads itself included (creating the
 repo, the commit's preupload and the commit: `limits.replies_bounded`). The
-token is huggingface_hub's own (HF_TOKEN, `hf auth login`) and appears in no message. Which files a run
-publishes is the run store's to say (`core.store.published`).
+token is huggingface_hub's own (HF_TOKEN, `hf auth login`) and appears in no message. A run is checked before
+it is published (`check_publishable`, by the one validating reader `core.store.reader.read_runs`): it must be
+complete, and exactly the files the reader reads are published (run.json, summary.json and the kind's per-item
+file: no outputs, no links), each under the size cap.
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.hub import client
 from pytest_pstbench.core.hub import endpoint as hub_endpoint
 from pytest_pstbench.core.hub.client import HubError, hub_call
-from pytest_pstbench.core.hub.limits import replies_bounded
+from pytest_pstbench.core.hub.limits import max_file_bytes, replies_bounded
 from pytest_pstbench.core.hub.listing import answer_bounds, path_exists, revision_sha
-from pytest_pstbench.core.hub.uri import HubURI, parse_uri
+from pytest_pstbench.core.hub.uri import HubURI, is_hub_uri, parse_uri
 
 
 @dataclass
@@ -48,6 +50,59 @@ def push_target(target: str) -> HubURI:
             f"push target {target}: no folder in the repo; fix: name one, e.g. {uri.text(path='runs/TRACK/NAME')}"
         )
     return uri
+
+
+def check_publishable(run_dir) -> tuple[object, list[Path]]:
+    """(the run as the validating reader reads it, the files to publish) of a local complete run folder."""
+    if is_hub_uri(run_dir):
+        raise UserError(f"RUN_DIR {run_dir}: a published run; fix: give the local run folder to publish")
+    run_dir = Path(run_dir)
+    from pytest_pstbench.core.store.reader import read_runs
+
+    kind, runs, _protocol = read_runs([run_dir])
+    run = runs[0]
+    if not run.record.complete:
+        raise UserError(
+            f"{run_dir}: run.json says complete: false ({run.record.n_scored} of {run.record.n_items} scored); "
+            "only complete runs are published; fix: score every item, then push"
+        )
+    files = [run_dir / name for name in kind.run_files]
+    cap = max_file_bytes()
+    for f in files:
+        if f.is_symlink() or not f.is_file():
+            raise UserError(
+                f"{f}: not a plain file (a link?); a published run holds its own files; fix: copy the run "
+                "folder's files in place of the links"
+            )
+        if f.stat().st_size > cap:
+            raise UserError(f"{f}: {f.stat().st_size} bytes, over the {cap} bytes a published run file may have")
+    return run, files
+
+
+def push(
+    run_dir,
+    target: str,
+    *,
+    replace: bool = False,
+    create: bool = False,
+    private: bool = False,
+    message: str | None = None,
+    progress=None,
+) -> PushResult:
+    """Publish the complete run folder `run_dir` at `target` (hf://datasets/OWNER/NAME[@BRANCH]/PATH) as one commit."""
+    uri = push_target(target)
+    run, files = check_publishable(run_dir)
+    return push_files(
+        uri,
+        target,
+        files,
+        described=f"run {run.record.name} ({run.record.track})",
+        replace=replace,
+        create=create,
+        private=private,
+        message=message,
+        progress=progress,
+    )
 
 
 def push_files(

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.hub.client import DamagedReply, HubError, hub_call
 from pytest_pstbench.core.hub.listing import api_url, pages
-from pytest_pstbench.core.hub.runcache import commit_dir
 from pytest_pstbench.core.hub.uri import COMMIT, HubURI
+from pytest_pstbench.core.store.published.cache import commit_dir
 
 _FIELD = 2000  # characters kept of a commit's date or message (the Hub's text is a stranger's)
 
@@ -94,7 +94,7 @@ def path_state(uri: HubURI, commit: str) -> dict:
     when no run folder is there, or {"problem": reason} when the Hub's answer could not be read. An absent path
     is remembered at once; the files a listing names only once their run is verified (`remember`, by the
     caller), so that nothing a lying listing said is kept."""
-    from pytest_pstbench.core.hub.pull import list_runs
+    from pytest_pstbench.core.store.published.pull import list_runs
 
     known = remembered(uri, commit)
     if known is not None and ("files" in known or "absent" in known):

@@ -85,9 +85,9 @@ def one_line(err: str) -> bool:
 
 def pull(uri: str):
     """The core pull without the run check (the runs here are not real runs): what the cache serves."""
-    from pytest_pstbench.core.hub.pull import pull_runs
+    from pytest_pstbench.core.store.published.pull import pull as pull_published
 
-    return pull_runs(uri, check=lambda folder, run_uri: None)
+    return pull_published(uri, check_run=lambda folder, run_uri, protocol_spec: None)
 
 
 # ---- 12: caps and deadlines ------------------------------------------------------------------------------
@@ -268,7 +268,7 @@ def test_the_repo_root_and_a_folder_named_at_root_are_two_runs(hub):
 
 
 def test_cache_names_never_collide():
-    from pytest_pstbench.core.hub.runcache import cache_name
+    from pytest_pstbench.core.store.published.cache import cache_name
 
     paths = ["", "@root", "@@root", "a", "a/@root", "a/@@root", "@a/b", "@@a/b", "root", "a/b"]
     assert len({cache_name(p) for p in paths}) == len(paths)
@@ -297,7 +297,7 @@ def test_no_network_says_a_branch_cannot_be_resolved_and_what_works(hub, monkeyp
 # ---- 17: a token no HTTP header can carry ------------------------------------------------------------------
 def test_a_non_ascii_token_is_one_line_in_pull_and_push(hub, monkeypatch, tmp_path):
     from pytest_pstbench.core.errors import UserError
-    from pytest_pstbench.core.hub.push import push_files, push_target
+    from pytest_pstbench.core.store.published.push import push_files, push_target
 
     publish(hub)
     monkeypatch.setenv("HF_TOKEN", "hf_caf\u00e9" + "x" * 30)

@@ -22,7 +22,7 @@ from helpers.tracks import make_outputs
 
 from pytest_pstbench.cli import main as cli_main
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.core.hub.runcache import commit_dir
+from pytest_pstbench.core.store.published.cache import commit_dir
 
 TOKEN = "hf_pstbenchSECRETtoken0123456789"
 N = 12
