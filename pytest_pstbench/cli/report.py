@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pytest_pstbench.core.kinds import report_option
-from pytest_pstbench.data.progress import stderr_line as _progress
+from pytest_pstbench.core.progress import stderr_line as _progress
 from pytest_pstbench.report.build import DEFAULT_THUMB_SIZE
 
 

@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.data.progress import stderr_line as _progress
+from pytest_pstbench.core.progress import stderr_line as _progress
 
 URI_HELP = "hf://datasets/OWNER/NAME@REVISION/PATH (the URI form of huggingface_hub's HfFileSystem)"
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from pytest_pstbench.cli.vab_common import load_selection, print_outcome
-from pytest_pstbench.data.progress import stderr_line as _progress
+from pytest_pstbench.core.progress import stderr_line as _progress
 from pytest_pstbench.options import add_to_argparse
 
 

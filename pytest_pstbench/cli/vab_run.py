@@ -16,7 +16,7 @@ from pytest_pstbench.options import add_to_argparse
 def cmd_run(args) -> int:
     """Ask a model (OpenAI-compatible chat completions), append its answers, then score them."""
     from pytest_pstbench.cli.vab_common import load_selection, print_outcome
-    from pytest_pstbench.data.progress import terminal_progress
+    from pytest_pstbench.core.progress import terminal_progress
     from pytest_pstbench.selection.answers import ERROR
     from pytest_pstbench.selection.model_options import redact_command, settings_from_args
     from pytest_pstbench.selection.model_run import run_model
@@ -132,7 +132,7 @@ def cmd_run(args) -> int:
 
 def _estimate(args, track, protocol, settings, answers_path, prices) -> int:
     """`vab run --estimate [--calibrate N]`: print the requests, tokens and cost to expect; no run folder."""
-    from pytest_pstbench.data.progress import terminal_progress
+    from pytest_pstbench.core.progress import terminal_progress
     from pytest_pstbench.selection.estimate import estimate_run, lines
 
     price = prices.price_of(settings.model)[1] if prices is not None else None

@@ -56,7 +56,7 @@ class KindSpec:
         None  # how a remote dataset manifest of the kind lays out its items (data/manifest.py LAYOUTS)
     )
     paper_table: str | None = (
-        None  # "module:function" (paths, *, metrics, against, protocol_spec) -> core.papertable.Table
+        None  # "module:function" (paths, *, metrics, against, protocol_spec) -> core.paper_table.Table
     )
     metric_table: str | None = None  # "module:function" (protocol data) -> (rows, headers) of `pstbench ls metrics`
     builtin_tracks: tuple[str, ...] = ()  # track ids that are of this kind without a manifest

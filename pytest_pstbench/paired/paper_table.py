@@ -1,7 +1,7 @@
 """The paired kind's results table of a paper (`pstbench table`; its KindSpec's `paper_table`): the Identity row
 first, one column per ranked metric and track, tests as `pstbench compare` (paired Wilcoxon with the protocol's
 tie thresholds), Holm over all tests of the table. The table model and the rules it shares with the other kind
-are core/papertable.py."""
+are core/paper_table.py."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pytest_pstbench.core.compare import NOTHING_SIGNIFICANT, TABLE_FIX, cannot_detect, checked_runs
 from pytest_pstbench.core.errors import UserError, suggest
-from pytest_pstbench.core.papertable import (
+from pytest_pstbench.core.paper_table import (
     Cell,
     Column,
     Table,

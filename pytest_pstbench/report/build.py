@@ -24,7 +24,7 @@ from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.files.write import refuse_overwriting_inputs
-from pytest_pstbench.core.install import extra_install
+from pytest_pstbench.core.install_hints import extra_install
 
 DEFAULT_THUMB_SIZE = 192
 GENERATOR = "pstbench report"

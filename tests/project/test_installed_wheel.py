@@ -109,7 +109,7 @@ def test_the_wheel_ships_the_package_and_its_data(installed, tmp_path):
         [
             str(bin_dir / "python"),
             "-c",
-            "from pytest_pstbench.core.install import extra_install; print(extra_install('iqa'))",
+            "from pytest_pstbench.core.install_hints import extra_install; print(extra_install('iqa'))",
         ],
         tmp_path,
         env,

@@ -68,7 +68,7 @@ class Judge:
 class SelectionPage:
     runs: list
     judges: list[Judge]
-    table: object  # core.papertable.Table of `pstbench table`
+    table: object  # core.paper_table.Table of `pstbench table`
     params: object  # SelectionParams
     protocol_id: str
     protocol_sha256: str
