@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.hub.uri import URI_HELP
-from pytest_pstbench.data.progress import stderr_line as _progress
+from pytest_pstbench.core.progress import stderr_line as _progress
 
 
 def local_runs(runs, protocol_spec=None) -> list:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from pytest_pstbench.cli.vab_common import load_selection, print_outcome
-from pytest_pstbench.data.progress import stderr_line as _progress
+from pytest_pstbench.core.progress import stderr_line as _progress
 from pytest_pstbench.options import add_to_argparse
 
 
@@ -347,8 +347,8 @@ def cmd_consensus(args) -> int:
 
 def cmd_study(args) -> int:
     """The ranking-vs-scoring protocol study of an annotations CSV (selection/study.py)."""
-    from pytest_pstbench.report.study_table import study_tables
     from pytest_pstbench.selection.study import STUDY_FILES, run_study, write_study
+    from pytest_pstbench.selection.study_table import study_tables
 
     if args.out:  # before any work: study.json and study.csv never replace the annotations or the protocol
         from pytest_pstbench.core.files.write import refuse_overwriting_inputs

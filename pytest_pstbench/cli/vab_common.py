@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_pstbench.data.progress import stderr_line as _progress
+from pytest_pstbench.core.progress import stderr_line as _progress
 
 
 def load_selection(track_spec: str, protocol_spec: str | None):

@@ -127,7 +127,7 @@ def _check_batch(args, settings) -> None:
 def _ask(args, track, protocol, settings, answers_path: Path):
     """Ask the model (`selection.ask.model_run.ask_model`), say what was asked; what was asked and run.json's
     model_api (the settings, the batches, the budget, the cache, why it stopped, the pacing)."""
-    from pytest_pstbench.data.progress import terminal_progress
+    from pytest_pstbench.core.progress import terminal_progress
     from pytest_pstbench.selection.ask.model_run import ask_model
 
     model_api = settings.provenance()
@@ -167,7 +167,7 @@ def _ask(args, track, protocol, settings, answers_path: Path):
 
 def _estimate(args, track, protocol, settings, answers_path, prices) -> int:
     """`vab run --estimate [--calibrate N]`: print the requests, tokens and cost to expect; no run folder."""
-    from pytest_pstbench.data.progress import terminal_progress
+    from pytest_pstbench.core.progress import terminal_progress
     from pytest_pstbench.selection.ask.estimate import estimate_run, lines
 
     price = prices.price_of(settings.model)[1] if prices is not None else None

@@ -18,6 +18,7 @@ from pytest_pstbench.core.hub import client
 from pytest_pstbench.core.hub import endpoint as hub_endpoint
 from pytest_pstbench.core.hub.digests import check_file
 from pytest_pstbench.core.hub.network import network_errors
+from pytest_pstbench.core.progress import human, reporter, shown
 from pytest_pstbench.data.dataset_lock import (
     LOCK_NAME,
     dataset_dir,
@@ -31,7 +32,6 @@ from pytest_pstbench.data.dataset_lock import (
     write_json_atomic,
 )
 from pytest_pstbench.data.manifest import HEX_RE, TASKS, DatasetManifest, get_manifest, resolve_layout
-from pytest_pstbench.data.progress import human, reporter, shown
 from pytest_pstbench.data.remote import DatasetSubject, remote_listing
 from pytest_pstbench.data.verify import check_present
 

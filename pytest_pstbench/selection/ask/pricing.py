@@ -270,7 +270,7 @@ def table_columns(track: str, runs, params) -> list:
     """`pstbench table`'s cost columns of a track whose runs carry a cost (summary.json `cost`; none otherwise): the
     run's cost and its cost per correct TB-1 pass^3 task (correct tasks: the overall cell's mean x its n). Not
     ranked, not tested; a run whose cost is not fully known shows why."""
-    from pytest_pstbench.core.papertable import Cell, Column
+    from pytest_pstbench.core.paper_table import Cell, Column
 
     costs = {r.name: r.summary.get("cost") for r in runs}
     if not any(isinstance(c, dict) for c in costs.values()):

@@ -4,7 +4,7 @@ protocol is escaped (core.text.html_escape)."""
 
 from __future__ import annotations
 
-from pytest_pstbench.core.papertable import DAGGER, legend_lines
+from pytest_pstbench.core.paper_table import DAGGER, legend_lines
 from pytest_pstbench.core.text import html_escape as esc
 from pytest_pstbench.selection.human import coverage
 from pytest_pstbench.selection.report.answers import EXTRA_CSS as ANSWERS_CSS

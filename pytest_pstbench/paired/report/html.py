@@ -1,24 +1,16 @@
-"""The HTML renderer of `pstbench report`: the page model to one self-contained index.html (CSS inline,
-read from page.css in this package, every link relative)."""
+"""The HTML renderer of `pstbench report` over paired runs: the page model to one self-contained index.html
+(the frame's CSS inline, every link relative)."""
 
 from __future__ import annotations
 
 import json
 import math
-from functools import lru_cache
-from importlib import resources
-from pathlib import Path
 
 from pytest_pstbench.core.store.reader import run_field
 from pytest_pstbench.core.text import html_escape as esc
-from pytest_pstbench.report.model import ANALYSIS_FILE, GENERATOR, Image, MetricInfo, Page, entry_value, ranks_of, short
-from pytest_pstbench.report.worst import pair_anchor, render_worst
-
-
-@lru_cache(maxsize=1)
-def page_css() -> str:
-    """The page's style sheet (package data)."""
-    return resources.files(__package__).joinpath("page.css").read_text(encoding="utf-8")
+from pytest_pstbench.paired.report.page import Image, MetricInfo, Page, entry_value, short, swatch
+from pytest_pstbench.paired.report.sensitivity import render_sensitivity
+from pytest_pstbench.paired.report.worst import pair_anchor, render_worst
 
 
 def _cell_num(metric: MetricInfo, entry: dict, best: bool) -> str:
@@ -41,20 +33,16 @@ def _best_index(values: list, higher: bool) -> set[int]:
     return {i for v, i in present if v == target}
 
 
-def _swatch(page: Page, name: str) -> str:
-    color = page.colors.get(name)
-    return f'<span class="swatch" style="background:{esc(color)}"></span>' if color else ""
-
-
-def render(page: Page) -> str:
+def render(page: Page, generator: str, css: str) -> str:
+    """The page as HTML: `generator` (the meta tag an earlier page is found by) and `css` are the frame's."""
     out: list[str] = []
     w = out.append
     title = f"pstbench report · track {page.track_id}"
     w("<!DOCTYPE html>")
     w('<html lang="en"><head><meta charset="utf-8">')
-    w(f'<meta name="generator" content="{GENERATOR}">')
+    w(f'<meta name="generator" content="{generator}">')
     w('<meta name="viewport" content="width=device-width, initial-scale=1">')
-    w(f"<title>{esc(title)}</title><style>\n{page_css()}</style></head><body>")
+    w(f"<title>{esc(title)}</title><style>\n{css}</style></head><body>")
     w(
         f'<header><h1>{esc(title)}</h1><div class="meta">protocol <code>{esc(page.protocol_id)}</code> '
         f"(sha256 <code>{esc(page.protocol_sha256[:12])}</code>) · dataset <code>{esc(page.dataset_id)}@{esc(page.revision)}</code> · "
@@ -78,7 +66,7 @@ def render(page: Page) -> str:
     _render_summary(page, w)
     _render_figures(page, w)
     if page.sensitivity is not None:
-        _render_sensitivity(page, w)
+        render_sensitivity(page, w)
     if page.worst:
         render_worst(page, w)
     for section in page.sections:
@@ -113,7 +101,7 @@ def _render_summary(page: Page, w) -> None:
         vals = [entry_value(r.summary["metrics"].get(m.name, {})) for r in page.runs]
         best[m.name] = _best_index(vals, m.higher_is_better) if m.ranked else set()
     for i, (run, label) in enumerate(zip(page.runs, page.labels)):
-        w(f'<tr data-method="{esc(label)}"><th>{_swatch(page, label)}{esc(label)}</th>')
+        w(f'<tr data-method="{esc(label)}"><th>{swatch(page, label)}{esc(label)}</th>')
         for m in page.metrics:
             w(_cell_num(m, run.summary["metrics"].get(m.name, {}), i in best[m.name]))
         w(f'<td class="num">{esc(run.summary.get("n", ""))}</td><td>{_complete_badge(run)}</td></tr>')
@@ -177,7 +165,7 @@ def _render_pairs(page: Page, w) -> None:
         values = {m.name: [r.scores.get(pid, {}).get(m.name) for r in page.runs] for m in page.metrics}
         best = {m.name: (_best_index(values[m.name], m.higher_is_better) if m.ranked else set()) for m in page.metrics}
         for i, (run, label) in enumerate(zip(page.runs, page.labels)):
-            cap = f'<span class="role">output</span><br>{_swatch(page, label)}<b>{esc(label)}</b>'
+            cap = f'<span class="role">output</span><br>{swatch(page, label)}<b>{esc(label)}</b>'
             if pid in run.scores:
                 if all(v is None for v in run.scores[pid].values()):
                     msg = failures[i].get(pid) or "this pair failed"
@@ -196,158 +184,6 @@ def _render_pairs(page: Page, w) -> None:
                     cap += '<table class="scores">' + "".join(rows) + "</table>"
             w(_img_cell(page, page.pair_images[(pid, i)], "output", height, cap))
         w("</div></div>")
-    w("</section>")
-
-
-def _order_text(order) -> str:
-    if isinstance(order, list):
-        return " > ".join(str(x) for x in order)
-    return str(order)
-
-
-def _fmt_p(p) -> str:
-    if not isinstance(p, (int, float)) or isinstance(p, bool) or not math.isfinite(p):
-        return "–"
-    return f"{p:.3g}" if p >= 0.001 else f"{p:.1e}"
-
-
-def _pair_rows_table(a: dict, rows: list, table_id: str, w) -> None:
-    w(
-        f'<table id="{esc(table_id)}"><thead><tr><th>variant</th><th>metric</th><th>methods</th><th>protocol order</th>'
-        '<th>variant order</th><th class="num">p (protocol, Holm)</th><th class="num">p (variant, Holm)</th></tr></thead><tbody>'
-    )
-
-    def p_cell(p, flag):
-        badge = ' <span class="badge no">significant</span>' if flag else ""
-        return f'<td class="num">{esc(_fmt_p(p))}{badge}</td>'
-
-    for s in rows:
-        metric = a["metrics"].get(s.get("metric"), {})
-        sig = bool(s.get("base_significant")) or bool(s.get("variant_significant"))
-        row_cls = ' class="sig"' if sig else ""
-        w(
-            f"<tr{row_cls}><td>{esc(s.get('variant'))}</td><td>{esc(metric.get('label', s.get('metric')))}</td>"
-            f"<td>{esc(s.get('a'))} vs {esc(s.get('b'))}</td><td>{esc(_order_text(s.get('base_order', '')))}</td>"
-            f"<td>{esc(_order_text(s.get('variant_order', '')))}</td>"
-            f"{p_cell(s.get('base_p_holm'), s.get('base_significant'))}{p_cell(s.get('variant_p_holm'), s.get('variant_significant'))}</tr>"
-        )
-    w("</tbody></table>")
-
-
-def _render_sensitivity(page: Page, w) -> None:
-    a = page.sensitivity
-    variants = a["variants"]
-    base = variants[0]["id"]
-    methods = [str(m) for m in a["methods"]]
-    w('<section id="sensitivity"><h2>Protocol sensitivity</h2>')
-    w(
-        f'<p class="hint">From <code>{esc(Path(page.sensitivity_path) / ANALYSIS_FILE)}</code>: every method scored under each '
-        f"evaluation variant; ranks compared with the protocol's (<code>{esc(base)}</code>) by Kendall τ. "
-        "In the heatmap, * marks a variant and metric with a swapped pair of methods whose difference is significant "
-        "(Holm-adjusted) under the protocol or the variant; n/a: the variant is unavailable for that metric. "
-        "Below, changed ranks are highlighted (▲ better, ▼ worse than under the protocol; the variant's description and "
-        "each aggregate on hover; the variants are described at the end of this section).</p>"
-    )
-    if "tau" in page.sensitivity_figures:
-        rel = page.sensitivity_figures["tau"]
-        w(
-            f'<div class="figs wide"><a href="{esc(rel)}"><img src="{esc(rel)}" alt="Kendall tau per variant and metric"></a></div>'
-        )
-    swaps = a["swaps"]
-    w("<h3>Swapped pairs</h3>")
-    if not swaps:
-        w('<p class="hint">No pair of methods changes order under any variant.</p>')
-    else:
-        w(
-            '<p class="hint">Pairs of methods whose order differs from the protocol\'s; rows with a significant paired difference '
-            "(Holm-adjusted) under the protocol or the variant are highlighted.</p>"
-        )
-        _pair_rows_table(a, swaps, "swaps", w)
-    changes = a.get("significance_changes")
-    if isinstance(changes, list) and changes and all(isinstance(s, dict) for s in changes):
-        w("<h3>Same order, significance changed</h3>")
-        w(
-            '<p class="hint">Pairs of methods in the same order under the protocol and the variant, but significantly different '
-            "under only one of them.</p>"
-        )
-        _pair_rows_table(a, changes, "significance-changes", w)
-    w("<h3>Ranks per variant</h3>")
-    unavailable = {(u["variant"], u["metric"]): u["reason"] for u in a["unavailable"]}
-    descriptions = {v["id"]: v.get("description", "") for v in variants}
-    for m, info in a["metrics"].items():
-        heading = f"{info['label']}{'↑' if info['higher_is_better'] else '↓'}"
-        base_order = [str(x) for x in a["rankings"].get(base, {}).get(m, [])]
-        base_ranks = ranks_of(a, base, m) or {}
-        changed_any = any(ranks_of(a, v["id"], m) not in (None, base_ranks) for v in variants[1:])
-        status = "rank changes" if changed_any else "no rank change"
-        w(f"<details{' open' if changed_any else ''}><summary>{esc(heading)} · {esc(status)}</summary>")
-        cols = base_order + [x for x in methods if x not in base_order]
-        w('<div class="rankrow"><table class="ranks"><thead><tr><th>variant</th>')
-        for x in cols:
-            w(f'<th class="num">{_swatch(page, x)}{esc(x)}</th>')
-        w('<th class="num">Kendall τ</th><th class="num">p</th></tr></thead><tbody>')
-        for v in variants:
-            vid = v["id"]
-            ranks = ranks_of(a, vid, m)
-            w(f'<tr><td title="{esc(descriptions.get(vid) or "")}"><code>{esc(vid)}</code></td>')
-            if ranks is None:
-                reason = unavailable.get((vid, m), "no ranking in the analysis")
-                w(f'<td colspan="{len(cols) + 2}" class="dim">unavailable: {esc(reason)}</td></tr>')
-                continue
-            aggs = a["aggregates"].get(vid, {}).get(m, {})
-            for x in cols:
-                if x not in ranks:
-                    w('<td class="num dim">–</td>')
-                    continue
-                rank = ranks[x]
-                base_rank = base_ranks.get(x)
-                changed = base_rank is not None and rank != base_rank and vid != base
-                mark = ""
-                if changed:
-                    mark = f" ({'▲' if rank < base_rank else '▼'}{abs(rank - base_rank)})"
-                value = aggs.get(x) if isinstance(aggs, dict) else None
-                tip = f"{x}: {value!r}" if value is not None else x
-                cls = "num changed" if changed else "num"
-                w(f'<td class="{cls}" title="{esc(tip)}">{rank}{esc(mark)}</td>')
-            t = a["kendall_tau"].get(vid, {}).get(m, {})
-            tau = t.get("tau") if isinstance(t, dict) else None
-            tau_txt = f"{tau:.3f}" if isinstance(tau, (int, float)) and math.isfinite(tau) else "–"
-            w(
-                f'<td class="num">{esc(tau_txt)}</td><td class="num">{esc(_fmt_p(t.get("pvalue") if isinstance(t, dict) else None))}</td></tr>'
-            )
-        w("</tbody></table>")
-        if m in page.sensitivity_figures:
-            rel = page.sensitivity_figures[m]
-            w(
-                f'<div class="figs wide"><a href="{esc(rel)}"><img src="{esc(rel)}" alt="{esc(heading)} rank per variant"></a></div>'
-            )
-        w("</div></details>")
-    if a["unavailable"]:
-        w(
-            "<h3>Unavailable variants</h3><table><thead><tr><th>variant</th><th>metric</th><th>reason</th></tr></thead><tbody>"
-        )
-        for u in a["unavailable"]:
-            label = a["metrics"].get(u["metric"], {}).get("label", u["metric"])
-            w(f"<tr><td><code>{esc(u['variant'])}</code></td><td>{esc(label)}</td><td>{esc(u['reason'])}</td></tr>")
-        w("</tbody></table>")
-    w(
-        '<h3>Variants</h3><table id="variants"><thead><tr><th>variant</th><th>description</th><th>changes</th><th>file</th></tr></thead><tbody>'
-    )
-    for v in variants:
-        changes = v.get("changes")
-        ch = json.dumps(changes, ensure_ascii=False, sort_keys=True) if changes not in (None, {}, []) else "–"
-        w(
-            f"<tr><td><code>{esc(v['id'])}</code></td><td>{esc(v.get('description') or '')}</td>"
-            f"<td><code>{esc(ch)}</code></td><td><code>{esc(v.get('file') or '')}</code></td></tr>"
-        )
-    w("</tbody></table>")
-    timings = a.get("timings")
-    if timings:
-        w(
-            "<details><summary>Timings</summary><pre><code>"
-            + esc(json.dumps(timings, indent=2, ensure_ascii=False, sort_keys=True))
-            + "</code></pre></details>"
-        )
     w("</section>")
 
 
@@ -370,7 +206,7 @@ def _render_provenance(page: Page, w) -> None:
     )
     w("</table>")
     for _i, (run, label) in enumerate(zip(page.runs, page.labels)):
-        w(f'<h3>{_swatch(page, label)}{esc(label)}</h3><table class="kv">')
+        w(f'<h3>{swatch(page, label)}{esc(label)}</h3><table class="kv">')
         w(f"<tr><th>run folder</th><td><code>{esc(run.path)}</code></td></tr>")
         w(
             f"<tr><th>complete</th><td>{_complete_badge(run)} {esc(run.run.get('n_scored'))} of {esc(run.run.get('n_pairs'))} pairs scored</td></tr>"

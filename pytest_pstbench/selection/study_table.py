@@ -1,4 +1,4 @@
-"""Terminal tables of `pstbench vab study` (the ranking-vs-scoring protocol study, selection/study.py)."""
+"""Terminal tables of `pstbench vab study` (the ranking-vs-scoring protocol study, study.py)."""
 
 from __future__ import annotations
 
@@ -13,14 +13,25 @@ def _p(p: float) -> str:
     return f"{p:.4g}"
 
 
+def table(body, headers) -> str:
+    from tabulate import tabulate
+
+    return tabulate(body, headers=headers, tablefmt="simple", disable_numparse=True)
+
+
 def study_tables(result: dict) -> str:
     """The study as printed: a header line, then fidelity, reproducibility, distinguishability, Kendall's W
     and the per-annotator fidelity; each mean with its bootstrap interval."""
-    from tabulate import tabulate
+    return "\n".join(
+        _header_lines(result)
+        + _reproducibility_lines(result)
+        + _distinguishability_lines(result)
+        + _agreement_lines(result)
+    )
 
-    def table(body, headers):
-        return tabulate(body, headers=headers, tablefmt="simple", disable_numparse=True)
 
+def _header_lines(result: dict) -> list[str]:
+    """The header (the study, the tasks kept, the bootstrap) and the fidelity table."""
     boot = result["bootstrap"]
     tasks = result["tasks"]
     conf = f"{boot['confidence'] * 100:g}%"
@@ -51,6 +62,10 @@ def study_tables(result: dict) -> str:
         lines.append(
             f"({fid['tau_undefined']} annotator-task pairs with all scores equal have no tau-b and are left out)"
         )
+    return lines
+
+
+def _reproducibility_lines(result: dict) -> list[str]:
     body = []
     for lab, e in result["reproducibility"].items():
         mc = e["mcnemar"]
@@ -65,14 +80,17 @@ def study_tables(result: dict) -> str:
                 _p(mc["p_bonferroni"]),
             ]
         )
-    lines += [
+    return [
         "",
         f"reproducibility: share of tasks whose label gets the votes of at least {result['majority']['rule']}",
         table(body, ["label", "ranking", "scoring", "difference", "McNemar b/c", "p", "p Bonferroni"]),
     ]
+
+
+def _distinguishability_lines(result: dict) -> list[str]:
     dist = result["distinguishability"]
     wil = dist["entropy"]["wilcoxon"]
-    lines += [
+    return [
         "",
         "distinguishability: the best-vote distribution per task",
         table(
@@ -95,8 +113,13 @@ def study_tables(result: dict) -> str:
             ["statistic", "ranking", "scoring", "difference", "Wilcoxon p"],
         ),
     ]
+
+
+def _agreement_lines(result: dict) -> list[str]:
+    """Kendall's W of the rankings per task, and the fidelity per annotator."""
+    fid = result["fidelity"]
     w = result["kendall_w"]
-    lines += [
+    lines = [
         "",
         "Kendall's W per task (agreement of the annotators' rankings; tie-corrected)",
         table([["score rankings", _ci(w["scoring"])], ["direct rankings", _ci(w["ranking"])]], ["rankings", "mean"]),
@@ -110,4 +133,4 @@ def study_tables(result: dict) -> str:
         "fidelity per annotator",
         table(body, ["annotator", "tasks", "Kendall's tau-b", "top-1 self-consistency"]),
     ]
-    return "\n".join(lines)
+    return lines

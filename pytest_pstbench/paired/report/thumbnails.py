@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.report.model import Image, Page
+from pytest_pstbench.paired.report.page import Image, Page
 
 
 # ---- thumbnails --------------------------------------------------------------------------------

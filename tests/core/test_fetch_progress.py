@@ -89,8 +89,8 @@ class _Terminal(io.StringIO):
 def test_terminal_gets_one_bar_fed_by_huggingface_hubs_download_chunks(env, monkeypatch):
     import huggingface_hub.constants as hf_constants
 
+    from pytest_pstbench.core.progress import Progress, Reporter
     from pytest_pstbench.data.fetch import fetch_dataset
-    from pytest_pstbench.data.progress import Progress, Reporter
 
     monkeypatch.setattr(hf_constants, "DOWNLOAD_CHUNK_SIZE", 64)  # several chunks per file
     streamed = []

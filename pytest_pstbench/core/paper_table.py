@@ -163,7 +163,7 @@ def refuse_row_name(runs, row: str, whose: str = "the reference row's") -> None:
             raise UserError(f"{r.path}: run name {r.name!r} reads as {row!r}, {whose}; fix: rename the run")
 
 
-def check_alphas(protocols: list, alpha_of=lambda p: p.comparison.alpha) -> float:
+def check_alphas(protocols: list, alpha_of) -> float:
     """The one alpha of the table's protocols (`alpha_of(protocol)`); protocols that differ are refused."""
     alphas = {alpha_of(p) for p in protocols}
     if len(alphas) > 1:

@@ -373,7 +373,7 @@ def test_incompatible_runs_are_refused(setup, tmp_path, capsys, field, edit):
 
 
 def test_a_paired_run_labelled_selection_is_refused(setup, tmp_path, capsys):
-    """issue #42: selection runs are drawn (tests/report/test_selection_report.py); a folder whose run.json says
+    """issue #42: selection runs are drawn (tests/selection/report/test_selection_report.py); a folder whose run.json says
     kind: selection but that holds a paired run's files is refused by the selection loader, in one line."""
     sel = copy_run(
         setup["runs"][0],

@@ -10,12 +10,10 @@ from dataclasses import dataclass
 
 from pytest_pstbench.core.text import html_escape as esc
 
-DEFAULT_WORST = 5
-
 
 @dataclass(frozen=True)
 class WorstSection:
-    metric: object  # report.model.MetricInfo
+    metric: object  # page.MetricInfo
     per_run: list  # (run index >= 1, [(paired.worst.WorstPair, its cells)] against run 0, largest loss first)
 
 

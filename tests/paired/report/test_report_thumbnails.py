@@ -10,7 +10,7 @@ from helpers.pngs import write_png
 
 def test_a_thumbnail_of_a_decompression_bomb_is_a_placeholder(tmp_path):
     """Issue #11 case 13."""
-    from pytest_pstbench.report.thumbnails import Thumbs
+    from pytest_pstbench.paired.report.thumbnails import Thumbs
 
     (tmp_path / "stage" / "thumbs").mkdir(parents=True)
     bomb = write_png(tmp_path / "bomb.png", 12000, 12000, valid=False)
