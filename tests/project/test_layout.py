@@ -712,7 +712,6 @@ OVER_CAP: frozenset[str] = frozenset(
         "plugin/selection.py:from_config",
         "report/build.py:build_report",
         "report/figures.py:sensitivity_figures",
-        "report/history.py:history_section",
         "report/html.py:_render_sensitivity",
         "report/study_table.py:study_tables",
         "selection/annotations.py:read_annotations",
