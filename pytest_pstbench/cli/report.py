@@ -75,6 +75,12 @@ def add_report_command(subparsers) -> None:
         metavar="P",
         help="protocol id or YAML path the runs were made under, for metric labels (default: found by the runs' sha256)",
     )
+    _add_history_options(p)
+    p.set_defaults(func=cmd_report)
+
+
+def _add_history_options(p) -> None:
+    """`--history SOURCE...` and the metrics its section follows (`--metric`, as `pstbench history`'s)."""
     p.add_argument(
         "--history",
         nargs="+",
@@ -84,7 +90,14 @@ def add_report_command(subparsers) -> None:
         "significant steps of `pstbench history SOURCE...` (a run folder in a git repository, a published run "
         "path hf://datasets/OWNER/NAME[@REV]/PATH, or several runs in order)",
     )
-    p.set_defaults(func=cmd_report)
+    p.add_argument(
+        "--metric",
+        nargs="+",
+        default=None,
+        metavar="M",
+        help="with --history: the metrics its section follows, as `pstbench history --metric` (default: the "
+        "protocol's ranked metrics; selection runs: top1 bot1 tb1)",
+    )
 
 
 def cmd_report(args) -> int:
@@ -105,6 +118,7 @@ def cmd_report(args) -> int:
         protocol_spec=args.protocol,
         progress=_progress,
         history=args.history,
+        history_metrics=args.metric,
     )
     print(f"report: {out / 'index.html'}")
     return 0

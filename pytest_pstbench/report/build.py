@@ -40,12 +40,19 @@ def build_report(
     protocol_spec: str | None = None,
     progress=None,
     history=None,
+    history_metrics=None,
     **kind_options,
 ) -> Path:
     """Write the report folder `out` and return its path: the frame's checks, then the page of the runs'
     kind (its KindSpec's `html_report` hook, given a `core.kinds.ReportRequest`). `kind_options`: the options
     the kinds declare for their pages (`KindSpec.report_options`, by dest: `max_pairs=`, `max_tasks=`,
-    `worst=`), None where not given."""
+    `worst=`), None where not given. `history_metrics` (`--metric`): the metrics the History section follows,
+    as `pstbench history --metric` (only with `history`)."""
+    if history_metrics and not history:
+        raise UserError(
+            "--metric: chooses the metrics of the History section, and no --history is given; "
+            "fix: add --history SOURCE ..., or drop --metric"
+        )
     if not 16 <= thumb_size <= 2048:
         raise UserError(
             f"--thumb-size {thumb_size}: must be between 16 and 2048 pixels; fix: pass e.g. --thumb-size {DEFAULT_THUMB_SIZE}"
@@ -65,7 +72,8 @@ def build_report(
         from pytest_pstbench.core.history import read_history
         from pytest_pstbench.report.history import history_section
 
-        sections = (history_section(read_history(history, say=progress), [str(h) for h in history]),)
+        h = read_history(history, metrics=history_metrics, say=progress)
+        sections = (history_section(h, [str(x) for x in history]),)
     request = ReportRequest(
         sources,
         out,

@@ -281,6 +281,10 @@ FORMS: list[Form] = [
         (*PAIRED_RUN, "protocol"),
         writes=("out/history",),
     ),
+    # a hostile git repository (control bytes and a forged record in subjects, a side branch merged in) and a
+    # shallow clone of it: their clean runs (test_hostile_git_history checks what they list)
+    Form("history", "history-git-hostile", ("history", "git/method/results/t/m", "--json")),
+    Form("history", "history-git-shallow", ("history", "git/shallow/results/t/m")),
     # a published run path's commits: the hostile servers' cases only
     Form(
         "history",
@@ -1205,6 +1209,24 @@ def test_clean_run(world, form, request):
     else:
         code, out, err = world.clean[form]
     assert code == 0, f"{out[-3000:]}\n{err[-3000:]}"
+
+
+def test_hostile_git_history(world):
+    """Issue #54 items 7-9: the clean runs of history over the hostile git repository list exactly its first-parent
+    commits that changed the run, each with git's own subject, never the side branch's commit its subjects forge;
+    the shallow clone's says so in one line with the fix."""
+    import json
+
+    code, out, err = world.clean["history-git-hostile"]
+    assert code == 0 and "Traceback" not in err, err
+    h = json.loads(out)
+    assert [p["commit"] for p in h["points"]] == world.git["points"] and len(world.git["points"]) == 4
+    assert [p["message"] for p in h["points"]] == world.git["subjects"]
+    assert world.git["side"] not in [p["commit"] for p in h["points"]]
+    code, out, err = world.clean["history-git-shallow"]
+    assert code == 0 and out.startswith("history: 1 points"), out + err
+    (line,) = [ln for ln in out.splitlines() if "shallow clone" in ln]
+    assert "fetch-depth: 0" in line and "git fetch --unshallow" in line
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])

@@ -698,7 +698,6 @@ OVER_CAP: frozenset[str] = frozenset(
         "cli/vab.py:cmd_score",
         "cli/vab.py:cmd_consensus",
         "cli/vab.py:add_vab_commands",
-        "report/history.py:history_section",
         "selection/annotations.py:read_annotations",
         "selection/answers.py:read_answers",
         "selection/demo.py:_generate_demo",

@@ -2,9 +2,13 @@
 to read with the one validating reader (`core.store.reader.read_runs`), or the reason it cannot be:
 
 - `git_versions`: a run folder inside a git repository: every commit of HEAD's first-parent history that
-  changed the folder (`git log --first-parent -- FOLDER`), its run files read from git's objects (`git ls-tree`,
-  `git cat-file`) into a temporary folder per commit: no checkout, the work tree untouched; uncommitted
-  changes are not read (and `notes` says so);
+  changed the folder (`git rev-list --first-parent HEAD -- FOLDER`: ids only, each checked to be a commit id on
+  HEAD's first-parent path), each one's date and subject read in one NUL-separated `git log -z` call whose
+  records must name those ids in that order (`first_parent_commits`; else each commit is read alone), so no
+  text a commit holds (control bytes, record separators, another commit's id) can split or forge a point; its
+  run files read from git's objects (`git ls-tree`, `git cat-file`) into a temporary folder per commit: no
+  checkout, the work tree untouched; uncommitted changes are not read (and `notes` says so); a shallow clone
+  (a cut history) is said in one line with the fix (`shallow_note`);
 - a published run path: every commit of the revision's history that changed a file under the path, each
   pulled and verified into the run cache (`core.store.published.versions.hub_versions`);
 - run folders and Hub URIs given in order, each read as it is (`core.store.backends.versions`).
@@ -17,6 +21,7 @@ first-parent history is said in one line (the history shown is the branch's curr
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,9 +48,9 @@ def run_files() -> tuple[str, ...]:
 
 
 # ---- git ------------------------------------------------------------------------------------------------
-def _git(top: Path, *args: str, binary: bool = False):
+def _git(top: Path, *args: str, binary: bool = False, stdin: bytes | None = None):
     try:
-        done = subprocess.run(["git", "-C", str(top), *args], capture_output=True, check=False)
+        done = subprocess.run(["git", "-C", str(top), *args], input=stdin, capture_output=True, check=False)
     except OSError as exc:
         raise UserError(
             f"git: cannot run it ({exc.strerror or exc}); fix: install git, or give the runs in order"
@@ -66,6 +71,77 @@ def git_place(folder: Path) -> tuple[Path, str] | None:
         return None
     rel = os.path.relpath(os.path.realpath(folder), os.path.realpath(top))
     return top, "" if rel == "." else rel.replace(os.sep, "/")
+
+
+COMMIT_ID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")  # SHA-1 or SHA-256, as git prints them
+ISO_DATE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:Z|[+-]\d\d:\d\d)")  # %cI
+
+
+def commit_ids(listed: str, path: str) -> list[str]:
+    """The commit ids of `git rev-list` output `listed` (one per line), each checked to be a commit id and to be
+    on `path` (the output of `git rev-list --first-parent HEAD`). OSError when a line is anything else."""
+    on_path = set(path.split())
+    ids = listed.split()
+    for sha in ids:
+        if not COMMIT_ID.fullmatch(sha) or sha not in on_path:
+            raise OSError(f"git rev-list gave {sha[:48]!r}, not a commit of HEAD's first-parent history")
+    return ids
+
+
+def parse_commit_records(raw: bytes, ids: list[str]) -> list[tuple[str, str]] | None:
+    """(date, subject) per id of `ids`, from `git log -z --format=%H%x00%cI%x00%s` output `raw` for those ids in
+    that order: NUL-separated fields, three per commit, each record naming its id and an ISO date. None when the
+    output is not exactly that (a subject that held a NUL): the caller reads each commit alone."""
+    fields = raw.split(b"\0")
+    if fields[-1:] == [b""]:
+        fields.pop()
+    if len(fields) != 3 * len(ids):
+        return None
+    out = []
+    for k, sha in enumerate(ids):
+        got, date, subject = (f.decode("utf-8", "replace") for f in fields[3 * k : 3 * k + 3])
+        if got != sha or not ISO_DATE.fullmatch(date):
+            return None
+        out.append((date, subject))
+    return out
+
+
+def first_parent_commits(top: Path, rel: str) -> list[tuple[str, str, str]]:
+    """(id, committer date, subject) of each commit of HEAD's first-parent history that changed `rel`, oldest
+    first: the ids alone first (hex, each on the first-parent path), then their dates and subjects, whose records
+    must name those ids in order (a commit's text cannot add, split or move one). OSError when git cannot."""
+    ids = commit_ids(
+        _git(top, "rev-list", "--first-parent", "HEAD", "--", rel or "."),
+        _git(top, "rev-list", "--first-parent", "HEAD"),
+    )
+    ids.reverse()
+    if not ids:
+        return []
+    fmt = "--format=%H%x00%cI%x00%s"
+    raw = _git(top, "log", "--no-walk=unsorted", "--stdin", "-z", fmt, binary=True, stdin="\n".join(ids).encode())
+    records = parse_commit_records(raw, ids)
+    if records is None:  # read each commit alone: its id is known, its date comes first
+        records = []
+        for sha in ids:
+            date, _, subject = _git(top, "show", "-s", "--format=%cI%x00%s", sha).partition("\0")
+            records.append((date.strip(), subject.rstrip("\n").replace("\0", " ")))
+    return [(sha, date, subject) for sha, (date, subject) in zip(ids, records)]
+
+
+def shallow_note(top: Path, where: str, n: int) -> str | None:
+    """One line when the repository is a shallow clone (its history is cut: the oldest points are missing), with
+    the fix; None for a full clone."""
+    try:
+        shallow = _git(top, "rev-parse", "--is-shallow-repository").strip() == "true"
+    except OSError:
+        return None
+    if not shallow:
+        return None
+    return (
+        f"{where}: the repository is a shallow clone, so the history holds only the {n} commit(s) fetched "
+        "(the older ones are missing); fix: fetch the full history (git fetch --unshallow; in GitHub Actions "
+        "actions/checkout with fetch-depth: 0)"
+    )
 
 
 # ---- a branch rewritten between two calls ---------------------------------------------------------------
@@ -120,7 +196,7 @@ def git_versions(folder, work: Path, notes: list[str], say, said: list[str] | No
         )
     top, rel = place
     try:
-        log = _git(top, "log", "--first-parent", "--format=%H%x1f%cI%x1f%s%x1e", "HEAD", "--", rel or ".")
+        commits = first_parent_commits(top, rel)
     except OSError as exc:
         raise UserError(
             f"SOURCE {folder}: git cannot read the repository's history ({exc}); fix: commit the run folder first"
@@ -131,8 +207,6 @@ def git_versions(folder, work: Path, notes: list[str], say, said: list[str] | No
         dirty = ""
     if dirty:
         notes.append(f"{folder}: uncommitted changes there are ignored (the history reads commits only)")
-    commits = [c.strip("\n").split("\x1f") for c in log.split("\x1e") if c.strip()]
-    commits.reverse()
     try:
         branch = _git(top, "symbolic-ref", "-q", "HEAD").strip()
     except OSError:
@@ -146,6 +220,9 @@ def git_versions(folder, work: Path, notes: list[str], say, said: list[str] | No
     )
     if not commits:
         raise UserError(f"SOURCE {folder}: no commit of HEAD's history holds it; fix: commit the run folder first")
+    shallow = shallow_note(top, f"SOURCE {folder}", len(commits))
+    if shallow:
+        notes.append(shallow)
     out = []
     prefix = rel + "/" if rel else ""
     names = run_files()
