@@ -9,9 +9,9 @@ import shlex
 import sys
 from pathlib import Path
 
-from pytest_pstbench.cli.parsing import Parser, positive_int
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.data.progress import stderr_line as _progress
+from pytest_pstbench.frame.parsing import Parser, positive_int
 from pytest_pstbench.options import add_to_argparse, add_workers_option
 
 

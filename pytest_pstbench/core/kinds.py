@@ -237,7 +237,7 @@ def _declared_kind(name, where) -> str:
 def track_kind(track: str) -> str:
     """The kind of a track spec: the kind whose `builtin_tracks` hold it, else the kind a manifest's
     top-level `kind:` line names (a relative path as given: the pytest plugin resolves an ini path against
-    the ini file's folder first, plugin.frame.track_value), else the default kind. Reads at most the
+    the ini file's folder first, frame.config.track_value), else the default kind. Reads at most the
     manifest's first 64 KiB; imports nothing."""
     for s in registered().values():
         if str(track) in s.builtin_tracks:

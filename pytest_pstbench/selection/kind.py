@@ -30,5 +30,5 @@ KIND = KindSpec(
 
 def is_selection_track(spec: str | Path) -> bool:
     """True for a built-in selection track or a manifest with a top-level `kind: selection` line (a relative
-    path as given; the pytest plugin resolves an ini path first: plugin.config.track_value)."""
+    path as given; the pytest plugin resolves an ini path first: frame.config.track_value)."""
     return track_kind(str(spec)) == KIND.name
