@@ -2,7 +2,8 @@
 
 A kind is described by a `KindSpec`: its name, the per-item file of its run folders, the unit its tests
 count, how it claims a track or a protocol, and where its parts live as lazy ``"module:object"`` strings
-(its protocol validator, its run kind for comparisons and gates, its pytest run). Kinds are registered
+(its protocol validator, its run kind for comparisons and gates, its pytest run, its commands and options). Kinds
+are registered
 through the entry-point group ``pytest_pstbench.kinds`` (one line of a package's pyproject.toml, e.g.
 ``paired = "pytest_pstbench.paired.kind:KIND"``), so a third kind is a new package and one entry point.
 
@@ -53,6 +54,15 @@ class KindSpec:
     )
     # "module:function" (base Protocol, variant id) -> Protocol: `--protocol BASE+VARIANT` (core.protocol.load_protocol)
     apply_variant: str | None = None
+    # The kind's doors: "module:function" (argparse subparsers) adding its own `pstbench` commands; "module:function"
+    # (argparse namespace) -> exit code, `pstbench score --track T` of a track of the kind (None: refused in one line
+    # that points at the kind's own commands); "module:NAME", a tuple of pytest_pstbench.options.Option, the kind's own
+    # pytest options (`--pstbench-NAME` and ini key, added after the shared table's; standard library only)
+    # "module:function" (track spec, progress=None) -> the kind's track (`.id`, `.revision`, its items)
+    resolve_track: str | None = None
+    commands: str | None = None
+    score: str | None = None
+    options: str | None = None
 
     @property
     def run_files(self) -> tuple[str, ...]:
@@ -202,6 +212,12 @@ def default_kind() -> str:
 def get(name: str) -> RunKind:
     """The run kind (comparisons, gate) of a registered kind."""
     return spec(name).load("runs")
+
+
+def kind_options() -> tuple:
+    """The pytest options every registered kind declares beside the shared table (its `options` hook), in the
+    kinds' order."""
+    return tuple(o for s in registered().values() if s.options is not None for o in s.load("options"))
 
 
 def pytest_run_class(kind: str):

@@ -19,9 +19,15 @@ from pytest_pstbench.options import option_value  # standard library only: the p
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    from pytest_pstbench.core.errors import UserError
+    from pytest_pstbench.core.kinds import kind_options
     from pytest_pstbench.options import add_to_pytest  # the one option table (standard library only)
 
-    add_to_pytest(parser, parser.getgroup("pstbench", "pstbench: photorealistic style transfer benchmark"))
+    try:  # each registered kind's own options (its KindSpec's `options`: standard library only)
+        own = kind_options()
+    except UserError:  # a broken registry: said in one line once a track is given (pytest_configure)
+        own = ()
+    add_to_pytest(parser, parser.getgroup("pstbench", "pstbench: photorealistic style transfer benchmark"), own)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -963,7 +963,7 @@ def world(tmp_path_factory):
         # does not import (and, without bytecode caches, compile) them again
         import pytest_pstbench.frame.pytest_run  # noqa: F401
         import pytest_pstbench.frame.verdict  # noqa: F401
-        import pytest_pstbench.plugin.paired  # noqa: F401
+        import pytest_pstbench.paired.pytest_run  # noqa: F401
         import pytest_pstbench.plugin.selection  # noqa: F401
 
         w = None
