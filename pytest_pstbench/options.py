@@ -85,7 +85,7 @@ SCORING = (
     ),
 )
 
-# Options of a model's requests that `pstbench vab run` (cli/vab.py, add_to_argparse) and the plugin's
+# Options of a model's requests that `pstbench vab run` (selection/commands/vab_run.py, add_to_argparse) and the plugin's
 # --pstbench-model take alike (parsed by selection.model_options.settings_from_args).
 MODEL_REQUEST = (
     Option(

@@ -1,6 +1,8 @@
-"""`pstbench` command: demo, score, compare here; the other command groups register
-themselves (weights, data, vab, baseline, sensitivity, report, table, runs). Drives the same engine as the pytest
-plugin; the options both take come from `pytest_pstbench/options.py`, the one option table."""
+"""`pstbench` command: score and compare here (the kind that claims the track, or the runs' kind, does the work,
+through the registry); the shared command groups (weights, data, report, table, ls, runs, history) register
+themselves, and each registered kind adds its own commands (its KindSpec's `commands`: the paired kind's demo,
+baseline, sensitivity, power; the selection kind's vab). Drives the same engine as the pytest plugin; the options
+both take come from `pytest_pstbench/options.py`, the one option table."""
 
 from __future__ import annotations
 

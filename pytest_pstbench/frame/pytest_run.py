@@ -1,7 +1,7 @@
 """The one pytest integration of a track run, written once for every track kind.
 
 `TrackRun` is registered by `pytest_pstbench.plugin` as plugin `pstbench-run` when a track is given;
-each kind subclasses it (`paired.pytest_run.PairedRun`, `plugin.selection.SelectionRun`, found through
+each kind subclasses it (`paired.pytest_run.PairedRun`, `selection.pytest_run.SelectionRun`, found through
 `core.kinds`) and supplies only what differs: how it is built from the options, its items, how a
 result travels, how the gate is evaluated and how its tables are written. Collection of the track's
 items, gathering results (in-process or from pytest-xdist workers, whose reports carry each result

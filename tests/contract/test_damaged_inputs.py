@@ -964,7 +964,7 @@ def world(tmp_path_factory):
         import pytest_pstbench.frame.pytest_run  # noqa: F401
         import pytest_pstbench.frame.verdict  # noqa: F401
         import pytest_pstbench.paired.pytest_run  # noqa: F401
-        import pytest_pstbench.plugin.selection  # noqa: F401
+        import pytest_pstbench.selection.pytest_run  # noqa: F401
 
         w = None
         try:

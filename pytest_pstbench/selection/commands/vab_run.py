@@ -1,7 +1,7 @@
 """`pstbench vab run`: ask a model behind an OpenAI-compatible chat-completions endpoint (the official prompts
 and retries, `selection.model_run`), append its answers to an answers file, then score them as `vab score` does.
 
-Wired into `vab`'s subcommands by `add_run_parser`; uses `cli.vab`'s loading and printing.
+Wired into `vab`'s subcommands by `add_run_parser`; uses `vab_common`'s loading and printing.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from pytest_pstbench.options import add_to_argparse
 
 def cmd_run(args) -> int:
     """Ask a model (OpenAI-compatible chat completions), append its answers, then score them."""
-    from pytest_pstbench.cli.vab_common import load_selection, print_outcome
     from pytest_pstbench.data.progress import terminal_progress
     from pytest_pstbench.selection.answers import ERROR
+    from pytest_pstbench.selection.commands.vab_common import load_selection, print_outcome
     from pytest_pstbench.selection.model_options import redact_command, settings_from_args
     from pytest_pstbench.selection.model_run import run_model
     from pytest_pstbench.selection.pricing import table_from_args, with_cost
@@ -69,7 +69,7 @@ def cmd_run(args) -> int:
     votes, human = votes_and_human(track, params, args.votes)  # a bad votes file: refused before any request
     model_api = settings.provenance()
     if args.batch:
-        from pytest_pstbench.cli.vab_batch import run_batch_command
+        from pytest_pstbench.selection.commands.vab_batch import run_batch_command
 
         asked = run_batch_command(args, track, protocol, settings, answers_path)
         model_api["batch"] = {"ids": asked.batches, "completion_window": "24h"}
