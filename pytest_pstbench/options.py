@@ -85,8 +85,8 @@ SCORING = (
     ),
 )
 
-# Options of a model's requests that `pstbench vab run` (selection/commands/vab_run.py, add_to_argparse) and the plugin's
-# --pstbench-model take alike (parsed by selection.model_options.settings_from_args).
+# Options of a model's requests that `pstbench vab run` (selection/commands/vab_run.py, add_to_argparse) and the
+# plugin's --pstbench-model take alike (checked by selection.ask.settings.run_settings).
 MODEL_REQUEST = (
     Option(
         "header",

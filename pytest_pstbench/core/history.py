@@ -140,20 +140,14 @@ def read_history(sources, *, metrics=None, say=None) -> History:
     import tempfile
     from pathlib import Path
 
-    from pytest_pstbench.core.hub.uri import is_hub_uri
-    from pytest_pstbench.core.store.versions import git_versions, hub_versions, listed_versions
+    from pytest_pstbench.core.store.backends import versions as run_versions
 
     say = say or (lambda msg: None)
     notes: list[str] = []
     said: list[str] = []
     sources = [str(s) for s in sources]
     with tempfile.TemporaryDirectory(prefix="pstbench-history-") as work:
-        if len(sources) > 1:
-            versions = listed_versions(sources, say)
-        elif is_hub_uri(sources[0]):
-            versions = hub_versions(sources[0], say, said)
-        else:
-            versions = git_versions(sources[0], Path(work), notes, say, said)
+        versions = run_versions(sources, Path(work), notes, say, said)
         history = build_history(versions, metrics=metrics, say=say, strict=len(sources) > 1)
     history.notes.extend(notes)
     history.said.extend(said)

@@ -72,12 +72,11 @@ def build_report(
         )
     _require_matplotlib()
     from pytest_pstbench.core.kinds import ReportRequest, spec
-    from pytest_pstbench.core.store.backends import RunSource
+    from pytest_pstbench.core.store.backends import RunSource, is_published
 
     sources = [d if isinstance(d, RunSource) else RunSource(Path(d)) for d in run_dirs]
     out = Path(out)
     _check_out_dir(out)
-    from pytest_pstbench.core.hub.uri import is_hub_uri
     from pytest_pstbench.core.protocol import protocol_path
 
     refuse_overwriting_inputs(  # before any work: the folder replaced whole never holds or lies in what is read
@@ -89,7 +88,7 @@ def build_report(
             ("protocol file", protocol_path(protocol_spec) if protocol_spec else None),
         ],
         folders=[("run folder", s.path) for s in sources]
-        + [("history source", Path(h)) for h in history or () if not is_hub_uri(str(h))],
+        + [("history source", Path(h)) for h in history or () if not is_published(str(h))],
     )
     seen: dict[Path, str] = {}
     for s in sources:

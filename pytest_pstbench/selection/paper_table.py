@@ -177,7 +177,7 @@ def build_selection_table(
                             row = next(t for t in compare_two(ref, run, protocol, [m]) if t.outcome == agg)
                             tests.append((col, name, row))
                 columns.append(col)
-        from pytest_pstbench.selection.pricing import table_columns
+        from pytest_pstbench.selection.ask.pricing import table_columns
 
         columns += table_columns(track, group, params)  # the runs' cost, where they carry one (#40)
     alpha = check_alphas(protocols, lambda p: comparison_params(p).alpha)

@@ -143,7 +143,9 @@ class Form:
 T, P, ST, SP = "paired/track/track.yaml", "paired/proto.yaml", "sel/track/track.yaml", "sel/proto.yaml"
 # run a as the fake Hub serves it: read from results/small/a at each request (damaged_world.ServedFolder)
 HUB_URI = f"hf://datasets/{dw.HUB_REPO}@{dw.HUB_COMMIT}/runs/a"
-HUB_LOCK = (("hub-runs", f"cache/hub-runs/datasets/{dw.HUB_REPO}/{dw.HUB_COMMIT}"),)  # a pull's (core.hub.pull)
+HUB_LOCK = (
+    ("hub-runs", f"cache/hub-runs/datasets/{dw.HUB_REPO}/{dw.HUB_COMMIT}"),
+)  # a pull's (core.store.published.pull)
 SERVED = {"results/small/a": HUB_URI}  # world folder -> its URI on the fake Hub: an error naming it names the folder
 
 # In the order the world is made: later forms read what earlier ones wrote (runs, analysis.json, ...).
@@ -640,7 +642,7 @@ ACCEPTED: dict[tuple[tuple[str, ...] | str, tuple[str, ...], tuple[str, ...] | s
         (MODEL_INPUT,),
         ("model-usage-lies",),
     ): "the answers are kept; usage that is not counts is recorded as not known (usage: null and usage_note, never "
-    "zero; tests/selection/test_usage_recorded.py checks the lines)",
+    "zero; tests/selection/ask/test_usage_recorded.py checks the lines)",
     (
         ("pytest-selection",),
         ("answers", "t0 answers"),
@@ -816,7 +818,7 @@ def test_the_catalogue_is_consistent():
 #   failure are valid entries);
 # - hf/: huggingface_hub's own cache ($HF_HOME) while `data fetch` talks to the (fake) Hub.
 SCRATCH = ("cache/locks/", "cache/scores/", "hf/")
-# Folders only (no file): a pull of a Hub run (core.hub.pull) stages it beside its place in the cache,
+# Folders only (no file): a pull of a Hub run (core.store.published.pull) stages it beside its place in the cache,
 # cache/hub-runs/datasets/OWNER/NAME/COMMIT/PATH, and removes the staging folder when the run is refused; the
 # empty folders above it stay (a file there, a half-fetched run, is still a change).
 SCRATCH_DIRS = ("cache/hub-runs/",)

@@ -358,7 +358,7 @@ OTHER_WRITES = {
     "frame/verdict.py": "appends to $GITHUB_STEP_SUMMARY, a file GitHub owns",
     "report/history.py": "`pstbench history --plot`: the plots written into a staging_dir folder, renamed into place",
     "selection/answerfile.py": "the answers file: an append-only log under its writer lock",
-    "selection/export.py": "an export folder built in a staging_dir folder, renamed into place",
+    "selection/ask/export.py": "an export folder built in a staging_dir folder, renamed into place",
 }
 
 

@@ -306,9 +306,9 @@ def _raw_answers(path: Path, manifest: Path, protocol) -> Path:
 
 def _batch_output(path: Path, manifest: Path, protocol) -> Path:
     """An OpenAI Batch output file answering every request of the track (`vab score --batch-output`), with usage."""
-    from pytest_pstbench.selection.batch_file import custom_id
+    from pytest_pstbench.selection.ask.batch_file import custom_id
+    from pytest_pstbench.selection.ask.requests import requests_of
     from pytest_pstbench.selection.protocol import SelectionParams
-    from pytest_pstbench.selection.requests import requests_of
     from pytest_pstbench.selection.tracks import resolve_selection_track
 
     params = SelectionParams.of(protocol)

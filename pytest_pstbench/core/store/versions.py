@@ -5,12 +5,12 @@ to read with the one validating reader (`core.store.reader.read_runs`), or the r
   changed the folder (`git log --first-parent -- FOLDER`), its run files read from git's objects (`git ls-tree`,
   `git cat-file`) into a temporary folder per commit: no checkout, the work tree untouched; uncommitted
   changes are not read (and `notes` says so);
-- `hub_versions`: a published run path: every commit of the revision's history that changed a file under the
-  path (`core.hub.commits`), each pulled and verified into the run cache (`core.store.published.pull`);
-- `listed_versions`: run folders and Hub URIs given in order, each read as it is.
+- a published run path: every commit of the revision's history that changed a file under the path, each
+  pulled and verified into the run cache (`core.store.published.versions.hub_versions`);
+- run folders and Hub URIs given in order, each read as it is (`core.store.backends.versions`).
 
 A branch rewritten between two calls (force-pushed, or reset): each call keeps the commits it listed for its
-source (`_rewritten`, a small record in the cache); a commit listed last time that is no longer in the
+source (`rewritten`, a small record in the cache); a commit listed last time that is no longer in the
 first-parent history is said in one line (the history shown is the branch's current one).
 """
 
@@ -37,7 +37,7 @@ class Version:
 
 
 def run_files() -> tuple[str, ...]:
-    from pytest_pstbench.core.hub.pull import run_file_names
+    from pytest_pstbench.core.store.folder import run_file_names
 
     return run_file_names()
 
@@ -69,7 +69,7 @@ def git_place(folder: Path) -> tuple[Path, str] | None:
 
 
 # ---- a branch rewritten between two calls ---------------------------------------------------------------
-def _rewritten(key: str, where: str, shas: list[str], say, notes: list[str] | None) -> None:
+def rewritten(key: str, where: str, shas: list[str], say, notes: list[str] | None) -> None:
     """Compare the commits `shas` listed now for the source `key` with those listed by the call before (kept in
     the cache), say in one line which of those are gone (the branch was rewritten), and keep `shas`."""
     import hashlib
@@ -137,7 +137,7 @@ def git_versions(folder, work: Path, notes: list[str], say, said: list[str] | No
         branch = _git(top, "symbolic-ref", "-q", "HEAD").strip()
     except OSError:
         branch = "HEAD"  # detached
-    _rewritten(
+    rewritten(
         f"git\0{os.path.realpath(top)}\0{branch}\0{rel}",
         f"SOURCE {folder} ({branch.removeprefix('refs/heads/')})",
         [c[0] for c in commits],
@@ -172,92 +172,4 @@ def git_versions(folder, work: Path, notes: list[str], say, said: list[str] | No
         except OSError as exc:
             v.problem = f"git cannot read this commit ({exc})"
         out.append(v)
-    return out
-
-
-# ---- the Hub ----------------------------------------------------------------------------------------------
-def hub_versions(address: str, say, said: list[str] | None = None) -> list[Version]:
-    """The versions of a published run path: each commit that changed what the path holds, pulled."""
-    from pytest_pstbench.core.hub.commits import branch_log, path_state, remember, remembered
-    from pytest_pstbench.core.hub.pull import pull_runs
-    from pytest_pstbench.core.hub.uri import parse_uri
-    from pytest_pstbench.core.store.published import check_pulled
-
-    uri = parse_uri(address, "SOURCE")
-    log = branch_log(uri)
-    from pytest_pstbench.core.hub.runcache import endpoint_key
-
-    rev = uri.revision or "main"
-    _rewritten(
-        f"hub\0{endpoint_key()}\0{uri.repo_id}\0{rev}\0{uri.path}",
-        f"SOURCE {address} ({rev})",
-        [c.sha for c in log],
-        say,
-        said,
-    )
-    out, last, seen, verified = [], None, False, False
-    for i, c in enumerate(log, 1):
-        if i == 1 or i % 20 == 0 or i == len(log):
-            say(f"history: reading commit {i}/{len(log)} ({c.sha[:7]})")
-        v = Version(uri.text(c.sha), c.sha, c.date, c.message)
-        state = path_state(uri, c.sha)
-        if "problem" in state:
-            v.problem = state["problem"]
-            out.append(v)
-            continue
-        key = state.get("files")
-        if key is None:
-            if seen and last is not None:
-                v.problem = "the run path is not in this commit (deleted or moved)"
-                out.append(v)
-            last = None
-            continue
-        if len(key) != 1:
-            raise UserError(
-                f"SOURCE {address}: holds {len(key)} run folders at commit {c.sha[:7]} "
-                f"({', '.join(sorted(key)[:4])}); fix: name one run folder"
-            )
-        seen = True
-        if key == last:  # the commit did not change the run
-            if verified:
-                remember(uri, c.sha, state)
-            continue
-        last = key
-        known = remembered(uri, c.sha)
-        verified = False
-        if known is not None and "refused" in known:
-            v.problem, verified = known["refused"], True
-        else:
-            refused: list[str] = []
-
-            def check(folder, run_uri):
-                try:
-                    check_pulled(folder, run_uri, None)
-                except UserError as exc:  # the run itself (incomplete, invalid): refused for good
-                    refused.append(str(exc))
-                    raise
-
-            try:
-                v.folder = pull_runs(uri.text(c.sha), check=check, option="SOURCE").runs[0].path
-                verified = True
-            except UserError as exc:  # the Hub's answer, a digest, the network: asked again next time
-                v.problem = str(exc)
-                if refused:
-                    verified, state = True, {**state, "refused": str(exc)}
-            if verified:
-                remember(uri, c.sha, state)
-        out.append(v)
-    return out
-
-
-# ---- given in order ---------------------------------------------------------------------------------------
-def listed_versions(addresses, say) -> list[Version]:
-    """Run folders and Hub URIs in the order given, each one run (resolved by the run store)."""
-    from pytest_pstbench.core.store.backends import resolve_runs
-
-    out = []
-    for a in addresses:
-        sources = resolve_runs([a], option="SOURCE", one=True, progress=say)
-        s = sources[0]
-        out.append(Version(str(a), s.commit, None, None, s.path))
     return out

@@ -15,7 +15,7 @@ from pytest_pstbench.selection.commands.vab_common import load_selection, print_
 
 
 def cmd_export(args) -> int:
-    from pytest_pstbench.selection.export import export_track
+    from pytest_pstbench.selection.ask.export import export_track
 
     protocol, params, track = load_selection(args.track, args.protocol)
     from pytest_pstbench.selection.commands.vab_batch import batch_settings, export_batch_file
@@ -111,7 +111,7 @@ def _shift_table(summary_a: dict, summary_b: dict, id_a: str, id_b: str, params)
 def _score_prices(args):
     """The options of `vab score` checked before anything is read or written -> the price table (or None)."""
     from pytest_pstbench.core.errors import UserError
-    from pytest_pstbench.selection.pricing import table_from_args
+    from pytest_pstbench.selection.ask.pricing import table_from_args
 
     if bool(args.answers) == bool(args.judge):
         raise UserError(
@@ -143,7 +143,7 @@ def _session(args, track, protocol, name: str, judge):
 
 def cmd_score(args) -> int:
     from pytest_pstbench.selection.answers import read_answers
-    from pytest_pstbench.selection.pricing import with_cost
+    from pytest_pstbench.selection.ask.pricing import with_cost
     from pytest_pstbench.selection.run_judge import answers_judge, function_judge
     from pytest_pstbench.selection.session import score_all
 
