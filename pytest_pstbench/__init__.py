@@ -16,7 +16,7 @@ no numpy, no torch):
 - `UserError`: what bad input raises (its message is the CLI's one line).
 """
 
-__version__ = "0.1.0"
+from pytest_pstbench.core.environment import VERSION as __version__
 
 _API = (
     "score",

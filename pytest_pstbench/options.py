@@ -85,8 +85,8 @@ SCORING = (
     ),
 )
 
-# Options of a model's requests that `pstbench vab run` (cli/vab.py, add_to_argparse) and the plugin's
-# --pstbench-model take alike (checked by selection.ask.settings.run_settings).
+# Options of a model's requests that `pstbench vab run` (selection/commands/vab_run.py, add_to_argparse) and the
+# plugin's --pstbench-model take alike (checked by selection.ask.settings.run_settings).
 MODEL_REQUEST = (
     Option(
         "header",
@@ -231,9 +231,10 @@ PLUGIN = SCORING + PLUGIN_ONLY + COMPARING
 BY_NAME = {o.name: o for o in PLUGIN}
 
 
-def add_to_pytest(parser, group) -> None:
-    """Every plugin option as `--pstbench-NAME` in `group`, and its ini key on `parser`."""
-    for o in PLUGIN:
+def add_to_pytest(parser, group, kinds_own: tuple = ()) -> None:
+    """Every plugin option as `--pstbench-NAME` in `group`, and its ini key on `parser`; then `kinds_own`, the
+    options each registered kind declares itself (its KindSpec's `options`)."""
+    for o in (*PLUGIN, *kinds_own):
         help_text = o.help + o.pytest_note
         action = {"value": "store", "flag": "store_true", "list": "append"}[o.kind]
         kw = {"metavar": o.metavar} if o.metavar else {}

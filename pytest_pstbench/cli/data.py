@@ -141,9 +141,9 @@ def cmd_data_revision(args) -> int:
             )
         print(m.revision)
         return 0
-    from pytest_pstbench.paired.tracks import resolve_track
+    from pytest_pstbench.core.kinds import spec, track_kind
 
-    print(resolve_track(args.track).revision)
+    print(spec(track_kind(args.track)).load("resolve_track")(args.track).revision)  # the kind that claims the track
     return 0
 
 

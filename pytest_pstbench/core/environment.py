@@ -7,6 +7,10 @@ from __future__ import annotations
 import platform
 from importlib import metadata
 
+#: The kit's version as this source says it (`pytest_pstbench.__version__`; a kind that writes it into a file reads
+#: it here, not from the package root above it).
+VERSION = "0.1.0"
+
 
 def package_version(dist: str) -> str | None:
     try:

@@ -2,7 +2,8 @@
 
 A kind is described by a `KindSpec`: its name, the per-item file of its run folders, the unit its tests
 count, how it claims a track or a protocol, and where its parts live as lazy ``"module:object"`` strings
-(its protocol validator, its run kind for comparisons and gates, its pytest run). Kinds are registered
+(its protocol validator, its run kind for comparisons and gates, its pytest run, its commands and options). Kinds
+are registered
 through the entry-point group ``pytest_pstbench.kinds`` (one line of a package's pyproject.toml, e.g.
 ``paired = "pytest_pstbench.paired.kind:KIND"``), so a third kind is a new package and one entry point.
 
@@ -69,6 +70,15 @@ class KindSpec:
     report_options: tuple[ReportOption, ...] = ()  # the options of `pstbench report` its page reads
     # "module:class": the core.protocol.Protocol subclass its protocols load as (their typed sections); None: Protocol
     protocol_type: str | None = None
+    # The kind's doors: "module:function" (argparse subparsers) adding its own `pstbench` commands; "module:function"
+    # (argparse namespace) -> exit code, `pstbench score --track T` of a track of the kind (None: refused in one line
+    # that points at the kind's own commands); "module:NAME", a tuple of pytest_pstbench.options.Option, the kind's own
+    # pytest options (`--pstbench-NAME` and ini key, added after the shared table's; standard library only)
+    # "module:function" (track spec, progress=None) -> the kind's track (`.id`, `.revision`, its items)
+    resolve_track: str | None = None
+    commands: str | None = None
+    score: str | None = None
+    options: str | None = None
 
     @property
     def run_files(self) -> tuple[str, ...]:
@@ -231,6 +241,12 @@ def get(name: str) -> RunKind:
     return spec(name).load("runs")
 
 
+def kind_options() -> tuple:
+    """The pytest options every registered kind declares beside the shared table (its `options` hook), in the
+    kinds' order."""
+    return tuple(o for s in registered().values() if s.options is not None for o in s.load("options"))
+
+
 def pytest_run_class(kind: str):
     """The pytest plugin's run frame for a track of this kind."""
     return spec(kind).load("pytest_run")
@@ -264,7 +280,7 @@ def _declared_kind(name, where) -> str:
 def track_kind(track: str) -> str:
     """The kind of a track spec: the kind whose `builtin_tracks` hold it, else the kind a manifest's
     top-level `kind:` line names (a relative path as given: the pytest plugin resolves an ini path against
-    the ini file's folder first, plugin.frame.track_value), else the default kind. Reads at most the
+    the ini file's folder first, frame.config.track_value), else the default kind. Reads at most the
     manifest's first 64 KiB; imports nothing."""
     for s in registered().values():
         if str(track) in s.builtin_tracks:

@@ -202,3 +202,40 @@ def redact(text, secrets, mark: str = "<redacted>") -> str:
             if form in s:
                 s = s.replace(form, mark)
     return s
+
+
+def _redacted(value: str) -> str:
+    return value.partition("=")[0] + "=<redacted>"
+
+
+def redact_words(words, option: str = "--header", ini_key: str | None = None) -> list[str]:
+    """Command-line words as run.json records them: the value of every `option` (NAME=VALUE) becomes
+    NAME=<redacted>, whether given as `option VALUE`, `option=VALUE` or an abbreviation argparse accepts
+    (`--head`); with `ini_key` also pytest's `-o KEY=NAME=VALUE` / `--override-ini=KEY=...` forms."""
+    out: list[str] = []
+    hide = hide_ini = False
+    for w in map(str, words):
+        name, eq, rest = w.partition("=")
+        if hide:
+            out.append(_redacted(w))
+        elif hide_ini:
+            out.append(f"{ini_key}={_redacted(rest)}" if name == ini_key and eq else w)
+        elif name.startswith("--") and len(name) >= 4 and option.startswith(name):
+            out.append(f"{name}={_redacted(rest)}" if eq else w)
+        elif ini_key and name in ("-o", "--override-ini") and eq:  # --override-ini=KEY=NAME=VALUE
+            key, eq2, value = rest.partition("=")
+            out.append(f"{name}={ini_key}={_redacted(value)}" if key == ini_key and eq2 else w)
+        elif ini_key and w.startswith(f"-o{ini_key}="):
+            out.append(f"-o{ini_key}={_redacted(w[len(ini_key) + 3 :])}")
+        else:
+            out.append(w)
+        hide = (
+            not hide
+            and not hide_ini
+            and name.startswith("--")
+            and len(name) >= 4
+            and option.startswith(name)
+            and not eq
+        )
+        hide_ini = bool(ini_key) and w in ("-o", "--override-ini")
+    return out

@@ -331,14 +331,14 @@ def _save_png(arr: np.ndarray, path: Path) -> None:
 
 def method_yaml(prepared: PreparedBaseline, track, protocol, command: str | None) -> dict:
     """The provenance written to `method.yaml` (and, when the folder is scored, to run.json `method`)."""
-    from pytest_pstbench import __version__
+    from pytest_pstbench.core.environment import VERSION
 
     return {
         "method": prepared.name,
         "description": prepared.description,
         "implementation": prepared.implementation,
         "settings": prepared.settings,
-        "pstbench_version": __version__,
+        "pstbench_version": VERSION,
         "numpy": _dist_version("numpy"),
         "track": {
             "id": track.id,

@@ -2,11 +2,9 @@
 thin hooks.
 
 The pytest face is this package: here the options (from the one table, `pytest_pstbench.options`),
-fixtures and hooks; `frame` the track-run frame (`TrackRun`: collection, results from xdist workers,
-finishing, the gate, the terminal summary), `verdict` what a finished session reports beyond its
-tables (the `Verdict` dataclass: the gate's basis, the Markdown summary, JUnit properties), and one
-module per track kind subclassing `TrackRun`: `paired` (`PairedRun`) and `selection` (`SelectionRun`),
-found through `pytest_pstbench.core.kinds`.
+fixtures and hooks. The track-run frame (`TrackRun`: collection, results from xdist workers, finishing,
+the gate, the terminal summary) is `pytest_pstbench.frame.pytest_run`, and each kind's pytest run
+subclassing it lives in the kind's package, found through `pytest_pstbench.core.kinds`.
 
 Imports only pytest and the standard library at module level (it is loaded in every pytest run
 of an environment where pytest-pstbench is installed). Everything heavy is imported when a
@@ -21,9 +19,15 @@ from pytest_pstbench.options import option_value  # standard library only: the p
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    from pytest_pstbench.core.errors import UserError
+    from pytest_pstbench.core.kinds import kind_options
     from pytest_pstbench.options import add_to_pytest  # the one option table (standard library only)
 
-    add_to_pytest(parser, parser.getgroup("pstbench", "pstbench: photorealistic style transfer benchmark"))
+    try:  # each registered kind's own options (its KindSpec's `options`: standard library only)
+        own = kind_options()
+    except UserError:  # a broken registry: said in one line once a track is given (pytest_configure)
+        own = ()
+    add_to_pytest(parser, parser.getgroup("pstbench", "pstbench: photorealistic style transfer benchmark"), own)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -31,7 +35,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "pstbench: a test that scores method outputs with pytest-pstbench (set by the pstbench fixtures)"
     )
     if _pstbench_words(config):  # an option's value taken for a test path when pytest chose its ini file
-        from pytest_pstbench.plugin.config import moved_ini_problem
+        from pytest_pstbench.frame.config import moved_ini_problem
 
         problem = moved_ini_problem(config)
         if problem:
@@ -47,7 +51,7 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_pstbench.core.errors import UserError
         from pytest_pstbench.core.kinds import pytest_run_class, track_kind
         from pytest_pstbench.core.paths import refuse_non_utf8
-        from pytest_pstbench.plugin.config import track_value
+        from pytest_pstbench.frame.config import track_value
 
         try:  # before any work: run.json records the command line and the paths as UTF-8 text
             refuse_non_utf8([str(a) for a in config.invocation_params.args], what="pytest argument")

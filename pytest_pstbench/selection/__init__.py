@@ -8,7 +8,7 @@ vab-demo generator), `permutations`, `answers` (export, parsing), `judges` (scor
 HTTP, pacing, budget, cache, batches, usage and cost), `run_judge`
 (a run's judge as both front doors choose it: answers file, model's answers or scoring function ->
 run.json's judge, run name, label), `compare` (McNemar), `gate`, `tables` (terminal tables),
-`paper_table` (`pstbench table`'s builder); the command line is `pytest_pstbench.cli.vab` (`pstbench vab ...`), the
-pytest face `pytest_pstbench.plugin.selection`.
+`paper_table` (`pstbench table`'s builder), `study_table` (`vab study`'s table); the command line is
+`selection.commands` (`pstbench vab ...`), the pytest face `selection.pytest_run`.
 `kind` is standard-library only, for the pytest plugin's cheap track check.
 """

@@ -18,7 +18,10 @@ KIND = KindSpec(
     n_key="n_tasks",
     validate_protocol="pytest_pstbench.selection.protocol:validate_selection_protocol",
     runs="pytest_pstbench.selection.compare:SELECTION_RUNS",
-    pytest_run="pytest_pstbench.plugin.selection:SelectionRun",
+    pytest_run="pytest_pstbench.selection.pytest_run:SelectionRun",
+    resolve_track="pytest_pstbench.selection.tracks:resolve_selection_track",
+    commands="pytest_pstbench.selection.commands.vab:add_vab_commands",  # pstbench vab ...
+    score="pytest_pstbench.selection.commands:cmd_score",  # pstbench score of a selection track: refused, one line
     demo_track="vab-demo",  # selection/demo.py
     dataset_layout="tasks",  # parquet rows -> tasks
     paper_table="pytest_pstbench.selection.paper_table:build_selection_table",
@@ -32,5 +35,5 @@ KIND = KindSpec(
 
 def is_selection_track(spec: str | Path) -> bool:
     """True for a built-in selection track or a manifest with a top-level `kind: selection` line (a relative
-    path as given; the pytest plugin resolves an ini path first: plugin.config.track_value)."""
+    path as given; the pytest plugin resolves an ini path first: frame.config.track_value)."""
     return track_kind(str(spec)) == KIND.name

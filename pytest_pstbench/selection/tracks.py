@@ -113,7 +113,7 @@ def resolve_selection_track(spec: str, progress: Callable[[str], None] | None = 
 
     if spec in remote_track_ids(kind="selection"):
         return load_remote_selection_track(spec, progress=progress)
-    path = Path(spec)  # the pytest plugin resolves an ini path first (plugin.config.track_value)
+    path = Path(spec)  # the pytest plugin resolves an ini path first (frame.config.track_value)
     if path.is_dir():
         path = path / MANIFEST_NAME
     if path.is_file():

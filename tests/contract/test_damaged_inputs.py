@@ -967,10 +967,10 @@ def world(tmp_path_factory):
         sys.dont_write_bytecode = True  # importing sel/judge.py writes no __pycache__ into the world
         # pytester's in-process runs drop the modules each run imports; these stay loaded, so that each run
         # does not import (and, without bytecode caches, compile) them again
-        import pytest_pstbench.plugin.frame  # noqa: F401
-        import pytest_pstbench.plugin.paired  # noqa: F401
-        import pytest_pstbench.plugin.selection  # noqa: F401
-        import pytest_pstbench.plugin.verdict  # noqa: F401
+        import pytest_pstbench.frame.pytest_run  # noqa: F401
+        import pytest_pstbench.frame.verdict  # noqa: F401
+        import pytest_pstbench.paired.pytest_run  # noqa: F401
+        import pytest_pstbench.selection.pytest_run  # noqa: F401
 
         w = None
         try:

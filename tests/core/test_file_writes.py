@@ -355,7 +355,7 @@ OTHER_WRITES = {
     "data/weights/pyiqa_fetch.py": "a pyiqa weight file streamed into a hidden part file beside its place, checked "
     "(length, sha256) and only then renamed into place; the part file removed on failure",
     "data/weights/sources.py": "a download into a temporary folder, and torchvision's own cache file",
-    "plugin/verdict.py": "appends to $GITHUB_STEP_SUMMARY, a file GitHub owns",
+    "frame/verdict.py": "appends to $GITHUB_STEP_SUMMARY, a file GitHub owns",
     "report/history.py": "`pstbench history --plot`: the plots written into a staging_dir folder, renamed into place",
     "selection/answerfile.py": "the answers file: an append-only log under its writer lock",
     "selection/ask/export.py": "an export folder built in a staging_dir folder, renamed into place",

@@ -11,7 +11,7 @@ from helpers.paired_runs import scores_from, write_run
 
 from pytest_pstbench.cli import main as cli_main
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.core.text import TerminalStream, for_terminal, md_code, md_escape, raw, redact
+from pytest_pstbench.core.text import TerminalStream, for_terminal, md_code, md_escape, raw, redact, redact_words
 
 EVIL = "evil\x1b]0;pwned\x07\x1b[2J\x1b[8m\u202ehidden\x9b31m\x7f\x00\r"
 CONTROL = [chr(c) for c in (*range(0x20), *range(0x7F, 0xA0)) if chr(c) not in "\n\t"] + ["\u202e", "\u2066", "\u200f"]
@@ -91,3 +91,49 @@ def test_redact_finds_a_secret_in_the_spellings_a_reply_carries():
     for form in (key, json.dumps(key)[1:-1], json.dumps(key, ensure_ascii=False)[1:-1], "k-%2242%2F%C3%A9%2Bx"):
         assert redact(f"echo {form} end", [key]) == "echo <redacted> end"
     assert redact("nothing", ["", None]) == "nothing"
+
+
+def test_recorded_command_lines_redact_every_spelling_of_a_header_value():
+    words = [
+        "--header",
+        "A=1",
+        "--head=B=2",
+        "--hea",
+        "C=3",
+        "--name",
+        "n",
+        "-o",
+        "pstbench_header=E=4",
+        "--override-ini=pstbench_header=F=5",
+        "-opstbench_header=G=6",
+        "-o",
+        "other=1",
+        "--pstbench-header",
+        "H=7",
+        "--pstbench-header=I=8",
+    ]
+    assert redact_words(words, "--pstbench-header", "pstbench_header") == [
+        "--header",
+        "A=1",
+        "--head=B=2",
+        "--hea",
+        "C=3",
+        "--name",
+        "n",
+        "-o",
+        "pstbench_header=E=<redacted>",
+        "--override-ini=pstbench_header=F=<redacted>",
+        "-opstbench_header=G=<redacted>",
+        "-o",
+        "other=1",
+        "--pstbench-header",
+        "H=<redacted>",
+        "--pstbench-header=I=<redacted>",
+    ]
+    assert redact_words(words[:5]) == [
+        "--header",
+        "A=<redacted>",
+        "--head=B=<redacted>",
+        "--hea",
+        "C=<redacted>",
+    ]

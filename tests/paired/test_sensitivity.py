@@ -762,7 +762,7 @@ def test_out_naming_a_file_is_refused_before_anything_is_scored(setup, tmp_path,
         raise AssertionError("scored although --out cannot be written")
 
     monkeypatch.setattr(sensitivity_analysis, "run_sensitivity", no_scoring, raising=False)
-    monkeypatch.setattr("pytest_pstbench.cli.sensitivity.run_sensitivity", no_scoring, raising=False)
+    monkeypatch.setattr("pytest_pstbench.paired.commands.sensitivity.run_sensitivity", no_scoring, raising=False)
     out = tmp_path / "analysis.txt"
     out.write_text("keep me")
     argv = [

@@ -1,5 +1,5 @@
 """Issue #32 item 5: an ini `pstbench_track` path is read against the ini file's folder (as the docs say), for
-paired and selection tracks alike, through one function (plugin.config.track_value): run from a subfolder
+paired and selection tracks alike, through one function (frame.config.track_value): run from a subfolder
 that holds another track.yaml, pytest scores the ini's track, not the other one.
 Found by the third audit (#32)."""
 
@@ -28,7 +28,7 @@ def test_ini_track_is_relative_to_the_ini_folder_not_the_current_folder(pytester
 
 
 def test_track_value_keeps_ids_and_resolves_paths(pytester):
-    from pytest_pstbench.plugin.config import track_value
+    from pytest_pstbench.frame.config import track_value
 
     pytester.makeini("[pytest]\npstbench_track = demo\n")
     config = pytester.parseconfig()

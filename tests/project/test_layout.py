@@ -34,21 +34,23 @@ ALLOWED_FUNCTION_LEVEL_CYCLES: dict[tuple[str, str], str] = {}
 
 
 #: The layers: package -> the packages of this one it may import (itself always). The root module
-#: `pytest_pstbench` (its `__version__`) may be imported from anywhere. Kinds (paired, selection) register
-#: into core through entry points and never import each other; the front doors (cli, plugin, api, and the
-#: option table they share) sit on top.
+#: `pytest_pstbench` is imported by the front doors alone. Kinds (paired, selection) register into core through
+#: entry points and never import each other; the frame below them is what both extend (it names no kind); the
+#: front doors (cli, plugin, api, and the option table they share) sit on top.
 KINDS = ("paired", "selection")
+FRONT_DOORS = ("api", "cli", "plugin")
 LAYERS: dict[str, set[str]] = {
     "core": set(),  # names no kind, no front door, no data or metrics
     "metrics": {"core"},  # pure: no downloads (data), no kind
     "data": {"core", "metrics"},  # fetching and verifying; no kind
-    "paired": {"core", "metrics", "data"},
-    "selection": {"core", "metrics", "data"},
-    "report": {"core", "metrics", "data", *KINDS},
     "options": set(),  # standard library only: the plugin imports it at load
+    "frame": {"core", "data", "options"},  # the kind-neutral base of the front doors, which the kinds extend
+    "paired": {"core", "metrics", "data", "frame", "options"},
+    "selection": {"core", "metrics", "data", "frame", "options"},
+    "report": {"core", "metrics", "data", *KINDS},
     "api": {"core", "metrics", "data", "report", *KINDS},
-    "cli": {"core", "metrics", "data", "report", "options", "api", *KINDS},
-    "plugin": {"core", "metrics", "data", "report", "options", "api", *KINDS},
+    "cli": {"core", "metrics", "data", "report", "options", "frame", "api", *KINDS},
+    "plugin": {"core", "metrics", "data", "report", "options", "frame", "api", *KINDS},
 }
 
 
@@ -201,7 +203,7 @@ def test_the_graph_is_read():
         or "pytest_pstbench.report.build" in deferred["pytest_pstbench.cli.report"]
     )
     assert "pytest_pstbench.data.manifest" in top["pytest_pstbench.data.fetch"]
-    assert "pytest_pstbench.cli.vab" in deferred["pytest_pstbench.cli"]  # __import__("...")
+    assert "pytest_pstbench.cli.discover" in deferred["pytest_pstbench.cli"]  # a function-level import
 
 
 def test_no_cycle_among_module_level_imports():
@@ -265,7 +267,11 @@ def layering_violations(top, deferred) -> list[str]:
             la = layer(a)
             for b in targets:
                 lb = layer(b)
-                if lb in ("", la) or la not in LAYERS:
+                if lb == la or la not in LAYERS:
+                    continue
+                if lb == "":  # the package root (its `__version__`, the API's names): the front doors only
+                    if la not in FRONT_DOORS:
+                        out.append(f"{short(a)} -> {PACKAGE} ({where}: only {', '.join(FRONT_DOORS)} import the root)")
                     continue
                 if lb not in LAYERS[la]:
                     out.append(
@@ -282,6 +288,72 @@ def test_imports_follow_the_layers():
     top, deferred = import_graph()
     bad = layering_violations(top, deferred)
     assert not bad, "imports breaking the layering rules:\n  " + "\n  ".join(bad)
+
+
+def front_door_kind_imports(top, deferred) -> list[str]:
+    """`front door -> kind module` for each import (module- or function-level) of a kind's module by a front door
+    (cli, plugin, api) or the frame: they reach a kind through the registry (core/kinds.py), each kind's doors live
+    in its package."""
+    out = set()
+    for graph in (top, deferred):
+        for a, targets in graph.items():
+            if layer(a) in (*FRONT_DOORS, "frame"):
+                out.update(f"{short(a)} -> {short(b)}" for b in targets if layer(b) in KINDS)
+    return sorted(out)
+
+
+#: What the front doors still import of a kind (issue #51: 105 import lines in the front doors named a kind's
+#: modules): the public API's paired facade (`score`, `load_pair`, `load_image`, `vab_study`) and discovery's listings.
+#: A new one fails the test, and so does a listed one that is gone (the list only shrinks).
+FRONT_DOOR_KIND_IMPORTS_LEFT: set[str] = {
+    "api -> paired.engine",
+    "api -> paired.imageio",
+    "api -> paired.planner",
+    "api -> paired.request",
+    "api -> paired.tracks",
+    "api -> selection.study",
+    "cli.discover -> paired.scorecache",
+    "cli.discover -> paired.variants",
+    "cli.discover -> selection.ask.response_cache",
+}
+
+
+def test_front_doors_reach_the_kinds_through_the_registry():
+    top, deferred = import_graph()
+    found = set(front_door_kind_imports(top, deferred))
+    bad, stale = sorted(found - FRONT_DOOR_KIND_IMPORTS_LEFT), sorted(FRONT_DOOR_KIND_IMPORTS_LEFT - found)
+    assert not bad, (
+        "front doors importing a kind's module (put the command or pytest face in the kind's package, named by its "
+        "KindSpec, or reach it through core/kinds.py):\n  " + "\n  ".join(bad)
+    )
+    assert not stale, "gone: remove from FRONT_DOOR_KIND_IMPORTS_LEFT:\n  " + "\n  ".join(stale)
+
+
+def test_the_front_door_check_catches_a_planted_import(tmp_path):
+    """The check itself, on a planted package: a front door's function-level import of a kind's module, a plugin
+    module's module-level one, and the frame's are reported; a kind importing the frame, a front door importing core
+    or the registry, are not."""
+    p = PACKAGE
+    files = _plant(
+        tmp_path,
+        {
+            "core/__init__.py": "",
+            "core/kinds.py": "",
+            "frame/__init__.py": "",
+            "frame/run.py": f"from {p}.selection import pytest_run\n",
+            "paired/__init__.py": "",
+            "paired/commands.py": f"from {p}.frame import run\n",
+            "selection/__init__.py": "",
+            "selection/pytest_run.py": f"from {p}.frame.run import x\n",
+            "cli/__init__.py": f"def f():\n    from {p}.paired.commands import add\n    from {p}.core import kinds\n",
+            "plugin/__init__.py": f"import {p}.selection.pytest_run\nfrom {p}.core.kinds import spec\n",
+        },
+    )
+    assert front_door_kind_imports(*import_graph(files[p].parent)) == [
+        "cli -> paired.commands",
+        "frame.run -> selection.pytest_run",
+        "plugin -> selection.pytest_run",
+    ]
 
 
 def test_the_layering_check_catches_a_forbidden_import():
@@ -319,11 +391,11 @@ def _string_constants(path: Path):
 
 
 def test_core_names_no_kind():
-    """core knows kinds only through the registry: no string in its code names a kind or a kind's module
-    (docstrings may explain)."""
+    """core and the frame know kinds only through the registry: no string in their code names a kind or a kind's
+    module (docstrings may explain)."""
     found = []
     for module, path in module_files().items():
-        if layer(module) != "core":
+        if layer(module) not in ("core", "frame"):
             continue
         for line, text in _string_constants(path):
             if any(text == k or f"{PACKAGE}.{k}" in text for k in KINDS):
@@ -693,11 +765,6 @@ def test_the_reexport_check_catches_a_planted_shim(tmp_path):
 #: leaves this list; the list only shrinks (a listed function within both caps fails the test too).
 OVER_CAP: frozenset[str] = frozenset(
     {
-        "cli/__init__.py:build_parser",
-        "cli/sensitivity.py:cmd_sensitivity",
-        "cli/vab.py:cmd_score",
-        "cli/vab.py:cmd_consensus",
-        "cli/vab.py:add_vab_commands",
         "selection/annotations.py:read_annotations",
         "selection/answers.py:read_answers",
         "selection/demo.py:_generate_demo",

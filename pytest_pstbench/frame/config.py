@@ -228,6 +228,6 @@ def recorded_command(config: pytest.Config) -> str:
     `-o pstbench_header=...`) replaced by <redacted> (header values may be secrets)."""
     import shlex
 
-    from pytest_pstbench.selection.ask.settings import redact_words
+    from pytest_pstbench.core.text import redact_words
 
     return "pytest " + shlex.join(redact_words(config.invocation_params.args, "--pstbench-header", "pstbench_header"))

@@ -2,7 +2,7 @@
 rests on, the Markdown summary for CI pages (--pstbench-summary FILE, $GITHUB_STEP_SUMMARY), the JUnit
 properties of the gate, and --pstbench-update-baseline.
 
-The frame (`plugin.frame.TrackRun`) builds the two dataclasses here from its state: `Collection` (how
+The frame (`frame.pytest_run.TrackRun`) builds the two dataclasses here from its state: `Collection` (how
 much of the track this session ran) and `Verdict` (the finished session's outcome, gate and the kind's
 Markdown tables); their methods read nothing else. Imports pytest, the standard library and
 core's errors (core.gate, core.kinds and core.store where they are used).
@@ -205,7 +205,7 @@ def refuse_summary_over_inputs(config, baselines, run_dir: Path, track, protocol
     run folder it writes, the track's manifest, the protocol file or `files` (label, path: the answers file).
     Refused before anything is scored (`core.files.write.refuse_overwriting_inputs`)."""
     from pytest_pstbench.core.files.write import refuse_overwriting_inputs
-    from pytest_pstbench.plugin.config import path_value
+    from pytest_pstbench.frame.config import path_value
 
     target = path_value(config, "summary")
     if target is None:

@@ -1,6 +1,6 @@
 """The pytest side of a selection run (`--pstbench-track vab-demo` or a selection manifest).
 
-A `pytest_pstbench.plugin.frame.TrackRun` (registered by `pytest_pstbench.plugin` as plugin
+A `pytest_pstbench.frame.pytest_run.TrackRun` (registered by `pytest_pstbench.plugin` as plugin
 `pstbench-run` when the track is a selection track). One test item per task; the judge is, in this order of precedence:
 
 * `--pstbench-answers FILE` (JSON Lines answers; parsed once at start-up, file errors are usage errors),
@@ -31,8 +31,7 @@ from pathlib import Path
 import pytest
 
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.options import option_value
-from pytest_pstbench.plugin.config import (
+from pytest_pstbench.frame.config import (
     as_on_controller,
     baseline_paths,
     controller_dir,
@@ -45,7 +44,8 @@ from pytest_pstbench.plugin.config import (
     recorded_command,
     track_value,
 )
-from pytest_pstbench.plugin.frame import ItemFailure, TrackRun, record_result
+from pytest_pstbench.frame.pytest_run import ItemFailure, TrackRun, record_result
+from pytest_pstbench.options import option_value
 
 RESULT_KEY = "pstbench_selection_result"
 FIXTURE_NAME = "pstbench_judge"
@@ -220,7 +220,7 @@ class SelectionRun(TrackRun):
     def from_config(cls, config: pytest.Config) -> SelectionRun:
         from pytest_pstbench.core.protocol import load_protocol
         from pytest_pstbench.core.store.names import refuse_baseline_is_run_dir
-        from pytest_pstbench.plugin.verdict import refuse_summary_over_inputs
+        from pytest_pstbench.frame.verdict import refuse_summary_over_inputs
         from pytest_pstbench.selection.protocol import DEFAULT_SELECTION_PROTOCOL, SelectionParams
         from pytest_pstbench.selection.session import SelectionSession
         from pytest_pstbench.selection.tracks import resolve_selection_track

@@ -1,4 +1,4 @@
-"""`pstbench vab export|score|consensus|study` (`run`: cli.vab_run) (export --retry: the re-ask list; score --also-protocol: two parsings): selection tracks from the command line.
+"""`pstbench vab export|score|consensus|study` (`run`: vab_run) (export --retry: the re-ask list; score --also-protocol: two parsings): selection tracks from the command line.
 
 Wired into `pytest_pstbench.cli.build_parser` by `add_vab_commands(subparsers)`. User errors
 (`UserError`) are printed as one line by `pytest_pstbench.cli.main` (exit 2).
@@ -9,16 +9,16 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from pytest_pstbench.cli.vab_common import load_selection, print_outcome
 from pytest_pstbench.core.progress import stderr_line as _progress
 from pytest_pstbench.options import add_to_argparse
+from pytest_pstbench.selection.commands.vab_common import load_selection, print_outcome
 
 
 def cmd_export(args) -> int:
     from pytest_pstbench.selection.ask.export import export_track
 
     protocol, params, track = load_selection(args.track, args.protocol)
-    from pytest_pstbench.cli.vab_batch import batch_settings, export_batch_file
+    from pytest_pstbench.selection.commands.vab_batch import batch_settings, export_batch_file
 
     if args.batch_file:
         return export_batch_file(args, track, params)
@@ -108,34 +108,49 @@ def _shift_table(summary_a: dict, summary_b: dict, id_a: str, id_b: str, params)
     return tabulate(body, headers=headers, tablefmt="simple", disable_numparse=True)
 
 
-def cmd_score(args) -> int:
-    from pytest_pstbench.selection.answers import read_answers
-    from pytest_pstbench.selection.run_judge import answers_judge, function_judge
-    from pytest_pstbench.selection.session import SelectionSession, score_all
-    from pytest_pstbench.selection.tables import answers_line
+def _score_prices(args):
+    """The options of `vab score` checked before anything is read or written -> the price table (or None)."""
+    from pytest_pstbench.core.errors import UserError
+    from pytest_pstbench.selection.ask.pricing import table_from_args
 
     if bool(args.answers) == bool(args.judge):
-        from pytest_pstbench.core.errors import UserError
-
         raise UserError(
             "pstbench vab score: give exactly one of --answers FILE or --judge MODULE:FUNCTION (or pyiqa:METRIC)"
         )
     if (args.also_protocol or args.t0_answers) and not args.answers:
-        from pytest_pstbench.core.errors import UserError
-
         raise UserError("--also-protocol / --t0-answers: need an answers file; fix: give --answers FILE (not --judge)")
-    from pytest_pstbench.selection.ask.pricing import table_from_args, with_cost
-
     prices = table_from_args(args)  # a bad price file: refused before anything is read or written
     if prices is not None and not args.answers:
-        from pytest_pstbench.core.errors import UserError
-
         raise UserError(
             "--prices / --price-in: a cost needs an answers file with usage; fix: give --answers FILE (not --judge)"
         )
+    return prices
+
+
+def _session(args, track, protocol, name: str, judge):
+    from pytest_pstbench.selection.session import SelectionSession
+
+    return SelectionSession(
+        track,
+        protocol,
+        name=name,
+        results_dir=args.results,
+        judge=judge,
+        command=args.command_line,
+        votes=args.votes,
+    )
+
+
+def cmd_score(args) -> int:
+    from pytest_pstbench.selection.answers import read_answers
+    from pytest_pstbench.selection.ask.pricing import with_cost
+    from pytest_pstbench.selection.run_judge import answers_judge, function_judge
+    from pytest_pstbench.selection.session import score_all
+
+    prices = _score_prices(args)
     protocol, params, track = load_selection(args.track, args.protocol)
-    if args.batch_output:  # the engine's answers appended to --answers first (cli.vab_batch)
-        from pytest_pstbench.cli.vab_batch import read_batch_output
+    if args.batch_output:  # the engine's answers appended to --answers first (vab_batch)
+        from pytest_pstbench.selection.commands.vab_batch import read_batch_output
 
         read_batch_output(args, track, params)
     chosen = (
@@ -148,65 +163,48 @@ def cmd_score(args) -> int:
     # Every input is read before the first run is written: a damaged --t0-answers or --also-protocol file is
     # refused with every run folder as it was.
     set0 = read_answers(Path(args.t0_answers), track, params) if args.t0_answers else None
+    also = None
     if args.also_protocol:
         from pytest_pstbench.core.protocol import load_protocol
         from pytest_pstbench.selection.protocol import SelectionParams
 
         protocol2 = load_protocol(args.also_protocol)
-        params2 = SelectionParams.of(protocol2)
-        set2 = read_answers(Path(args.answers), track, params2)
-    session = SelectionSession(
-        track,
-        protocol,
-        name=name,
-        results_dir=args.results,
-        judge=provenance,
-        command=args.command_line,
-        votes=args.votes,
-    )
+        also = (protocol2, read_answers(Path(args.answers), track, SelectionParams.of(protocol2)))
+    session = _session(args, track, protocol, name, provenance)
     outcome = score_all(
         session, answer_set=answer_set, judge=chosen.judge, progress=_progress if args.verbose else None
     )
     print_outcome(outcome, track, chosen.label, params, extras=args.extras)
     if set0 is not None:
-        session0 = SelectionSession(
-            track,
-            protocol,
-            name=f"{name}@t0",
-            results_dir=args.results,
-            judge=set0.provenance(),
-            command=args.command_line,
-            votes=args.votes,
-        )
-        outcome0 = score_all(session0, answer_set=set0)
+        outcome0 = score_all(_session(args, track, protocol, f"{name}@t0", set0.provenance()), answer_set=set0)
         print()
         print(f"as the official summarize.py prints it, with the temperature-0 run ({args.t0_answers}) in parentheses:")
         print(_t0_table(outcome.summary, outcome0.summary, params))
         print(f"run files: {outcome0.run_dir}")
-    if args.also_protocol:
-        session2 = SelectionSession(
-            track,
-            protocol2,
-            name=f"{name}@{protocol2.id}",
-            results_dir=args.results,
-            judge=provenance,
-            command=args.command_line,
-            votes=args.votes,
-        )
-        outcome2 = score_all(session2, answer_set=set2)
-        print()
-        print(
-            f"the same answers parsed under protocol {protocol2.id}: "
-            f"{_parsing_differences(track, answer_set, set2)} of {answer_set.n_lines} answer lines read differently"
-        )
-        print(_shift_table(outcome.summary, outcome2.summary, protocol.id, protocol2.id, params))
-        note = answers_line(outcome2.run)
-        if note:
-            print(f"{protocol2.id}: {note}")
-        print(f"run files: {outcome2.run_dir}")
+    if also is not None:
+        _score_also(args, track, protocol, also, name, provenance, outcome, answer_set, params)
     if not outcome.complete:
         return _incomplete(outcome, args.answers)
     return 0
+
+
+def _score_also(args, track, protocol, also, name, provenance, outcome, answer_set, params) -> None:
+    """--also-protocol: the same answers scored under a second protocol, as run NAME@PROTOCOL, side by side."""
+    from pytest_pstbench.selection.session import score_all
+    from pytest_pstbench.selection.tables import answers_line
+
+    protocol2, set2 = also
+    outcome2 = score_all(_session(args, track, protocol2, f"{name}@{protocol2.id}", provenance), answer_set=set2)
+    print()
+    print(
+        f"the same answers parsed under protocol {protocol2.id}: "
+        f"{_parsing_differences(track, answer_set, set2)} of {answer_set.n_lines} answer lines read differently"
+    )
+    print(_shift_table(outcome.summary, outcome2.summary, protocol.id, protocol2.id, params))
+    note = answers_line(outcome2.run)
+    if note:
+        print(f"{protocol2.id}: {note}")
+    print(f"run files: {outcome2.run_dir}")
 
 
 def _incomplete(outcome, answers) -> int:
@@ -236,16 +234,12 @@ def _incomplete(outcome, answers) -> int:
 
 
 def cmd_consensus(args) -> int:
-    import csv
-    import io
-
     from tabulate import tabulate
 
     from pytest_pstbench.core.errors import UserError
     from pytest_pstbench.core.files.write import refuse_overwriting_inputs, write_atomic
     from pytest_pstbench.core.protocol import load_protocol
     from pytest_pstbench.selection.consensus import decide, read_votes, thresholds_for
-    from pytest_pstbench.selection.null_model import monte_carlo_pass_probability
     from pytest_pstbench.selection.protocol import DEFAULT_SELECTION_PROTOCOL, SelectionParams
 
     protocol = load_protocol(args.protocol or DEFAULT_SELECTION_PROTOCOL)
@@ -281,6 +275,30 @@ def cmd_consensus(args) -> int:
     )
     n_acc = sum(1 for _t, d in decisions if d is not None and d.accepted)
     print(f"consensus: {votes_path}   tasks: {len(tasks)}   accepted: {n_acc}   thresholds: {source}")
+    headers, body = _threshold_table(args, rows, decisions, params)
+    print(tabulate(body, headers=headers, tablefmt="simple", disable_numparse=True))
+    accepted = _accepted_csv(decisions, rows)
+    if args.out:
+        write_atomic(
+            Path(args.out), accepted, what="the accepted tasks", fix="free some space or give --out another file"
+        )
+        print(f"accepted tasks: {args.out}")
+    else:
+        print()
+        print(accepted, end="")
+    if args.verbose:
+        for t, d in decisions:
+            if d is not None and not d.accepted:
+                print(f"rejected {t.task_id}: {d.reason}", file=sys.stderr)
+    return 0
+
+
+def _threshold_table(args, rows, decisions, params) -> tuple[list[str], list[list[str]]]:
+    """`vab consensus`'s table: per (k, n) the threshold m, the tasks and those accepted, the null pass
+    probability (exact, or a Monte Carlo estimate beyond the exact computation's size) and with --verify-mc a
+    Monte Carlo check of it."""
+    from pytest_pstbench.selection.null_model import monte_carlo_pass_probability
+
     headers = ["k", "n", "m", "tasks", "accepted", "null pass probability"]
     if args.verify_mc:
         headers += [f"Monte Carlo ({args.verify_mc} draws, 95% Wald)", "exact inside"]
@@ -312,7 +330,14 @@ def cmd_consensus(args) -> int:
                     "yes" if mc.contains(float(th.p_null)) else "NO",
                 ]
         body.append([str(x) for x in line])
-    print(tabulate(body, headers=headers, tablefmt="simple", disable_numparse=True))
+    return headers, body
+
+
+def _accepted_csv(decisions, rows) -> str:
+    """The accepted tasks as CSV (task_id, k, n, m, best, best_votes, worst, worst_votes)."""
+    import csv
+    import io
+
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["task_id", "k", "n", "m", "best", "best_votes", "worst", "worst_votes"])
@@ -330,19 +355,7 @@ def cmd_consensus(args) -> int:
                     d.worst_votes if t.k >= 3 else "",
                 ]
             )
-    if args.out:
-        write_atomic(
-            Path(args.out), buf.getvalue(), what="the accepted tasks", fix="free some space or give --out another file"
-        )
-        print(f"accepted tasks: {args.out}")
-    else:
-        print()
-        print(buf.getvalue(), end="")
-    if args.verbose:
-        for t, d in decisions:
-            if d is not None and not d.accepted:
-                print(f"rejected {t.task_id}: {d.reason}", file=sys.stderr)
-    return 0
+    return buf.getvalue()
 
 
 def cmd_study(args) -> int:
@@ -373,11 +386,20 @@ def cmd_study(args) -> int:
 
 def add_vab_commands(subparsers) -> None:
     """Add `vab export|score|run|consensus|study` to the `pstbench` parser's subcommands."""
+    from pytest_pstbench.selection.commands.vab_run import add_run_parser
+
     p = subparsers.add_parser(
         "vab", help="selection tracks (best/worst judgment, protocol vab): export, score, run, consensus, study"
     )
     sub = p.add_subparsers(dest="vab_command", required=True, metavar="ACTION")
+    _add_export_parser(sub)
+    _add_score_parser(sub)
+    add_run_parser(sub)
+    _add_consensus_parser(sub)
+    _add_study_parser(sub)
 
+
+def _add_export_parser(sub) -> None:
     e = sub.add_parser(
         "export", help="write each task's images per trial, prompts and requests.jsonl for a model to answer"
     )
@@ -405,6 +427,8 @@ def add_vab_commands(subparsers) -> None:
     add_to_argparse(e, "extra-body")
     e.set_defaults(func=cmd_export)
 
+
+def _add_score_parser(sub) -> None:
     s = sub.add_parser("score", help="score a judge on a selection track: an answers file or a scoring function")
     s.add_argument("--track", required=True, help="vab-demo, or the path to a local selection track.yaml")
     s.add_argument("--answers", default=None, help="JSON Lines answers file (raw responses or parsed labels)")
@@ -448,12 +472,12 @@ def add_vab_commands(subparsers) -> None:
     s.add_argument("-v", "--verbose", action="store_true", help="print one progress line per task")
     s.set_defaults(func=cmd_score)
 
-    from pytest_pstbench.cli.vab_run import add_price_options, add_run_parser
+    from pytest_pstbench.selection.commands.vab_run import add_price_options
 
     add_price_options(s)
 
-    add_run_parser(sub)
 
+def _add_consensus_parser(sub) -> None:
     c = sub.add_parser(
         "consensus", help="filter tasks by judges' agreement; print the exact null pass probability per k"
     )
@@ -478,6 +502,8 @@ def add_vab_commands(subparsers) -> None:
     c.add_argument("-v", "--verbose", action="store_true", help="list rejected tasks with the reason on stderr")
     c.set_defaults(func=cmd_consensus)
 
+
+def _add_study_parser(sub) -> None:
     st = sub.add_parser(
         "study",
         help="ranking vs scoring protocol study of an annotations CSV (fidelity, reproducibility, distinguishability, Kendall's W)",

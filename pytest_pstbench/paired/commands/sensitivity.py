@@ -16,7 +16,7 @@ from pytest_pstbench.core.progress import stderr_line as _progress
 def cmd_sensitivity(args) -> int:
     from pytest_pstbench.core.protocol import load_protocol
     from pytest_pstbench.paired.sensitivity import parse_method_specs, resolve_methods
-    from pytest_pstbench.paired.sensitivity_analysis import analysis_tables, run_sensitivity
+    from pytest_pstbench.paired.sensitivity_analysis import run_sensitivity
     from pytest_pstbench.paired.tracks import resolve_track
     from pytest_pstbench.paired.variants import load_variants
 
@@ -30,40 +30,8 @@ def cmd_sensitivity(args) -> int:
     track = resolve_track(args.track, progress=_progress)
     methods = resolve_methods(track, specs)
     out_dir = Path(args.out) if args.out else Path("results") / "sensitivity" / track.id
-    from pytest_pstbench.core.store.names import check_results_writable
-
-    check_results_writable(
-        out_dir, out_dir, option="--out", what="analysis files"
-    )  # before minutes of scoring, not after
-    from pytest_pstbench.core.files.write import refuse_overwriting_inputs
-    from pytest_pstbench.paired.sensitivity_analysis import ANALYSIS_FILES
-
-    refuse_overwriting_inputs(
-        "--out",
-        [out_dir / name for name in ANALYSIS_FILES],
-        files=[
-            ("the track manifest", track.manifest),
-            ("protocol file", base.path),
-            *(("variant file", v.file) for v in variants),
-            *((f"an output of {m.name}", p) for m in methods for p in m.outputs.values()),
-        ],
-    )
-    nets = sorted(
-        {str(m.get("net", "alex")) for v in variants for m in v.protocol.metrics.values() if m.get("kind") == "lpips"}
-    )
-    if nets:  # resolve (fetch) the backbone weights up front, with progress, not in the middle of the run
-        from pytest_pstbench.core.errors import UserError
-        from pytest_pstbench.data.weights.backbones import BACKBONE_OF_NET
-        from pytest_pstbench.data.weights.resolve import resolve_features
-
-        base_nets = {str(m.get("net", "alex")) for m in base.metrics.values() if m.get("kind") == "lpips"}
-        for net in nets:
-            try:
-                resolve_features(BACKBONE_OF_NET[net], progress=_progress)
-            except UserError:
-                if net in base_nets:
-                    raise  # the protocol's own LPIPS must work
-                # a variant's net without weights (e.g. squeeze offline): reported as unavailable in the analysis
+    _check_out(out_dir, track, base, variants, methods)
+    _resolve_backbones(base, variants)
     _progress(
         f"sensitivity: {len(methods)} methods x {len(variants)} variants (protocol first) on {len(track.pairs)} pairs of {track.id}"
     )
@@ -81,7 +49,54 @@ def cmd_sensitivity(args) -> int:
         _progress(
             f"sensitivity: {len(result.resized)} outputs resized to the reference size (--allow-resize; listed in analysis.json `resized`)"
         )
-    a = result.analysis
+    _print_analysis(result.analysis, base, out_dir)
+    return 0
+
+
+def _check_out(out_dir: Path, track, base, variants, methods) -> None:
+    """The analysis folder can be written and holds no input: checked before minutes of scoring, not after."""
+    from pytest_pstbench.core.files.write import refuse_overwriting_inputs
+    from pytest_pstbench.core.store.names import check_results_writable
+    from pytest_pstbench.paired.sensitivity_analysis import ANALYSIS_FILES
+
+    check_results_writable(out_dir, out_dir, option="--out", what="analysis files")
+    refuse_overwriting_inputs(
+        "--out",
+        [out_dir / name for name in ANALYSIS_FILES],
+        files=[
+            ("the track manifest", track.manifest),
+            ("protocol file", base.path),
+            *(("variant file", v.file) for v in variants),
+            *((f"an output of {m.name}", p) for m in methods for p in m.outputs.values()),
+        ],
+    )
+
+
+def _resolve_backbones(base, variants) -> None:
+    """Resolve (fetch) the LPIPS backbone weights the variants use up front, with progress, not in the middle of
+    the run; a variant's net without weights (e.g. squeeze offline) is reported as unavailable in the analysis,
+    the protocol's own must work."""
+    nets = sorted(
+        {str(m.get("net", "alex")) for v in variants for m in v.protocol.metrics.values() if m.get("kind") == "lpips"}
+    )
+    if not nets:
+        return
+    from pytest_pstbench.core.errors import UserError
+    from pytest_pstbench.data.weights.backbones import BACKBONE_OF_NET
+    from pytest_pstbench.data.weights.resolve import resolve_features
+
+    base_nets = {str(m.get("net", "alex")) for m in base.metrics.values() if m.get("kind") == "lpips"}
+    for net in nets:
+        try:
+            resolve_features(BACKBONE_OF_NET[net], progress=_progress)
+        except UserError:
+            if net in base_nets:
+                raise
+
+
+def _print_analysis(a: dict, base, out_dir: Path) -> None:
+    from pytest_pstbench.paired.sensitivity_analysis import analysis_tables
+
     print(
         f"track: {a['track']}   protocol: {a['protocol']}   dataset: {a['dataset']}@{a['dataset_revision']}   n={a['n_pairs']}"
     )
@@ -94,7 +109,6 @@ def cmd_sensitivity(args) -> int:
     print(
         f"files: {out_dir}/ (scores.csv, analysis.json, analysis.md; the full reasons and every variant's ranking are there)"
     )
-    return 0
 
 
 def add_sensitivity_command(subparsers) -> None:

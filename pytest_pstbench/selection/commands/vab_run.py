@@ -1,7 +1,7 @@
 """`pstbench vab run`: ask a model behind an OpenAI-compatible chat-completions endpoint (the official prompts
 and retries, `selection.ask`), append its answers to an answers file, then score them as `vab score` does.
 
-Wired into `vab`'s subcommands by `add_run_parser`; uses `cli.vab`'s loading and printing.
+Wired into `vab`'s subcommands by `add_run_parser`; uses `vab_common`'s loading and printing.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ def _model_options(args, **fixed):
 
 def cmd_run(args) -> int:
     """Ask a model (OpenAI-compatible chat completions), append its answers, then score them."""
-    from pytest_pstbench.cli.vab_common import load_selection, print_outcome
     from pytest_pstbench.selection.answers import ERROR
     from pytest_pstbench.selection.ask.pricing import table_from_args, with_cost
     from pytest_pstbench.selection.ask.settings import redact_command
+    from pytest_pstbench.selection.commands.vab_common import load_selection, print_outcome
     from pytest_pstbench.selection.run_judge import answers_judge, model_run_name
     from pytest_pstbench.selection.session import SelectionSession, score_all, votes_and_human
 
@@ -132,7 +132,7 @@ def _ask(args, track, protocol, settings, answers_path: Path):
 
     model_api = settings.provenance()
     if args.batch:
-        from pytest_pstbench.cli.vab_batch import run_batch_command
+        from pytest_pstbench.selection.commands.vab_batch import run_batch_command
 
         asked = run_batch_command(args, track, protocol, settings, answers_path)
         model_api["batch"] = {"ids": asked.batches, "completion_window": "24h"}

@@ -1,6 +1,6 @@
 """`pstbench baseline METHOD ... --track T --out DIR`: outputs folders of the reference baselines.
 
-Imports nothing heavy at module level (cli.py imports this module to register the command).
+Imports nothing heavy at module level (`pstbench` imports this module to register the command).
 """
 
 from __future__ import annotations

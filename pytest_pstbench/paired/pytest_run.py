@@ -1,7 +1,7 @@
 """The pytest side of a paired run: one item per pair, scored by the `RunSession`.
 
 The frame (collection, gathering results from xdist workers, finishing, the gate, the terminal
-summary) is `pytest_pstbench.plugin.frame.TrackRun`; this module supplies the paired kind's parts.
+summary) is `pytest_pstbench.frame.pytest_run.TrackRun`; this module supplies the paired kind's parts.
 
 Decode ahead: while a pair's item computes its metrics, a loader thread already hashes, looks up and
 decodes the files of the next item pytest will run in this process (`nextitem` of
@@ -19,8 +19,7 @@ from pathlib import Path
 import pytest
 
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.options import option_value
-from pytest_pstbench.plugin.config import (
+from pytest_pstbench.frame.config import (
     as_on_controller,
     baseline_paths,
     key_values,
@@ -28,7 +27,8 @@ from pytest_pstbench.plugin.config import (
     recorded_command,
     track_value,
 )
-from pytest_pstbench.plugin.frame import ItemFailure, TrackRun, record_result
+from pytest_pstbench.frame.pytest_run import ItemFailure, TrackRun, record_result
+from pytest_pstbench.options import option_value
 
 
 def gate_options(config: pytest.Config, protocol) -> dict:
@@ -121,9 +121,9 @@ class PairedRun(TrackRun):
     @classmethod
     def from_config(cls, config: pytest.Config) -> PairedRun:
         from pytest_pstbench.core.store.names import refuse_baseline_is_run_dir
+        from pytest_pstbench.frame.verdict import refuse_summary_over_inputs
         from pytest_pstbench.paired.identity import is_identity_spec
         from pytest_pstbench.paired.request import ScoreRequest, open_scoring
-        from pytest_pstbench.plugin.verdict import refuse_summary_over_inputs
 
         try:
             raw_outputs = option_value(config, "outputs")

@@ -1,14 +1,14 @@
 """The one pytest integration of a track run, written once for every track kind.
 
 `TrackRun` is registered by `pytest_pstbench.plugin` as plugin `pstbench-run` when a track is given;
-each kind subclasses it (`plugin.paired.PairedRun`, `plugin.selection.SelectionRun`, found through
+each kind subclasses it (`paired.pytest_run.PairedRun`, `selection.pytest_run.SelectionRun`, found through
 `core.kinds`) and supplies only what differs: how it is built from the options, its items, how a
 result travels, how the gate is evaluated and how its tables are written. Collection of the track's
 items, gathering results (in-process or from pytest-xdist workers, whose reports carry each result
 in `user_properties`), finishing the run, the gate and the terminal summary's frame are here; what
 the session reports beyond its tables (the gate's basis, the Markdown summary, JUnit properties, the
-baseline update) is `plugin.verdict`, from the `Verdict` and `Collection` this frame builds; the option
-readers every kind uses (paths, the track, baselines, bounds) are `plugin.config`.
+baseline update) is `frame.verdict`, from the `Verdict` and `Collection` this frame builds; the option
+readers every kind uses (paths, the track, baselines, bounds) are `frame.config`.
 
 Loaded only when a pstbench option or fixture is used (it imports pytest and the standard library;
 the kinds import numpy and friends).
@@ -25,8 +25,8 @@ import pytest
 
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.files.jsonfile import loads
-from pytest_pstbench.plugin.config import baseline_records, is_worker, path_value
-from pytest_pstbench.plugin.verdict import (
+from pytest_pstbench.frame.config import baseline_records, is_worker, path_value
+from pytest_pstbench.frame.verdict import (
     Collection,
     Verdict,
     count_in_last_line,
@@ -259,7 +259,7 @@ class TrackRun:
 
     @property
     def n_items(self) -> int:
-        return len(self.track.pairs if self.noun == "pair" else self.track.tasks)
+        return len(getattr(self.track, f"{self.noun}s"))  # the track's pairs, tasks, ...: one item each
 
     def not_ready_reason(self) -> str:
         """Why the run's items are not collected (no outputs folder, no judge)."""
@@ -312,7 +312,7 @@ class TrackRun:
         )  # a note; with the option, a reason
         return result
 
-    # -- what the session reports beyond its tables: plugin.verdict ---------------------------------
+    # -- what the session reports beyond its tables: frame.verdict ---------------------------------
     def collection(self) -> Collection:
         """How much of the track this session ran."""
         config = self.config
@@ -364,14 +364,14 @@ class TrackRun:
         raise NotImplementedError
 
     def _count_in_last_line(self, tr) -> None:
-        """A session that pstbench failed says so in pytest's last line (`plugin.verdict.count_in_last_line`)."""
+        """A session that pstbench failed says so in pytest's last line (`frame.verdict.count_in_last_line`)."""
         if self.error or self.summary_error:
             count_in_last_line(tr, "pstbench error")
         elif self.gate is not None and self.gate.failed:
             count_in_last_line(tr, "pstbench gate failed")
 
     def _write_markdown_summary(self, session) -> None:
-        """--pstbench-summary FILE and $GITHUB_STEP_SUMMARY (`plugin.verdict.write_markdown`)."""
+        """--pstbench-summary FILE and $GITHUB_STEP_SUMMARY (`frame.verdict.write_markdown`)."""
         target = path_value(self.config, "summary")
         if target is None and not os.environ.get("GITHUB_STEP_SUMMARY"):
             return
