@@ -50,7 +50,7 @@ def _cache_for(settings: RunSettings, url: str):
         return None
     from pytest_pstbench.selection.ask.response_cache import ResponseCache
 
-    return ResponseCache(url)
+    return ResponseCache(url, headers=settings.headers)
 
 
 def _run_notes(budget, cache, halted: list[str]) -> dict:
@@ -236,6 +236,10 @@ class _Asker:
             outcome = exc
             if reservation is not None:
                 budget.release(reservation)
+        except BaseException:  # not an answer (a bug, an interrupt): nothing billed, and no call waits on this one
+            if reservation is not None:
+                budget.release(reservation)
+            raise
         else:
             if reservation is not None:
                 budget.settle(reservation, outcome.usage)
