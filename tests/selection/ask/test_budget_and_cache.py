@@ -450,3 +450,40 @@ def test_a_resumed_budget_counts_a_line_without_usage_at_a_whole_bound(tmp_path)
     assert 0 < nulls < len(rows)
     expected = tokens(rows) + nulls * (900 + 40)  # --max-tokens 40 (run's), longer than every completion (7)
     assert run_files(tmp_path / "o")[0]["judge"]["model_api"]["budget"]["spent_tokens"] == expected
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_sigterm_and_sighup_keep_every_answer_that_arrived(tmp_path, signame):
+    """#54 item 3: a CI runner cancels a job with SIGTERM (a closed terminal sends SIGHUP): with calls in flight, every
+    answer the server sent is in the answers file, as with Ctrl-C (it used to keep none)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    def slow(body):
+        time.sleep(0.6)
+        return by_body(body)
+
+    track = make_selection_track(tmp_path / "track", ks=(3, 4, 3))
+    server = OpenAIServer(answer_text=slow)
+    out = tmp_path / "o"
+    args = ["vab", "run", "--track", str(track), "--model", "m1", "--api-base", server.base, "--api-key-env", "K"]
+    args += ["--answers", str(out / "answers.jsonl"), "--results", str(out / "results"), "-q", "--concurrency", "4"]
+    code = "import sys; from pytest_pstbench.cli import main; sys.exit(main(sys.argv[1:]))"
+    env = {**os.environ, "PSTBENCH_CACHE": str(tmp_path / "cache")}
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", code, *args], env=env, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while len(server.log) < 6 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert proc.poll() is None, proc.communicate()[1]
+        proc.send_signal(getattr(signal, signame))
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        server.close()
+    assert proc.returncode == 130 and "interrupted" in err
+    rows = lines(out)
+    assert 0 < len(server.sent) < 27  # calls were in flight; not everything was asked
+    assert len(rows) == len(server.sent)  # every answer that arrived was written
