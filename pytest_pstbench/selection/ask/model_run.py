@@ -37,7 +37,7 @@ from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.selection.answerfile import answers_folder, answers_writer
 from pytest_pstbench.selection.answers import OK, REASONING, AnswerSet, parse_response, read_answers
 from pytest_pstbench.selection.ask import chat_api
-from pytest_pstbench.selection.ask.attempts import Spent, answer_line, done_keys
+from pytest_pstbench.selection.ask.attempts import Spent, answer_line, done_keys, other_model
 from pytest_pstbench.selection.ask.budget import budget_from_answers
 from pytest_pstbench.selection.ask.chat_api import MAX_RESPONSE_BYTES, ApiError, call
 from pytest_pstbench.selection.ask.pacing import limiter_for
@@ -145,6 +145,12 @@ def _ask_missing(
     `limiter`: --concurrency auto's (`pacing`); it makes each HTTP call, and waits out rate-limit answers."""
     params = SelectionParams.of(protocol)
     existing = read_answers(answers_path, track, params) if answers_path.stat().st_size else None
+    other = other_model(existing, settings.model)
+    if other is not None:  # another model's answers (a batch output of another model) are not this model's run
+        raise UserError(
+            f"{answers_path}: holds answers of model {other[:80]!r}, not {settings.model!r}; fix: give this model "
+            "its own --answers file, or run with --model set to the model that answered"
+        )
     done, failed = done_keys(existing)
     todo = [r for r in requests_of(track, params) if (r[0].id, r[1], r[3]) not in done]
     if only is not None:
