@@ -81,3 +81,20 @@ def done_keys(answer_set: AnswerSet | None) -> tuple[set, dict]:
     done = set(answer_set.entries) - again
     failed = {key: answer_set.entries[key][4] for key in again}
     return done, failed
+
+
+def same_model(asked: str, named: str) -> bool:
+    """Whether a reply naming model `named` answers a request for `asked`: the same name, or a dated snapshot of it
+    (a server answering `gpt-4o` as `gpt-4o-2024-08-06`)."""
+    if named == asked:
+        return True
+    rest = named[len(asked) + 1 :] if named.startswith(asked + "-") else ""
+    return rest[:1].isdigit()
+
+
+def other_model(answer_set, model: str) -> str | None:
+    """The first model an answers file's lines name that is not `model` (nor a dated snapshot of it, either way)."""
+    for _tid, _trial, named in answer_set.usage_keys if answer_set is not None else ():
+        if named is not None and not (same_model(model, named) or same_model(named, model)):
+            return named
+    return None

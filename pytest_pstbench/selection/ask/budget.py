@@ -5,17 +5,23 @@ What counts: every token the answers file records (earlier calls included: the b
 call with a larger budget goes on from what is there), plus the bounds of the calls in flight. A line whose usage
 is not known (the server sent none) counts at its bound, never at zero.
 
-A call's bound is its prompt tokens plus the run's max_tokens (the most it can answer, not the hope):
+A budget is a ceiling whatever the server sends. A call's bound is its prompt tokens plus its completion bound: the
+run's max_tokens, or the largest completion the server has billed for any call so far when that is more (a
+reasoning model whose reasoning is not capped answers past max_tokens: the bound learns from the answers seen).
+Until the first call of a run has been answered (or the answers file shows what earlier calls took), one call is in
+flight at a time, so that what the server really bills is known before several calls are sent on a guess. The
+prompt tokens are:
 - the prompt tokens the server counted for the same task and prompt type (three trials show the same images and
   the same text length: the count is exact),
 - else 1.5 times the largest prompt the server counted for a request of the same prompt type and as many images
   (a margin for other images of the same size class),
 - else the request body's length in bytes (before the server has counted anything: an upper bound for any
   tokenizer of the text and of the base64 images it carries).
-Only in the second case can a call cost more than its bound (an image over 1.5 times the tokens of every image of
-its class so far); the overshoot is then that call's excess, recorded as the run's spend like any other.
-A money budget prices the bound at the full prompt price (no cached discount: the bound) and what was spent as
-`pricing.call_cost` prices it.
+A call can cost more than its bound only where the server exceeds everything seen so far (an image over 1.5 times
+the tokens of every image of its class, a completion longer than every earlier one); the overshoot is then that
+call's excess, recorded as the run's spend like any other, and the bounds of later calls learn from it.
+A money budget prices the prompt bound at the full prompt price (no cached discount: the bound), the completion
+bound at the output price, and what was spent as `pricing.call_cost` prices it.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ class Reservation:
     key: tuple
     shape: tuple
     cost: float = 0.0
+    probe: bool = False  # the one call in flight before anything is known of what the server bills
 
 
 class TokenBudget:
@@ -45,6 +52,7 @@ class TokenBudget:
         cost_limit: float | None = None,
         price=None,
         spent_cost: float = 0.0,
+        completion_seen: int = 0,
     ):
         self.limit = int(limit) if limit else None
         self.cost_limit, self.price = (cost_limit or None), price
@@ -57,9 +65,16 @@ class TokenBudget:
         self.exact: dict = {}  # (task_id, prompt_type) -> prompt tokens the server counted
         self.largest: dict = {}  # (prompt_type, n_images) -> the largest prompt counted
         self.refused: tuple | None = None  # (bound, key) of the first call that did not fit
-        self._lock = threading.Lock()
+        self.completion_seen = int(completion_seen)  # the largest completion billed for one call
+        self.known = bool(seen) or self.completion_seen > 0  # a call has been answered: no more probing
+        self.probing = False  # a probe is in flight (the others wait for it)
+        self._lock = threading.Condition()
         for (task_id, ptype, n_images), prompt in (seen or {}).items():
             self._learn((task_id, ptype), (ptype, n_images), prompt)
+
+    def completion_bound(self) -> int:
+        """The most a call may answer: max_tokens, or the longest completion billed so far when the server went past it."""
+        return max(self.max_tokens, self.completion_seen)
 
     def _learn(self, key, shape, prompt: int) -> None:
         self.exact[key] = prompt
@@ -72,11 +87,14 @@ class TokenBudget:
             prompt = int(self.largest[shape] * MARGIN) + 1
         else:
             prompt = body_bytes
-        return prompt + self.max_tokens
+        return prompt + self.completion_bound()
 
     def reserve(self, key: tuple, shape: tuple, body_bytes: int) -> Reservation | None:
-        """A reservation for one call, or None when its bound would take the run over the budget."""
+        """A reservation for one call, or None when its bound would take the run over the budget. Before anything is
+        known of what the server bills, it waits until no other call is in flight (the probe)."""
         with self._lock:
+            while not self.known and self.probing:
+                self._lock.wait(0.5)
             tokens = self.bound(key, shape, body_bytes)
             cost = self._bound_cost(tokens)
             over_tokens = self.limit is not None and self.spent + self.in_flight + tokens > self.limit
@@ -87,26 +105,36 @@ class TokenBudget:
                 return None
             self.in_flight += tokens
             self.cost_in_flight += cost
-            return Reservation(tokens, key, shape, cost)
+            probe = not self.known
+            self.probing = self.probing or probe
+            return Reservation(tokens, key, shape, cost, probe)
 
     def _bound_cost(self, tokens: int) -> float:
+        """The price of a bound of `tokens`: its completion bound at the output price, the rest (the prompt) at the input price."""
         if self.price is None:
             return 0.0
         from pytest_pstbench.selection.ask.pricing import PER
 
-        return ((tokens - self.max_tokens) * self.price.in_ + self.max_tokens * self.price.out) / PER
+        completion = min(tokens, self.completion_bound())
+        return ((tokens - completion) * self.price.in_ + completion * self.price.out) / PER
+
+    def _ended(self, res: Reservation) -> None:
+        self.in_flight -= res.tokens
+        self.cost_in_flight -= res.cost
+        if res.probe:
+            self.probing = False
+        self._lock.notify_all()
 
     def release(self, res: Reservation) -> None:
         """The call was not answered (an API error: nothing billed)."""
         with self._lock:
-            self.in_flight -= res.tokens
-            self.cost_in_flight -= res.cost
+            self._ended(res)
 
     def settle(self, res: Reservation, usage: dict | None) -> None:
         """The call was answered: its usage replaces its bound (a call without usage counts at its bound)."""
         with self._lock:
-            self.in_flight -= res.tokens
-            self.cost_in_flight -= res.cost
+            self._ended(res)
+            self.known = True
             if usage is None:
                 self.spent += res.tokens
                 self.spent_cost += res.cost
@@ -115,6 +143,7 @@ class TokenBudget:
                 self.spent += usage["prompt_tokens"] + usage["completion_tokens"]
                 self.spent_cost += self._cost(usage)
                 self._learn(res.key, res.shape, usage["prompt_tokens"])
+                self.completion_seen = max(self.completion_seen, usage["completion_tokens"])
 
     def _cost(self, usage: dict) -> float:
         if self.price is None:
@@ -149,8 +178,9 @@ def budget_from_answers(
     limit: int | None, max_tokens: int, answer_set, track, *, cost_limit: float | None = None, price=None
 ) -> TokenBudget:
     """A budget that starts from what the answers file already records: its tokens and their cost (a line without
-    known usage counts at max_tokens plus the largest prompt recorded, never zero) and the prompts the server counted."""
-    spent, unknown, seen, spent_cost = 0, 0, {}, 0.0
+    known usage counts at a call's bound: the largest prompt recorded plus the completion bound, never zero), the
+    prompts the server counted and the longest completion it billed."""
+    spent, unknown, seen, spent_cost, longest = 0, 0, {}, 0.0, 0
     probe = TokenBudget(None, max_tokens, price=price)
     tasks = {t.id: t for t in track.tasks}
     for task_id, ptype, attempt, usage in answer_set.usage_requests if answer_set is not None else ():
@@ -159,15 +189,19 @@ def budget_from_answers(
         elif isinstance(usage, dict):
             spent += usage["prompt_tokens"] + usage["completion_tokens"]
             spent_cost += probe._cost(usage)
+            longest = max(longest, usage["completion_tokens"])
             if attempt == 1 and task_id in tasks:  # one answered call: its prompt count is the request's
                 seen[(task_id, ptype, tasks[task_id].k)] = usage["prompt_tokens"]
     largest = max(seen.values(), default=0)
+    probe.completion_seen = longest
+    line_bound = largest + probe.completion_bound()  # a line without usage: one call's bound
     return TokenBudget(
         limit,
         max_tokens,
-        spent + unknown * (largest + max_tokens),
+        spent + unknown * line_bound,
         seen,
         cost_limit=cost_limit,
         price=price,
-        spent_cost=spent_cost + unknown * probe._bound_cost(largest + max_tokens),
+        spent_cost=spent_cost + unknown * probe._bound_cost(line_bound),
+        completion_seen=longest,
     )

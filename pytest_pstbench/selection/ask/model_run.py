@@ -17,7 +17,8 @@ Each finished request is appended to the answers file as one line (task_id, tria
 response or error, model; `reasoning` when the endpoint returned the reasoning apart), every
 line-breaking character and lone surrogate escaped (`answerfile`); a later run with the same file asks only
 what is not there yet or ended in an API error (resume), numbering a re-asked request's attempts on from
-its last line. One run writes a file at a time (its lock: a second run waits, then asks only what is left). The API
+its last line. One run writes a file at a time (its lock: a second run waits, then asks only what is left). Ctrl-C, SIGTERM and
+SIGHUP stop a run alike: nothing new starts, and every answer of the calls in flight is written. The API
 key is read from an environment variable and sent as a Bearer token only to --api-base's origin; it is
 never written to any file, nor are the values of `--header` (`settings` checks the options into
 `RunSettings` and redacts recorded command lines).
@@ -28,6 +29,7 @@ from __future__ import annotations
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +37,7 @@ from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.selection.answerfile import answers_folder, answers_writer
 from pytest_pstbench.selection.answers import OK, REASONING, AnswerSet, parse_response, read_answers
 from pytest_pstbench.selection.ask import chat_api
-from pytest_pstbench.selection.ask.attempts import Spent, answer_line, done_keys
+from pytest_pstbench.selection.ask.attempts import Spent, answer_line, done_keys, other_model
 from pytest_pstbench.selection.ask.budget import budget_from_answers
 from pytest_pstbench.selection.ask.chat_api import MAX_RESPONSE_BYTES, ApiError, call
 from pytest_pstbench.selection.ask.pacing import limiter_for
@@ -50,7 +52,7 @@ def _cache_for(settings: RunSettings, url: str):
         return None
     from pytest_pstbench.selection.ask.response_cache import ResponseCache
 
-    return ResponseCache(url)
+    return ResponseCache(url, headers=settings.headers)
 
 
 def _run_notes(budget, cache, halted: list[str]) -> dict:
@@ -63,6 +65,35 @@ def _run_notes(budget, cache, halted: list[str]) -> dict:
     if halted:
         out["stopped"] = halted[0]
     return out
+
+
+@contextmanager
+def signals_interrupt():
+    """SIGTERM and SIGHUP (a CI runner cancelling a job, a closed terminal) stop a run as Ctrl-C does: nothing new
+    starts and every answer of the calls in flight is written. In the main thread only (where Python runs handlers);
+    the earlier handlers are put back after the run."""
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(_signum, _frame):
+        raise KeyboardInterrupt
+
+    before = {}
+    for name in ("SIGTERM", "SIGHUP"):
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            try:
+                before[sig] = signal.signal(sig, interrupt)
+            except (ValueError, OSError):  # pragma: no cover - not settable here
+                pass
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
 
 
 @dataclass(frozen=True)
@@ -93,7 +124,7 @@ def run_model(track, protocol, settings: RunSettings, answers_path: Path, progre
     answers_path = Path(answers_path)
     answers_folder(answers_path)
     limiter = limiter_for(settings, SelectionParams.of(protocol).http_retries)  # None: fixed --concurrency
-    with answers_writer(answers_path) as writer:
+    with answers_writer(answers_path) as writer, signals_interrupt():
         counts = _ask_missing(track, protocol, settings, answers_path, writer, progress, only, limiter)
         if "stopped" in counts and not answers_path.stat().st_size:
             raise UserError(
@@ -114,6 +145,12 @@ def _ask_missing(
     `limiter`: --concurrency auto's (`pacing`); it makes each HTTP call, and waits out rate-limit answers."""
     params = SelectionParams.of(protocol)
     existing = read_answers(answers_path, track, params) if answers_path.stat().st_size else None
+    other = other_model(existing, settings.model)
+    if other is not None:  # another model's answers (a batch output of another model) are not this model's run
+        raise UserError(
+            f"{answers_path}: holds answers of model {other[:80]!r}, not {settings.model!r}; fix: give this model "
+            "its own --answers file, or run with --model set to the model that answered"
+        )
     done, failed = done_keys(existing)
     todo = [r for r in requests_of(track, params) if (r[0].id, r[1], r[3]) not in done]
     if only is not None:
@@ -236,6 +273,10 @@ class _Asker:
             outcome = exc
             if reservation is not None:
                 budget.release(reservation)
+        except BaseException:  # not an answer (a bug, an interrupt): nothing billed, and no call waits on this one
+            if reservation is not None:
+                budget.release(reservation)
+            raise
         else:
             if reservation is not None:
                 budget.settle(reservation, outcome.usage)

@@ -21,7 +21,10 @@ The fixed `--concurrency N` (the default, 10) is the official pipeline as it run
   the run (inspect_ai's adaptive limit had that bug). Only when the limit is already 1 does a hint stop
   every new call until it has passed (a provider that throttles everything gets one probe per hint, not a storm).
 - **The throttled call is waited out and sent again** (the hint, else 0.5 s x 2^i up to 8 s), outside the
-  limit, up to MAX_ABSORBED times per HTTP call; only then is the rate-limit answer handed to `chat_api.call`,
+  limit, up to MAX_ABSORBED times per HTTP call, and only while the server answers something: after DEAD_AFTER
+  rate-limit answers in a row (and at least 4 per call of the ceiling) with no call answered in between nor for
+  DEAD_S seconds (across all calls: a dead server answering 503 to everything), nothing more is waited out until a call is answered, and every rate-limit answer goes straight to
+  the official rules, as with a fixed --concurrency (which then end the run's requests as API errors). Only then is the rate-limit answer handed to `chat_api.call`,
   where the official rules take it as they always do (an HTTP retry, then a failed attempt). A throttled call
   was not answered by the model, so waiting it out changes no answer and no attempt number: the answers file
   is the one a fixed run without 429s writes. Other errors (timeouts, 500, dropped connections) pass through
@@ -45,6 +48,8 @@ BETA = 0.7  # a cut keeps at least this share of the limit
 SOFT_CUT = 0.9  # ... and at most this share, when the answered rate says the limit was about right
 CUBIC_C = 1.5  # CUBIC's growth constant (calls per s^3): back to W_max within about a second after a cut
 MAX_ABSORBED = 20  # rate-limit answers waited out per HTTP call before the official rules see one
+DEAD_AFTER = 20  # rate-limit answers in a row, run-wide, with none answered: no more waiting out (a dead server)
+DEAD_S = 30.0  # ... and this long without an answer (a burst of 429s at a high limit is not a dead server)
 MAX_TRACE = 1000  # points of the limit's trace kept in run.json (thinned beyond)
 
 
@@ -78,6 +83,8 @@ class AdaptiveLimiter:
         self.answers: list[float] = []  # when recent calls were answered (the delivery rate)
         self.throttled = {s: 0 for s in THROTTLE_STATUSES}
         self.absorbed = 0
+        self.streak = 0  # rate-limit answers since the last answered call (all calls together)
+        self.last_answer = clock()  # when a call was last answered (the start, before any)
         self.t0 = clock()
         self.trace: list[list] = [[0.0, self.allowed()]]
         self._thin = 0.0  # trace points closer than this (seconds) to the previous one replace it
@@ -161,8 +168,10 @@ class AdaptiveLimiter:
         with self.cond:
             now = self.clock()
             if answered:
+                self.streak, self.last_answer = 0, now
                 self._answered(sent_at, now)
             elif status in THROTTLE_STATUSES:
+                self.streak += 1
                 self._throttled(status, sent_at, retry_after, now)
             self.in_flight -= 1
             self.cond.notify_all()
@@ -179,8 +188,8 @@ class AdaptiveLimiter:
             except ApiError as exc:
                 throttle = exc.kind == "http" and exc.status in THROTTLE_STATUSES
                 self.release(sent_at, exc.status if throttle else None, exc.retry_after)
-                if not throttle or i == MAX_ABSORBED:
-                    raise
+                if not throttle or i == MAX_ABSORBED or self.dead():
+                    raise  # to the official rules: not a throttle, waited out enough, or a server that answers nothing
                 with self.cond:
                     self.absorbed += 1
                 hint = exc.retry_after
@@ -192,6 +201,14 @@ class AdaptiveLimiter:
             self.release(sent_at, answered=True)
             return reply
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _dead(self, now: float) -> bool:
+        return self.streak >= max(DEAD_AFTER, 4 * self.ceiling) and now - self.last_answer >= DEAD_S
+
+    def dead(self) -> bool:
+        """A server that answers nothing but rate-limit answers: waiting them out stops (the official rules see them)."""
+        with self.cond:
+            return self._dead(self.clock())
 
     def record(self) -> dict:
         """What run.json records of this run's pacing."""
@@ -206,6 +223,7 @@ class AdaptiveLimiter:
                 "seconds": end,
                 "throttled": {str(s): n for s, n in sorted(self.throttled.items())},
                 "waited_out": self.absorbed,
+                **({"gave_up_waiting": True} if self._dead(self.clock()) else {}),
                 "peak_in_flight": self.peak,
             }
 

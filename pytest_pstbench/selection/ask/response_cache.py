@@ -1,9 +1,10 @@
 """A cache of model answers across runs (`pstbench vab run`): a second run of the same model and settings asks
 nothing it asked before.
 
-Key: sha256 of the endpoint's origin and path, the attempt's number within its request, and the full request
-body (model, messages with every image's bytes, sampling, --extra-body fields): a change of any field is a
-miss, and a request's second attempt (the official pipeline asks again after an unparseable answer) finds the
+Key: sha256 of the endpoint's origin and path, every `--header` (name and value: a gateway may route on a header,
+so another header is another backend; the values enter only the hash, never a file), the attempt's number within
+its request, and the full request body (model, messages with every image's bytes, sampling, --extra-body fields):
+a change of any of them is a miss, and a request's second attempt (the official pipeline asks again after an unparseable answer) finds the
 second answer of the run that filled the cache, not the first one again. Only answered calls are kept (an API
 error is never cached): the answer's message (secrets already redacted) and its usage.
 
@@ -17,6 +18,7 @@ was not cached. `pstbench cache prune --responses` removes entries.
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 from pathlib import Path
 
@@ -34,8 +36,10 @@ def responses_dir() -> Path:
 
 
 class ResponseCache:
-    def __init__(self, url: str, root: Path | None = None):
+    def __init__(self, url: str, root: Path | None = None, headers=()):
         self.url = url
+        # the --header pairs, in a form that cannot be confused (JSON) and in a fixed order: part of every key
+        self._route = json.dumps(sorted([str(k).lower(), str(v)] for k, v in dict(headers).items()))
         self.root = Path(root) if root is not None else responses_dir()
         self.hits = 0
         self.stored = 0
@@ -45,6 +49,8 @@ class ResponseCache:
     def key(self, body: bytes, attempt: int) -> str:
         h = hashlib.sha256()
         h.update(f"pstbench-response/{FORMAT}\n{self.url}\n{attempt}\n".encode())
+        if self._route != "[]":  # no --header: the key of earlier versions (their cache stays valid)
+            h.update(f"headers {self._route}\n".encode())
         h.update(body)
         return h.hexdigest()
 

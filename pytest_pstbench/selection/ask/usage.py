@@ -57,9 +57,18 @@ def from_reply(raw) -> tuple[dict | None, str | None]:
             if problem:
                 return None, problem
             out[name] = details[inner]
-    if out.get("reasoning_tokens", 0) > out["completion_tokens"] or out.get("cached_tokens", 0) > out["prompt_tokens"]:
-        return None, "usage counts more reasoning (cached) tokens than completion (prompt) tokens"
-    return out, None
+    problem = _parts_problem(out)
+    return (None, problem) if problem else (out, None)
+
+
+def _parts_problem(counts: dict) -> str | None:
+    """A part larger than its whole (reasoning in completion, cached in prompt): not a call's usage."""
+    if (
+        counts.get("reasoning_tokens", 0) > counts["completion_tokens"]
+        or counts.get("cached_tokens", 0) > counts["prompt_tokens"]
+    ):
+        return "usage counts more reasoning (cached) tokens than completion (prompt) tokens"
+    return None
 
 
 def add(a: dict | None, b: dict) -> dict:
@@ -70,7 +79,8 @@ def add(a: dict | None, b: dict) -> dict:
 
 
 def line_problem(value) -> str | None:
-    """What is wrong with an answers line's `usage` value (None or counts as `from_reply` gives them)."""
+    """What is wrong with an answers line's `usage` value (None or counts as `from_reply` gives them): the checks
+    of `from_reply`, so that usage read from a file is never priced where the server's would have been refused."""
     if value is None:
         return None
     if not isinstance(value, dict):
@@ -85,7 +95,7 @@ def line_problem(value) -> str | None:
         problem = _count_problem(name, v)
         if problem:
             return problem
-    return None
+    return _parts_problem(value)  # the same checks as usage from a server (`from_reply`)
 
 
 def totals(lines) -> dict:

@@ -106,6 +106,29 @@ def export_batch_file(args, track, params) -> int:
     return 0
 
 
+def _one_model(output, src) -> list[str]:
+    """The model a batch output's replies name (a list of one, or none named); replies naming several are refused."""
+    models = sorted(set(output.models.values()))
+    if len(models) > 1:
+        raise UserError(
+            f"--batch-output {src}: its answers name {len(models)} models ({', '.join(repr(m[:80]) for m in models[:3])}); "
+            "nothing was recorded; fix: give the output of one model's batch"
+        )
+    return models
+
+
+def _same_model(existing, models: list[str], src, answers) -> None:
+    """Another model's batch output is not appended to an answers file of this model (#54 item 4)."""
+    from pytest_pstbench.selection.ask.attempts import other_model
+
+    other = other_model(existing, models[0]) if models else None
+    if other is not None:
+        raise UserError(
+            f"--batch-output {src}: answers of model {models[0][:80]!r}, but {answers} holds answers of model "
+            f"{other[:80]!r}; nothing was recorded; fix: give this model's answers their own --answers file"
+        )
+
+
 def read_batch_output(args, track, params) -> None:
     """`vab score --batch-output FILE --answers ANSWERS`: the output's answers appended to ANSWERS (created if need be) as
     `vab run` writes them (attempts numbered on, usage recorded); requests ANSWERS already answers are kept as they are.
@@ -143,6 +166,7 @@ def read_batch_output(args, track, params) -> None:
         )
     if not output.outcomes:
         raise UserError(f"--batch-output {src}: holds no answer; fix: give the output file of the batch run")
+    models = _one_model(output, src)
     try:
         answers.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -150,6 +174,7 @@ def read_batch_output(args, track, params) -> None:
     try:
         with answers_writer(answers) as writer:
             existing = read_answers(answers, track, params) if answers.stat().st_size else None
+            _same_model(existing, models, src, answers)
             done, failed = done_keys(existing)
             kept = 0
             for cid, (task, t, ptype) in reqs.items():

@@ -182,3 +182,38 @@ def test_the_plugin_takes_concurrency_auto_and_records_the_pacing(tmp_path, pyte
     [run] = (pytester.path / "results").rglob("run.json")
     api = json.loads(run.read_text())["judge"]["model_api"]
     assert api["concurrency"] == "auto" and api["max_concurrency"] == 3 and api["pacing"]["peak_in_flight"] <= 3
+
+
+def test_a_dead_server_is_waited_out_a_bounded_number_of_times_then_left_to_the_official_rules():
+    """#54 item 6: a server answering 503 to everything. Each HTTP call used to be waited out MAX_ABSORBED times
+    (about 2 minutes of waits per call, run after run of them); now, once the server has answered nothing for
+    DEAD_S seconds and DEAD_AFTER 503s in a row, every 503 goes straight to the official rules (as a fixed
+    --concurrency run's does) and the run ends."""
+    from pytest_pstbench.selection.ask.chat_api import ApiError
+    from pytest_pstbench.selection.ask.pacing import DEAD_AFTER, DEAD_S, MAX_ABSORBED
+
+    clock = _Clock()
+    slept = []
+
+    def sleep(s):
+        slept.append(s)
+        clock.now += s
+
+    lim = AdaptiveLimiter(4, clock=clock, sleep=sleep)
+    posts = []
+
+    def dead(url, body, headers, timeout, max_bytes):
+        posts.append(clock.now)
+        clock.now += 0.05
+        raise ApiError("HTTP 503", status=503)
+
+    calls = 40  # the HTTP calls the official rules make for a run's requests
+    for _ in range(calls):
+        with pytest.raises(ApiError):
+            lim.send(dead, "u", b"{}", {}, 5.0, 100)
+    assert len(posts) <= DEAD_AFTER + MAX_ABSORBED + calls  # bounded: not (MAX_ABSORBED + 1) x calls
+    assert sum(slept) <= DEAD_S + MAX_ABSORBED * 8.0  # about one call's waits in all, not minutes per call
+    assert lim.record()["gave_up_waiting"] is True
+    # an answer resets it: a live server that throttles is waited out again
+    lim.send(lambda *a: "ok", "u", b"{}", {}, 5.0, 100)
+    assert not lim.dead()

@@ -213,6 +213,29 @@ def test_the_response_cache_at_temperature_0_reasks_nothing_and_misses_on_any_ch
         server.close()
 
 
+def test_the_response_cache_keys_on_every_header_and_keeps_no_header_value(tmp_path):
+    """#54 item 2: a gateway that routes on a header is another backend: a run with another --header value asks
+    again (it used to make 0 calls and reuse the other route's answers); the same headers hit; no value is written."""
+    track = make_selection_track(tmp_path / "track", ks=(3,))
+    server = OpenAIServer(answer_text=by_body)
+    route = ("--temperature", "0", "--concurrency", "1", "--header")
+    try:
+        assert run(track, server.base, tmp_path / "a", *route, "X-Route=backend-secret-one") == 0
+        n = len(server.sent)
+        assert n > 0
+        assert run(track, server.base, tmp_path / "b", *route, "X-Route=backend-secret-two") == 0
+        assert len(server.sent) == 2 * n  # another route: every request asked again
+        assert run(track, server.base, tmp_path / "c", *route, "x-route=backend-secret-two") == 0
+        assert len(server.sent) == 2 * n  # the same headers (names are case-blind): every answer from the cache
+        assert run(track, server.base, tmp_path / "d", "--temperature", "0") == 0
+        assert len(server.sent) == 3 * n  # no header at all: yet another key
+    finally:
+        server.close()
+    for path in (tmp_path / "cache").rglob("*"):
+        if path.is_file():
+            assert b"backend-secret" not in path.read_bytes()
+
+
 def test_the_cache_is_off_at_temperature_1_unless_reuse_answers(tmp_path):
     track = make_selection_track(tmp_path / "track", ks=(3,))
     server = OpenAIServer(answer_text=by_body)
@@ -371,3 +394,96 @@ def test_an_unwritable_cache_loses_no_paid_answer(tmp_path, monkeypatch):
     assert len(lines(tmp_path / "a")) == len(server.sent) == 9
     cache = run_files(tmp_path / "a")[0]["judge"]["model_api"]["cache"]
     assert cache["stored"] == 0 and cache["not_stored"]
+
+
+def billed(prompt: int, completion):
+    """A server's usage callable: every call billed `prompt` prompt tokens and `completion(body)` completion tokens."""
+    return lambda body: {"prompt_tokens": prompt, "completion_tokens": completion(body)}
+
+
+def test_a_token_budget_holds_when_the_server_answers_past_max_tokens(tmp_path):
+    """#54 item 1 (and a bound of the prompt alone, without its completion, fails here too): a reasoning model billing 50 x max_tokens per call. Each call used to be bounded by prompt +
+    max_tokens whatever the first answers showed (--budget-tokens 100000 --max-tokens 100 ended at 116,600); the
+    bound now learns the longest completion billed, and the first call is a lone probe."""
+    track = make_selection_track(tmp_path / "track", ks=(3, 4, 3, 4))
+    server = OpenAIServer(answer_text=by_body, usage_mode=billed(300, lambda _b: 5000))
+    try:
+        code = run(track, server.base, tmp_path / "o", "--max-tokens", "100", "--budget-tokens", "20000")
+    finally:
+        server.close()
+    sent = sum(u["prompt_tokens"] + u["completion_tokens"] for _b, u in server.sent)  # what the server billed
+    assert code == 1 and 0 < sent <= 20000
+    assert tokens(lines(tmp_path / "o")) == sent
+
+
+def test_a_cost_budget_prices_the_completion_bound_at_the_output_price(tmp_path):
+    """Input 0.10 / output 100 per million: pricing a call's max_tokens at the input price makes every call look
+    almost free, and the run spends its whole track; priced at the output price, it stops under the budget."""
+    track = make_selection_track(tmp_path / "track", ks=(3, 4, 3))
+    server = OpenAIServer(answer_text=by_body, usage_mode=billed(300, lambda _b: 400))
+    prices = ("--price-in", "0.1", "--price-out", "100", "--max-tokens", "400")
+    try:
+        code = run(track, server.base, tmp_path / "o", *prices, "--budget-cost", "0.2")
+    finally:
+        server.close()
+    money = sum((u["prompt_tokens"] * 0.1 + u["completion_tokens"] * 100) / 1e6 for _b, u in server.sent)
+    assert code == 1 and 0 < money <= 0.2
+
+
+def test_a_resumed_budget_counts_a_line_without_usage_at_a_whole_bound(tmp_path):
+    """A resume over `usage: null` lines: each counts at a call's bound (the largest prompt the file records plus
+    the completion bound), not at max_tokens alone."""
+    track = make_selection_track(tmp_path / "track", ks=(3, 4))
+    half = billed(900, lambda _b: 7)
+
+    def sometimes(body):
+        return None if hashlib.sha256(json.dumps(body, sort_keys=True).encode()).digest()[0] % 2 else half(body)
+
+    server = OpenAIServer(answer_text=by_body, usage_mode=sometimes)
+    try:
+        assert run(track, server.base, tmp_path / "o") == 0
+        assert run(track, server.base, tmp_path / "o", "--budget-tokens", "10000000") == 0  # nothing left to ask
+    finally:
+        server.close()
+    rows = lines(tmp_path / "o")
+    nulls = sum(1 for r in rows if r.get("usage") is None)
+    assert 0 < nulls < len(rows)
+    expected = tokens(rows) + nulls * (900 + 40)  # --max-tokens 40 (run's), longer than every completion (7)
+    assert run_files(tmp_path / "o")[0]["judge"]["model_api"]["budget"]["spent_tokens"] == expected
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_sigterm_and_sighup_keep_every_answer_that_arrived(tmp_path, signame):
+    """#54 item 3: a CI runner cancels a job with SIGTERM (a closed terminal sends SIGHUP): with calls in flight, every
+    answer the server sent is in the answers file, as with Ctrl-C (it used to keep none)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    def slow(body):
+        time.sleep(0.6)
+        return by_body(body)
+
+    track = make_selection_track(tmp_path / "track", ks=(3, 4, 3))
+    server = OpenAIServer(answer_text=slow)
+    out = tmp_path / "o"
+    args = ["vab", "run", "--track", str(track), "--model", "m1", "--api-base", server.base, "--api-key-env", "K"]
+    args += ["--answers", str(out / "answers.jsonl"), "--results", str(out / "results"), "-q", "--concurrency", "4"]
+    code = "import sys; from pytest_pstbench.cli import main; sys.exit(main(sys.argv[1:]))"
+    env = {**os.environ, "PSTBENCH_CACHE": str(tmp_path / "cache")}
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", code, *args], env=env, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while len(server.log) < 6 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert proc.poll() is None, proc.communicate()[1]
+        proc.send_signal(getattr(signal, signame))
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        server.close()
+    assert proc.returncode == 130 and "interrupted" in err
+    rows = lines(out)
+    assert 0 < len(server.sent) < 27  # calls were in flight; not everything was asked
+    assert len(rows) == len(server.sent)  # every answer that arrived was written

@@ -171,6 +171,15 @@ def test_an_answers_file_without_usage_fields_records_no_usage(tmp_path):
         ({"prompt_tokens": 1, "completion_tokens": 2, "dollars": 3}, "usage field 'dollars' is not one of"),
         ("lots", "usage is str, not an object"),
         ({"prompt_tokens": 1.5, "completion_tokens": 2}, "usage prompt_tokens 1.5 is not a whole number"),
+        # #54 item 5: the checks of usage from a server (a part over its whole), not only the counts' types
+        (
+            {"prompt_tokens": 100, "completion_tokens": 5, "cached_tokens": 900},
+            "usage counts more reasoning (cached) tokens than completion (prompt) tokens",
+        ),
+        (
+            {"prompt_tokens": 100, "completion_tokens": 5, "reasoning_tokens": 6},
+            "usage counts more reasoning (cached) tokens than completion (prompt) tokens",
+        ),
     ],
 )
 def test_a_damaged_usage_field_in_an_answers_file_is_a_one_line_error(tmp_path, usage, rule):

@@ -345,3 +345,49 @@ def test_one_request_over_the_input_file_limit_is_one_line(tmp_path, no_sleep, c
         server.close()
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and service.uploads == [] and len(err) == 1 and "over 104 bytes" in err[0] and "fix:" in err[0]
+
+
+def test_another_models_batch_output_is_not_this_models_run(tmp_path, capsys):
+    """#54 item 4: a batch output whose replies name another model used to be appended without a word, and
+    `vab run --model m1` then scored it as m1. Replies naming two models are refused whole; another model's output
+    is refused on an answers file of m1; an answers file of another model is refused by `vab run --model m1`."""
+    track = make_selection_track(tmp_path)
+    batch_in = tmp_path / "in.jsonl"
+    assert cli_main(["vab", "export", "--track", str(track), "--batch-file", str(batch_in), "--model", "m1"]) == 0
+    asked = _lines(batch_in)
+
+    def output(name, models):
+        rows = []
+        for i, x in enumerate(asked):
+            body = {"model": models[i % len(models)], "choices": [{"message": {"content": "BEST: B\nWORST: A"}}]}
+            body["usage"] = {"prompt_tokens": 10, "completion_tokens": 2}
+            rows.append({"custom_id": x["custom_id"], "response": {"status_code": 200, "body": body}, "error": None})
+        path = tmp_path / name
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return path
+
+    def score(out, answers):
+        return cli_main(["vab", "score", "--track", str(track), "--batch-output", str(out), "--answers", str(answers)])
+
+    mixed = tmp_path / "mixed" / "answers.jsonl"
+    assert score(output("mixed.jsonl", ["m1", "m2"]), mixed) == 2
+    err = capsys.readouterr().err.strip()
+    assert "name 2 models ('m1', 'm2')" in err and "nothing was recorded" in err and "\n" not in err
+    assert not mixed.exists() or not mixed.read_text()
+    _interactive(tmp_path, track)  # tmp_path/i/answers.jsonl: m1's answers
+    theirs = tmp_path / "i" / "answers.jsonl"
+    before = theirs.read_bytes()
+    assert score(output("other.jsonl", ["m2"]), theirs) == 2
+    err = capsys.readouterr().err.strip()
+    assert "answers of model 'm2'" in err and "holds answers of model 'm1'" in err and "\n" not in err
+    assert theirs.read_bytes() == before
+    fresh = tmp_path / "f" / "answers.jsonl"
+    score(output("other2.jsonl", ["m2-2024-08-06"]), fresh)
+    capsys.readouterr()
+    server = OpenAIServer()
+    try:
+        assert _run(track, server.base, tmp_path / "f") == 2
+    finally:
+        server.close()
+    err = capsys.readouterr().err.strip()
+    assert "holds answers of model 'm2-2024-08-06', not 'm1'" in err and "\n" not in err and server.sent == []
