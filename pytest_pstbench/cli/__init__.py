@@ -364,6 +364,9 @@ def build_parser() -> argparse.ArgumentParser:
     from pytest_pstbench.cli.table import add_table_command
 
     add_table_command(sub)  # pstbench table ...
+    from pytest_pstbench.board.build import add_board_command
+
+    add_board_command(sub)  # pstbench board ...
     from pytest_pstbench.cli.power import add_power_command
 
     add_power_command(sub)  # pstbench power ...

@@ -45,9 +45,10 @@ LAYERS: dict[str, set[str]] = {
     "paired": {"core", "metrics", "data"},
     "selection": {"core", "metrics", "data"},
     "report": {"core", "metrics", "data", *KINDS},
+    "board": {"core", "metrics", "data", "report"},  # reaches a kind only through the registry
     "options": set(),  # standard library only: the plugin imports it at load
     "api": {"core", "metrics", "data", "report", *KINDS},
-    "cli": {"core", "metrics", "data", "report", "options", "api", *KINDS},
+    "cli": {"core", "metrics", "data", "report", "board", "options", "api", *KINDS},
     "plugin": {"core", "metrics", "data", "report", "options", "api", *KINDS},
 }
 
