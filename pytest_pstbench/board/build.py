@@ -161,6 +161,8 @@ def add_board_command(sub) -> None:
 
 
 def cmd_board(args) -> int:
+    import sys
+
     from pytest_pstbench.core.text import one_line
     from pytest_pstbench.data.progress import stderr_line
 
@@ -170,7 +172,13 @@ def cmd_board(args) -> int:
         print(
             f"track {one_line(t['track'])}: {n} method(s), {t['ranking']['separable']} of {max(n - 1, 0)} adjacent pairs separable"
         )
-    if data["left_out"]:
-        print(f"left out: {len(data['left_out'])} run(s) (listed on the page)")
     print(f"board: {Path(args.out) / 'index.html'}")
+    if data["left_out"]:  # the board is written, and says so; the exit status says it too (a CI job notices)
+        first = data["left_out"][0]
+        print(
+            f"pstbench: error: {len(data['left_out'])} run(s) left out of the board (listed on its pages), e.g. "
+            f"{one_line(first['run'])}: {first['reason']}",
+            file=sys.stderr,
+        )
+        return 1
     return 0

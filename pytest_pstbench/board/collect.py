@@ -55,13 +55,14 @@ class LeftOut:
 
 
 def run_folders(address: str) -> list[str]:
-    """A local address as run folders: itself when it holds run.json, else the run folders below it (a results
+    """A local address as run folders: itself when it holds run.json or summary.json (whatever they are: a damaged
+    one is read and refused), else the run folders below it (a results
     folder: results/<track>/<name>/, at most MAX_DEPTH levels), links to folders not followed (nothing outside
     what was given is read)."""
     found: list[str] = []
 
     def walk(folder: str, depth: int) -> None:
-        if os.path.isfile(os.path.join(folder, "run.json")) or depth == MAX_DEPTH:
+        if depth == MAX_DEPTH or any(os.path.lexists(os.path.join(folder, f)) for f in ("run.json", "summary.json")):
             found.append(folder)
             return
         try:

@@ -134,12 +134,13 @@ def test_hostile_names_are_escaped_and_bad_runs_listed(tmp_path, capsys):
     bad = write_run(results, "broken", method_scores(5, 0.0))
     (bad / "summary.json").write_text("{not json")
     code, _, err = board(capsys, results, "--out", tmp_path / "site")
-    assert code == 0, err
+    assert code == 1 and "1 run(s) left out" in err and "broken/summary.json" in err  # written, and said
     page = (tmp_path / "site" / "t" / "index.html").read_text()
     assert "<img" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
     assert "\u202e" not in page
     assert "broken" in page and "Left out (1)" in page  # the run that fails validation, with its reason
     # an earlier board is replaced whole; a folder of something else is refused
+    shutil.rmtree(bad)
     assert board(capsys, results, "--out", tmp_path / "site")[0] == 0
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "keep.txt").write_text("x")
