@@ -273,6 +273,14 @@ FORMS: list[Form] = [
         (*PAIRED_RUN, "protocol"),
         writes=("out/table.md",),
     ),
+    # a damaged run is left out of the board, listed on its pages, and the command exits 1 naming it
+    Form(
+        "board",
+        "board-paired",
+        ("board", "results/small/a", "results/small/b", "--out", "out/board"),
+        (*PAIRED_RUN, "protocol"),
+        writes=("out/board",),
+    ),
     # a series given in order reads each run strictly (a damaged one is an error); --plot replaces its folder whole
     Form(
         "history",

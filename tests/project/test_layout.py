@@ -43,13 +43,14 @@ LAYERS: dict[str, set[str]] = {
     "core": set(),  # names no kind, no front door, no data or metrics
     "metrics": {"core"},  # pure: no downloads (data), no kind
     "data": {"core", "metrics"},  # fetching and verifying; no kind
+    "board": {"core", "metrics", "data", "report"},  # reaches a kind only through the registry
     "options": set(),  # standard library only: the plugin imports it at load
     "frame": {"core", "data", "options"},  # the kind-neutral base of the front doors, which the kinds extend
     "paired": {"core", "metrics", "data", "frame", "options"},
     "selection": {"core", "metrics", "data", "frame", "options"},
     "report": {"core", "metrics", "data", *KINDS},
     "api": {"core", "metrics", "data", "report", *KINDS},
-    "cli": {"core", "metrics", "data", "report", "options", "frame", "api", *KINDS},
+    "cli": {"core", "metrics", "data", "report", "board", "options", "frame", "api", *KINDS},
     "plugin": {"core", "metrics", "data", "report", "options", "frame", "api", *KINDS},
 }
 

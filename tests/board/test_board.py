@@ -1,0 +1,218 @@
+"""`pstbench board` (issue #52): the ranks equal 1 + the number of methods significantly better, computed here
+independently from the runs' metrics.csv (scipy's Wilcoxon with the protocol's settings, a hand-written Holm);
+two methods with the same outputs share a rank; hostile run names are escaped; board.json and board.csv hold the
+page's numbers; a selection board over vab-demo answers; a published path of 50+ runs on the local fake Hub."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from helpers.paired_runs import scores_from, write_run
+from helpers.selection_runs import selection  # noqa: F401 (a module fixture)
+from scipy.stats import wilcoxon
+
+from pytest_pstbench.cli import main as cli_main
+
+N = 14
+HOSTILE = '<img src=x onerror=alert(1)>"&\u202e'
+PROTOCOL = yaml.safe_load((Path(__file__).resolve().parents[2] / "protocols" / "pstbench.yaml").read_text())
+
+
+def method_scores(seed: int, offset: float) -> dict:
+    rng = np.random.default_rng(seed)
+    return scores_from({"psnr": np.arange(N) * 0.5 + offset + rng.normal(0, 0.6, N)}, N)
+
+
+def paired_results(root: Path, n_methods: int = 5) -> Path:
+    """results/t/: Identity, methods m0.. at rising offsets (some separable, some not), m0's twin and a hostile name."""
+    ident = write_run(root, "identity", scores_from({"psnr": np.arange(N) * 0.5 - 4}, N))
+    rec = json.loads((ident / "run.json").read_text())
+    (ident / "run.json").write_text(json.dumps({**rec, "method": {"method": "identity"}}))
+    for k in range(n_methods):
+        write_run(root, f"m{k}", method_scores(k, 0.45 * k))
+    write_run(root, "twin", method_scores(0, 0.0))  # the same outputs as m0
+    write_run(root, HOSTILE.replace("/", "_"), method_scores(99, 0.3))
+    return root
+
+
+def read_psnr(run_dir: Path) -> np.ndarray:
+    with open(run_dir / "metrics.csv", newline="") as fh:
+        return np.array([float(r["psnr"]) for r in csv.DictReader(fh)])
+
+
+def holm(pvalues: list[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, written out here (independent of core.stats.holm)."""
+    m = len(pvalues)
+    order = sorted(range(m), key=lambda i: pvalues[i])
+    adjusted, running = [0.0] * m, 0.0
+    for step, i in enumerate(order):
+        running = max(running, min(1.0, (m - step) * pvalues[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def expected_ranks(run_dirs: dict[str, Path]) -> dict[str, int]:
+    cmp = PROTOCOL["comparison"]
+    threshold = cmp["tie_threshold"]["psnr"]
+    names = list(run_dirs)
+    pairs, ps, signs = [], [], []
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            d = read_psnr(run_dirs[b]) - read_psnr(run_dirs[a])
+            d[np.abs(d) < threshold] = 0.0
+            if not d.any():
+                p, s = 1.0, 0.0
+            else:
+                p = wilcoxon(
+                    d, zero_method=cmp["zero_method"], alternative=cmp["alternative"], method=cmp["method"]
+                ).pvalue
+                s = float(np.median(d[d != 0]))  # direction: which run is better
+            pairs.append((a, b))
+            ps.append(float(p))
+            signs.append(s)
+    better = {n: 0 for n in names}
+    for (a, b), p, s in zip(pairs, holm(ps), signs):
+        if p < cmp["alpha"]:
+            better[a if s > 0 else b] += 1  # psnr: higher is better
+    return {n: 1 + k for n, k in better.items()}
+
+
+def board(capsys, *args) -> tuple[int, str, str]:
+    code = cli_main(["board", *map(str, args)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def page_numbers_match(site: Path, data: dict) -> None:
+    rows = list(csv.DictReader(io.StringIO((site / "board.csv").read_text())))
+    for t in data["tracks"]:
+        page = (site / t["folder"] / "index.html").read_text()
+        for row in t["rows"]:
+            for m in t["metrics"]:
+                v = row["values"][m]
+                dec = t["decimals"][m]
+                if v["mean"] is not None:
+                    assert f"{v['mean']:.{dec}f}" in page
+                if v["low"] is not None:
+                    assert f"[{v['low']:.{dec}f}, {v['high']:.{dec}f}]" in page
+                line = next(r for r in rows if (r["track"], r["row"], r["metric"]) == (t["track"], row["name"], m))
+                assert float(line["mean"]) == v["mean"] and line["rank"] == str(row["rank"] or "")
+
+
+def test_ranks_are_one_plus_the_methods_significantly_better(tmp_path, capsys):
+    results = paired_results(tmp_path / "results")
+    code, out, err = board(capsys, tmp_path / "results", "--out", tmp_path / "site")
+    assert code == 0, err
+    data = json.loads((tmp_path / "site" / "board.json").read_text())
+    (t,) = data["tracks"]
+    got = {r["name"]: r["rank"] for r in t["rows"] if not r["reference"]}
+    dirs = {p.name: p for p in sorted((results / "t").iterdir()) if p.name != "identity"}
+    assert got == expected_ranks(dirs)
+    assert got["twin"] == got["m0"]  # the same outputs: the tests cannot separate them
+    assert len(set(got.values())) > 1  # some methods are separable, so the check has teeth
+    assert [r["name"] for r in t["rows"] if r["reference"]] == ["identity"]
+    assert t["rows"][0]["rank"] is None
+    order = t["ranking"]["order"]
+    sig = {frozenset((x["a"], x["b"])) for x in t["ranking"]["tests"] if x["verdict"] != "no significant difference"}
+    separable = sum(frozenset(p) in sig for p in zip(order, order[1:]))
+    assert t["ranking"]["separable"] == separable
+    page = (tmp_path / "site" / t["folder"] / "index.html").read_text()
+    assert f"{separable} of {len(order) - 1}</b> adjacent pairs are separable" in page
+    page_numbers_match(tmp_path / "site", data)
+
+
+def test_hostile_names_are_escaped_and_bad_runs_listed(tmp_path, capsys):
+    results = paired_results(tmp_path / "results", n_methods=2)
+    bad = write_run(results, "broken", method_scores(5, 0.0))
+    (bad / "summary.json").write_text("{not json")
+    code, _, err = board(capsys, results, "--out", tmp_path / "site")
+    assert code == 1 and "1 run(s) left out" in err and "broken/summary.json" in err  # written, and said
+    page = (tmp_path / "site" / "t" / "index.html").read_text()
+    assert "<img" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
+    assert "\u202e" not in page
+    assert "broken" in page and "Left out (1)" in page  # the run that fails validation, with its reason
+    # an earlier board is replaced whole; a folder of something else is refused
+    shutil.rmtree(bad)
+    assert board(capsys, results, "--out", tmp_path / "site")[0] == 0
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "keep.txt").write_text("x")
+    code, _, err = board(capsys, results, "--out", tmp_path / "other")
+    assert code != 0 and "holds no earlier pstbench board" in err
+
+
+def test_selection_board(selection, tmp_path, capsys):  # noqa: F811
+    code, _, err = board(capsys, *selection.values(), "--out", tmp_path / "site")
+    assert code == 0, err
+    data = json.loads((tmp_path / "site" / "board.json").read_text())
+    (t,) = data["tracks"]
+    assert t["kind"] == "selection" and t["track"] == "vab-demo"
+    ranks = {r["name"]: r["rank"] for r in t["rows"]}
+    assert ranks["good"] <= ranks["bad"] and ranks["good2"] <= ranks["bad"]
+    assert "." in t["primary"]  # METRIC.OUTCOME
+    page_numbers_match(tmp_path / "site", data)
+    code, _, err = board(capsys, *selection.values(), "--out", tmp_path / "s2", "--metric", "nope")
+    assert code != 0 and "--metric nope" in err
+
+
+@pytest.fixture
+def hub(tmp_path, monkeypatch):
+    from helpers.hub_server import FakeHub, point_at
+
+    h = FakeHub().start()
+    point_at(h, tmp_path, monkeypatch)
+    monkeypatch.setenv("PSTBENCH_CACHE", str(tmp_path / "cache"))
+    yield h
+    h.stop()
+
+
+def test_published_path_of_many_runs(hub, tmp_path, capsys):
+    results = tmp_path / "results"
+    paired_results(results, n_methods=0)
+    for k in range(50):
+        write_run(results, f"pub{k:02d}", method_scores(100 + k, 0.05 * k))
+    files = {
+        f"t/{run.name}/{f.name}": f.read_bytes() for run in sorted((results / "t").iterdir()) for f in run.iterdir()
+    }
+    sha = "c" * 40
+    hub.add_commit("me/board", sha, files, refs=["main"], lfs=False)
+    code, out, err = board(capsys, "hf://datasets/me/board@main/t", "--out", tmp_path / "site")
+    assert code == 0, err
+    data = json.loads((tmp_path / "site" / "board.json").read_text())
+    (t,) = data["tracks"]
+    assert len(t["rows"]) == 53  # identity, twin... 50 published methods + twin + hostile + identity
+    assert all(r["provenance"]["uri"].startswith(f"hf://datasets/me/board@{sha}/t/") for r in t["rows"])
+    page = (tmp_path / "site" / "t" / "index.html").read_text()
+    assert f"hf://datasets/me/board@{sha}/t/pub00" in page
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not installed")
+def test_page_renders_in_headless_chromium(tmp_path, capsys):
+    paired_results(tmp_path / "results", n_methods=3)
+    assert board(capsys, tmp_path / "results", "--out", tmp_path / "site")[0] == 0
+    shot = tmp_path / "shot.png"
+    subprocess.run(
+        [
+            "chromium",
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            f"--screenshot={shot}",
+            "--window-size=1200,800",
+            (tmp_path / "site" / "t" / "index.html").as_uri(),
+        ],
+        check=True,
+        timeout=120,
+        capture_output=True,
+    )
+    from PIL import Image
+
+    img = np.asarray(Image.open(shot).convert("RGB"))
+    assert img.shape[0] > 100 and len(np.unique(img.reshape(-1, 3), axis=0)) > 10  # something was drawn
