@@ -228,18 +228,20 @@ def score_sessions(
     With `cache_root`: `pstbench score` with its score cache, kept under `cache_root` (not the user's)."""
     from pytest_pstbench.paired.planner import score_runs
     from pytest_pstbench.paired.scorecache import ScoreCache
-    from pytest_pstbench.paired.session import RunSession
+    from pytest_pstbench.paired.session import RunSession, RunSettings
 
     sessions = [
         RunSession(
             track,
             protocol,
-            name=name,
-            results_dir=results,
-            device=device,
-            outputs_dir=d,
-            use_cache=cache_root is not None,
-            command="bench_fast",
+            RunSettings(
+                name=name,
+                results_dir=results,
+                device=device,
+                outputs_dir=d,
+                use_cache=cache_root is not None,
+                command="bench_fast",
+            ),
         )
         for d, name in zip(outputs_dirs, names)
     ]

@@ -210,9 +210,9 @@ class Metric:
         import numpy as np
 
         if self._computer is None:
-            from pytest_pstbench.paired.engine import MetricComputer
+            from pytest_pstbench.paired.engine import metric_computer
 
-            self._computer = MetricComputer(self.device)
+            self._computer = metric_computer(self.device)
         arrays = []
         for what, a in (("output", output), (self.against, other)):
             a = np.asarray(a)

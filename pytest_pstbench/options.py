@@ -86,7 +86,7 @@ SCORING = (
 )
 
 # Options of a model's requests that `pstbench vab run` (cli/vab.py, add_to_argparse) and the plugin's
-# --pstbench-model take alike (parsed by selection.model_options.settings_from_args).
+# --pstbench-model take alike (checked by selection.ask.settings.run_settings).
 MODEL_REQUEST = (
     Option(
         "header",

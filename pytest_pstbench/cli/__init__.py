@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pytest_pstbench.cli.parsing import Parser, positive_int
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.data.progress import stderr_line as _progress
+from pytest_pstbench.core.progress import stderr_line as _progress
 from pytest_pstbench.options import add_to_argparse, add_workers_option
 
 
@@ -136,7 +136,7 @@ def cmd_demo(args) -> int:
     from pytest_pstbench.paired.method_info import load_method_yaml
     from pytest_pstbench.paired.planner import check_workers, identity_row, score_run
     from pytest_pstbench.paired.request import ScoreRequest, open_on
-    from pytest_pstbench.paired.session import RunSession
+    from pytest_pstbench.paired.session import RunSession, RunSettings
     from pytest_pstbench.paired.tracks import resolve_outputs, resolve_track
 
     protocol = load_protocol(args.protocol)
@@ -184,14 +184,16 @@ def cmd_demo(args) -> int:
         session = RunSession(
             track,
             protocol,
-            name=p.name,
-            results_dir=results,
-            device=args.device,
-            outputs_dir=out_dir,
-            method_info=load_method_yaml(out_dir),
-            command=args.command_line,
-            use_cache=not args.no_cache,
-            verify_cache=args.verify_cache,
+            RunSettings(
+                name=p.name,
+                results_dir=results,
+                device=args.device,
+                outputs_dir=out_dir,
+                method_info=load_method_yaml(out_dir),
+                command=args.command_line,
+                use_cache=not args.no_cache,
+                verify_cache=args.verify_cache,
+            ),
         )
         outcome = score_run(session, resolve_outputs(track, out_dir), progress=_progress, workers=workers)
         rows.append((p.name, outcome.summary))

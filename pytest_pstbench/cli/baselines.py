@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from pytest_pstbench.data.progress import stderr_line as _progress
+from pytest_pstbench.core.progress import stderr_line as _progress
 
 METHODS_HELP = (
     "identity (content unchanged), reinhard / mkl (color-matcher 0.6.0), idt (python-color-transfer 0.1.2a0 "

@@ -8,7 +8,7 @@ from pathlib import Path
 
 def _reporter(args):
     """Progress on stderr: one bar on a terminal, a line every 5% otherwise (CI logs); per-file lines with -v."""
-    from pytest_pstbench.data.progress import Reporter
+    from pytest_pstbench.core.progress import Reporter
 
     return Reporter(sys.stderr, verbose=getattr(args, "verbose", False))
 

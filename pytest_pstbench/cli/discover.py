@@ -129,7 +129,7 @@ def cmd_cache_prune(args) -> int:
 
 def _prune_responses(args) -> int:
     """`cache prune --responses`: the model answers `vab run` cached (all, or those older than --older-than days)."""
-    from pytest_pstbench.selection.response_cache import prune_responses, responses_dir
+    from pytest_pstbench.selection.ask.response_cache import prune_responses, responses_dir
 
     if args.older_than is None and not args.all:
         raise UserError("cache prune --responses: say which answers to remove; fix: add --older-than DAYS or --all")

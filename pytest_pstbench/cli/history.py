@@ -10,7 +10,7 @@ import sys
 
 def cmd_history(args) -> int:
     from pytest_pstbench.core.history import history_text, read_history
-    from pytest_pstbench.data.progress import stderr_line
+    from pytest_pstbench.core.progress import stderr_line
 
     history = read_history(args.sources, metrics=args.metric, say=stderr_line)
     if args.plot:

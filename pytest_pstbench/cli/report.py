@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from pytest_pstbench.data.progress import stderr_line as _progress
-from pytest_pstbench.report.model import DEFAULT_MAX_PAIRS, DEFAULT_MAX_TASKS, DEFAULT_THUMB_SIZE
-from pytest_pstbench.report.worst import DEFAULT_WORST
+from pytest_pstbench.core.kinds import report_option
+from pytest_pstbench.core.progress import stderr_line as _progress
+from pytest_pstbench.report.build import DEFAULT_THUMB_SIZE
 
 
 def add_report_command(subparsers) -> None:
@@ -46,14 +46,14 @@ def add_report_command(subparsers) -> None:
         type=int,
         default=None,
         metavar="N",
-        help=f"paired runs: show thumbnails for the first N pairs in track order; 0 shows all (default: {DEFAULT_MAX_PAIRS})",
+        help=f"paired runs: show thumbnails for the first N pairs in track order; 0 shows all (default: {report_option('--max-pairs').default})",
     )
     p.add_argument(
         "--max-tasks",
         type=int,
         default=None,
         metavar="N",
-        help=f"selection runs: show the first N tasks of the track in the gallery (the page names the ones left out); 0 shows all (default: {DEFAULT_MAX_TASKS})",
+        help=f"selection runs: show the first N tasks of the track in the gallery (the page names the ones left out); 0 shows all (default: {report_option('--max-tasks').default})",
     )
     p.add_argument(
         "--worst",
@@ -61,7 +61,7 @@ def add_report_command(subparsers) -> None:
         default=None,
         metavar="N",
         help="paired runs, two or more: per ranked metric, "
-        f"the N pairs each run lost most on against the first run (a Worst pairs section); 0: none (default: {DEFAULT_WORST})",
+        f"the N pairs each run lost most on against the first run (a Worst pairs section); 0: none (default: {report_option('--worst').default})",
     )
     p.add_argument(
         "--track",
@@ -75,6 +75,12 @@ def add_report_command(subparsers) -> None:
         metavar="P",
         help="protocol id or YAML path the runs were made under, for metric labels (default: found by the runs' sha256)",
     )
+    _add_history_options(p)
+    p.set_defaults(func=cmd_report)
+
+
+def _add_history_options(p) -> None:
+    """`--history SOURCE...` and the metrics its section follows (`--metric`, as `pstbench history`'s)."""
     p.add_argument(
         "--history",
         nargs="+",
@@ -84,7 +90,14 @@ def add_report_command(subparsers) -> None:
         "significant steps of `pstbench history SOURCE...` (a run folder in a git repository, a published run "
         "path hf://datasets/OWNER/NAME[@REV]/PATH, or several runs in order)",
     )
-    p.set_defaults(func=cmd_report)
+    p.add_argument(
+        "--metric",
+        nargs="+",
+        default=None,
+        metavar="M",
+        help="with --history: the metrics its section follows, as `pstbench history --metric` (default: the "
+        "protocol's ranked metrics; selection runs: top1 bot1 tb1)",
+    )
 
 
 def cmd_report(args) -> int:
@@ -105,6 +118,7 @@ def cmd_report(args) -> int:
         protocol_spec=args.protocol,
         progress=_progress,
         history=args.history,
+        history_metrics=args.metric,
     )
     print(f"report: {out / 'index.html'}")
     return 0

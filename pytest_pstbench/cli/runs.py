@@ -10,9 +10,8 @@
 from __future__ import annotations
 
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.data.progress import stderr_line as _progress
-
-URI_HELP = "hf://datasets/OWNER/NAME@REVISION/PATH (the URI form of huggingface_hub's HfFileSystem)"
+from pytest_pstbench.core.hub.uri import URI_HELP
+from pytest_pstbench.core.progress import stderr_line as _progress
 
 
 def local_runs(runs, protocol_spec=None) -> list:
@@ -24,11 +23,8 @@ def local_runs(runs, protocol_spec=None) -> list:
 
 
 def cmd_pull(args) -> int:
-    from pytest_pstbench.core.hub.uri import is_hub_uri
-    from pytest_pstbench.core.store.published import pull
+    from pytest_pstbench.core.store.backends import pull
 
-    if not is_hub_uri(args.uri):
-        raise UserError(f"URI {args.uri}: not a Hub URI; fix: give {URI_HELP}")
     result = pull(args.uri, protocol_spec=args.protocol, progress=_progress, option="URI")
     print(f"commit: {result.commit}")
     print(f"pinned: {result.pinned_uri}")
@@ -40,7 +36,7 @@ def cmd_pull(args) -> int:
 
 
 def cmd_push(args) -> int:
-    from pytest_pstbench.core.store.published import pull, push
+    from pytest_pstbench.core.store.backends import pull, push
 
     result = push(
         args.run_dir,
@@ -72,14 +68,11 @@ def _method(run: dict) -> str:
 def cmd_ls(args) -> int:
     from tabulate import tabulate
 
-    from pytest_pstbench.core.hub.uri import is_hub_uri
     from pytest_pstbench.core.kinds import run_kind
-    from pytest_pstbench.core.store.backends import run_paths
-    from pytest_pstbench.core.store.published import pull
+    from pytest_pstbench.core.store.backends import check_published, pull, run_paths
     from pytest_pstbench.core.store.reader import read_runs
 
-    if not is_hub_uri(args.uri):
-        raise UserError(f"URI {args.uri}: not a Hub URI; fix: give {URI_HELP}")
+    check_published(args.uri, "URI")
     against = None
     if args.against:  # first: a local RUN that cannot be read is refused before anything is fetched
         against_path = run_paths([args.against], option="--against", protocol_spec=args.protocol, one=True)[0]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_pstbench.data.progress import stderr_line as _progress
+from pytest_pstbench.core.progress import stderr_line as _progress
 
 
 def cmd_sensitivity(args) -> int:

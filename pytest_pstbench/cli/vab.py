@@ -10,12 +10,12 @@ import sys
 from pathlib import Path
 
 from pytest_pstbench.cli.vab_common import load_selection, print_outcome
-from pytest_pstbench.data.progress import stderr_line as _progress
+from pytest_pstbench.core.progress import stderr_line as _progress
 from pytest_pstbench.options import add_to_argparse
 
 
 def cmd_export(args) -> int:
-    from pytest_pstbench.selection.export import export_track
+    from pytest_pstbench.selection.ask.export import export_track
 
     protocol, params, track = load_selection(args.track, args.protocol)
     from pytest_pstbench.cli.vab_batch import batch_settings, export_batch_file
@@ -124,7 +124,7 @@ def cmd_score(args) -> int:
         from pytest_pstbench.core.errors import UserError
 
         raise UserError("--also-protocol / --t0-answers: need an answers file; fix: give --answers FILE (not --judge)")
-    from pytest_pstbench.selection.pricing import table_from_args, with_cost
+    from pytest_pstbench.selection.ask.pricing import table_from_args, with_cost
 
     prices = table_from_args(args)  # a bad price file: refused before anything is read or written
     if prices is not None and not args.answers:
@@ -347,8 +347,8 @@ def cmd_consensus(args) -> int:
 
 def cmd_study(args) -> int:
     """The ranking-vs-scoring protocol study of an annotations CSV (selection/study.py)."""
-    from pytest_pstbench.report.study_table import study_tables
     from pytest_pstbench.selection.study import STUDY_FILES, run_study, write_study
+    from pytest_pstbench.selection.study_table import study_tables
 
     if args.out:  # before any work: study.json and study.csv never replace the annotations or the protocol
         from pytest_pstbench.core.files.write import refuse_overwriting_inputs

@@ -1,29 +1,29 @@
 """The batch faces of `pstbench vab`: `vab run --batch` (its progress and what it names), `vab export --batch-file`
 (the OpenAI Batch input file, for engines that run it offline: vLLM's `run-batch`) and `vab score --batch-output`
-(their output read into an answers file as `vab run` would write it). The work is in `selection.batch_file` and
-`selection.batch_run`; this module reads the options and prints.
+(their output read into an answers file as `vab run` would write it). The work is in `selection.ask.batch_file` and
+`selection.ask.batch_run`; this module reads the options and prints.
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 from pytest_pstbench.core.errors import UserError
 
 
 def run_batch_command(args, track, protocol, settings, answers_path: Path):
     """`vab run --batch`: the batch rounds; the requests a batch did not answer and its damaged lines named on stderr."""
-    from pytest_pstbench.selection.batch_file import MAX_NAMED
-    from pytest_pstbench.selection.batch_run import BatchOptions, run_batch, stderr_say
+    from pytest_pstbench.selection.ask.batch_file import MAX_NAMED
+    from pytest_pstbench.selection.ask.batch_run import BatchOptions, stderr_say
+    from pytest_pstbench.selection.ask.model_run import ask_model
 
-    run = run_batch(
+    run = ask_model(
         track,
         protocol,
         settings,
         answers_path,
-        BatchOptions(args.poll_interval, args.batch_wait, int(args.batch_max_mb * 1024 * 1024)),
+        batch=BatchOptions(args.poll_interval, args.batch_wait, int(args.batch_max_mb * 1024 * 1024)),
         say=None if args.quiet else stderr_say,
     )
     for note in run.problems[:MAX_NAMED]:
@@ -45,7 +45,7 @@ def run_batch_command(args, track, protocol, settings, answers_path: Path):
 
 def batch_settings(args, params):
     """The request settings of `vab export --batch-file` (model, sampling, extra body), checked as `vab run` checks them."""
-    from pytest_pstbench.selection.model_options import settings_from_args
+    from pytest_pstbench.selection.ask.settings import ModelOptions, run_settings
 
     given = [
         o
@@ -68,25 +68,22 @@ def batch_settings(args, params):
         raise UserError(
             "vab export --batch-file: needs --model (the model named in every request body); fix: add --model NAME"
         )
-    ns = SimpleNamespace(
-        model=args.model,
-        api_base="http://127.0.0.1/v1",
+    options = ModelOptions(
+        args.model,
+        "http://127.0.0.1/v1",
         temperature=args.temperature,
         max_tokens=args.max_tokens,
         concurrency=1,
-        timeout=600.0,
-        api_key_env="API_KEY",
-        header=[],
-        extra_body=args.extra_body,
+        extra_body=tuple(args.extra_body or ()),
     )
-    return settings_from_args(ns, params)
+    return run_settings(options, params)
 
 
 def export_batch_file(args, track, params) -> int:
     """`vab export --batch-file FILE`: every request of the track, one a line, as `vab run --batch` uploads it."""
     from pytest_pstbench.core.files.write import refuse_overwriting_inputs, write_atomic
-    from pytest_pstbench.selection.batch_file import input_lines
-    from pytest_pstbench.selection.requests import ImageURLs, requests_of
+    from pytest_pstbench.selection.ask.batch_file import input_lines
+    from pytest_pstbench.selection.ask.requests import ImageURLs, requests_of
     from pytest_pstbench.selection.tracks import check_track
 
     if args.out or args.retry:
@@ -115,10 +112,9 @@ def read_batch_output(args, track, params) -> None:
     A damaged output file (a line not JSON, a custom_id not asked or given twice) is refused whole: nothing is written."""
     from pytest_pstbench.selection.answerfile import answers_writer
     from pytest_pstbench.selection.answers import read_answers
-    from pytest_pstbench.selection.attempts import Spent, answer_line
-    from pytest_pstbench.selection.batch_file import MAX_OUTPUT_BYTES, custom_id, read_output
-    from pytest_pstbench.selection.model_run import done_keys
-    from pytest_pstbench.selection.requests import requests_of
+    from pytest_pstbench.selection.ask.attempts import Spent, answer_line, done_keys
+    from pytest_pstbench.selection.ask.batch_file import MAX_OUTPUT_BYTES, custom_id, read_output
+    from pytest_pstbench.selection.ask.requests import requests_of
 
     if not args.answers:
         raise UserError(

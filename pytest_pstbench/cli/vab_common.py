@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_pstbench.data.progress import stderr_line as _progress
+from pytest_pstbench.core.progress import stderr_line as _progress
 
 
 def load_selection(track_spec: str, protocol_spec: str | None):
@@ -40,7 +40,7 @@ def print_outcome(outcome, track, label: str, params, *, extras: bool) -> None:
     note = answers_line(outcome.run)
     if note:
         print(note)
-    from pytest_pstbench.selection.pricing import cost_line
+    from pytest_pstbench.selection.ask.pricing import cost_line
 
     line = cost_line(outcome.summary.get("cost"))
     if line:

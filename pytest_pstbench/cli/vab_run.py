@@ -1,5 +1,5 @@
 """`pstbench vab run`: ask a model behind an OpenAI-compatible chat-completions endpoint (the official prompts
-and retries, `selection.model_run`), append its answers to an answers file, then score them as `vab score` does.
+and retries, `selection.ask`), append its answers to an answers file, then score them as `vab score` does.
 
 Wired into `vab`'s subcommands by `add_run_parser`; uses `cli.vab`'s loading and printing.
 """
@@ -13,14 +13,25 @@ from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.options import add_to_argparse
 
 
+def _model_options(args, **fixed):
+    """A command's model options as the ask wing takes them (`selection.ask.settings.ModelOptions`: its fields are
+    the commands' argparse destinations); `fixed`: values the command sets itself."""
+    from dataclasses import fields
+
+    from pytest_pstbench.selection.ask.settings import ModelOptions
+
+    given = {f.name: getattr(args, f.name) for f in fields(ModelOptions) if hasattr(args, f.name)}
+    given["header"] = tuple(given.get("header") or ())
+    given["extra_body"] = tuple(given.get("extra_body") or ())
+    return ModelOptions(**{**given, **fixed})
+
+
 def cmd_run(args) -> int:
     """Ask a model (OpenAI-compatible chat completions), append its answers, then score them."""
     from pytest_pstbench.cli.vab_common import load_selection, print_outcome
-    from pytest_pstbench.data.progress import terminal_progress
     from pytest_pstbench.selection.answers import ERROR
-    from pytest_pstbench.selection.model_options import redact_command, settings_from_args
-    from pytest_pstbench.selection.model_run import run_model
-    from pytest_pstbench.selection.pricing import table_from_args, with_cost
+    from pytest_pstbench.selection.ask.pricing import table_from_args, with_cost
+    from pytest_pstbench.selection.ask.settings import redact_command
     from pytest_pstbench.selection.run_judge import answers_judge, model_run_name
     from pytest_pstbench.selection.session import SelectionSession, score_all, votes_and_human
 
@@ -33,72 +44,15 @@ def cmd_run(args) -> int:
             f"--calibrate {args.calibrate}: not a positive number of requests; fix: give N >= 2 (e.g. --calibrate 30)"
         )
     protocol, params, track = load_selection(args.track, args.protocol)
-    settings = settings_from_args(args, params)
-    if settings.budget_cost:
-        if prices is None:
-            raise UserError(
-                f"--budget-cost {args.budget_cost:g}: a money budget needs the model's prices; fix: add "
-                "--price-in X --price-out Y (per million tokens) or --prices FILE"
-            )
-        from dataclasses import replace
-
-        settings = replace(settings, budget_price=prices.price_of(settings.model)[1])
+    settings = _run_settings(args, params, prices)
     name = args.name or model_run_name(args.model)
     answers_path = Path(args.answers) if args.answers else Path(args.results) / track.id / f"{name}.answers.jsonl"
-    from pytest_pstbench.selection.batch_run import check_options
-
-    check_options(args.poll_interval, args.batch_wait, args.batch_max_mb)
-    if args.batch:
-        clash = [
-            o
-            for o, on in (
-                ("--budget-tokens", settings.budget_tokens),
-                ("--budget-cost", settings.budget_cost),
-                ("--concurrency auto", settings.adaptive),
-                ("--estimate", args.estimate),
-            )
-            if on
-        ]
-        if clash:
-            raise UserError(
-                f"--batch and {clash[0]}: a batch is submitted whole (its requests are not sent one by one); "
-                f"fix: drop {clash[0]}, or drop --batch"
-            )
+    _check_batch(args, settings)
     if args.estimate:
         return _estimate(args, track, protocol, settings, answers_path, prices)
     votes, human = votes_and_human(track, params, args.votes)  # a bad votes file: refused before any request
-    model_api = settings.provenance()
-    if args.batch:
-        from pytest_pstbench.cli.vab_batch import run_batch_command
-
-        asked = run_batch_command(args, track, protocol, settings, answers_path)
-        model_api["batch"] = {"ids": asked.batches, "completion_window": "24h"}
-    else:
-        asked = run_model(
-            track, protocol, settings, answers_path, progress=terminal_progress if not args.quiet else None
-        )
+    asked, model_api = _ask(args, track, protocol, settings, answers_path)
     counts = asked.counts
-    print(
-        f"model {settings.model} at {settings.api_base}: asked {counts['asked']} requests ({counts['skipped']} already answered), "
-        f"{counts['calls']} {'batch requests' if args.batch else 'API calls'}; {counts['ok']} parsed, {counts['unparseable']} "
-        f"unparseable, {counts['error']} API errors; answers: {answers_path}"
-    )
-    notes = {k: counts[k] for k in ("budget", "cache", "stopped") if k in counts}
-    if "stopped" in counts:
-        print(
-            f"pstbench: stopped: {counts['stopped']}; answers so far are in {answers_path}; fix: run the same command "
-            "with a larger --budget-tokens / --budget-cost to go on (nothing answered is asked again)",
-            file=sys.stderr,
-        )
-    model_api.update(notes)
-    if getattr(asked, "pacing", None) is not None:  # --concurrency auto: the limit over time, the 429 / 503 counts
-        model_api["pacing"] = asked.pacing
-        p = asked.pacing
-        print(
-            f"adaptive concurrency: limit {p['trace'][-1][1]} at the end (peak {p['peak_in_flight']} in flight, ceiling "
-            f"{p['max_concurrency']}); {p['throttled'].get('429', 0)} answers 429, {p['throttled'].get('503', 0)} answers 503, "
-            f"{p['waited_out']} waited out and sent again"
-        )
     chosen = answers_judge(
         answers_path, track, params, model=settings.model, model_api=model_api, answer_set=asked.answer_set
     )
@@ -130,10 +84,91 @@ def cmd_run(args) -> int:
     return 0
 
 
+def _run_settings(args, params, prices):
+    """`vab run`'s settings, checked; a money budget priced at the model's price."""
+    from pytest_pstbench.selection.ask.settings import run_settings
+
+    settings = run_settings(_model_options(args), params)
+    if settings.budget_cost:
+        if prices is None:
+            raise UserError(
+                f"--budget-cost {args.budget_cost:g}: a money budget needs the model's prices; fix: add "
+                "--price-in X --price-out Y (per million tokens) or --prices FILE"
+            )
+        from dataclasses import replace
+
+        settings = replace(settings, budget_price=prices.price_of(settings.model)[1])
+    return settings
+
+
+def _check_batch(args, settings) -> None:
+    """--batch's own options, and the options a batch cannot honour (it is submitted whole)."""
+    from pytest_pstbench.selection.ask.batch_run import check_options
+
+    check_options(args.poll_interval, args.batch_wait, args.batch_max_mb)
+    if args.batch:
+        clash = [
+            o
+            for o, on in (
+                ("--budget-tokens", settings.budget_tokens),
+                ("--budget-cost", settings.budget_cost),
+                ("--concurrency auto", settings.adaptive),
+                ("--estimate", args.estimate),
+            )
+            if on
+        ]
+        if clash:
+            raise UserError(
+                f"--batch and {clash[0]}: a batch is submitted whole (its requests are not sent one by one); "
+                f"fix: drop {clash[0]}, or drop --batch"
+            )
+
+
+def _ask(args, track, protocol, settings, answers_path: Path):
+    """Ask the model (`selection.ask.model_run.ask_model`), say what was asked; what was asked and run.json's
+    model_api (the settings, the batches, the budget, the cache, why it stopped, the pacing)."""
+    from pytest_pstbench.core.progress import terminal_progress
+    from pytest_pstbench.selection.ask.model_run import ask_model
+
+    model_api = settings.provenance()
+    if args.batch:
+        from pytest_pstbench.cli.vab_batch import run_batch_command
+
+        asked = run_batch_command(args, track, protocol, settings, answers_path)
+        model_api["batch"] = {"ids": asked.batches, "completion_window": "24h"}
+    else:
+        asked = ask_model(
+            track, protocol, settings, answers_path, progress=terminal_progress if not args.quiet else None
+        )
+    counts = asked.counts
+    print(
+        f"model {settings.model} at {settings.api_base}: asked {counts['asked']} requests ({counts['skipped']} already answered), "
+        f"{counts['calls']} {'batch requests' if args.batch else 'API calls'}; {counts['ok']} parsed, {counts['unparseable']} "
+        f"unparseable, {counts['error']} API errors; answers: {answers_path}"
+    )
+    notes = {k: counts[k] for k in ("budget", "cache", "stopped") if k in counts}
+    if "stopped" in counts:
+        print(
+            f"pstbench: stopped: {counts['stopped']}; answers so far are in {answers_path}; fix: run the same command "
+            "with a larger --budget-tokens / --budget-cost to go on (nothing answered is asked again)",
+            file=sys.stderr,
+        )
+    model_api.update(notes)
+    if getattr(asked, "pacing", None) is not None:  # --concurrency auto: the limit over time, the 429 / 503 counts
+        model_api["pacing"] = asked.pacing
+        p = asked.pacing
+        print(
+            f"adaptive concurrency: limit {p['trace'][-1][1]} at the end (peak {p['peak_in_flight']} in flight, ceiling "
+            f"{p['max_concurrency']}); {p['throttled'].get('429', 0)} answers 429, {p['throttled'].get('503', 0)} answers 503, "
+            f"{p['waited_out']} waited out and sent again"
+        )
+    return asked, model_api
+
+
 def _estimate(args, track, protocol, settings, answers_path, prices) -> int:
     """`vab run --estimate [--calibrate N]`: print the requests, tokens and cost to expect; no run folder."""
-    from pytest_pstbench.data.progress import terminal_progress
-    from pytest_pstbench.selection.estimate import estimate_run, lines
+    from pytest_pstbench.core.progress import terminal_progress
+    from pytest_pstbench.selection.ask.estimate import estimate_run, lines
 
     price = prices.price_of(settings.model)[1] if prices is not None else None
     est = estimate_run(
@@ -155,7 +190,7 @@ def _estimate(args, track, protocol, settings, answers_path, prices) -> int:
 
 
 def add_price_options(p) -> None:
-    """The price table of a model run's cost (`selection.pricing`): `vab run` and `vab score`."""
+    """The price table of a model run's cost (`selection.ask.pricing`): `vab run` and `vab score`."""
     p.add_argument(
         "--price-in",
         type=float,
@@ -187,7 +222,7 @@ def add_price_options(p) -> None:
 
 
 def add_run_parser(sub) -> None:
-    """Add `vab run` to `vab`'s subcommands."""
+    """Add `vab run` to `vab`'s subcommands (its defaults are the ask wing's, `selection.ask.settings.ModelOptions`)."""
     r = sub.add_parser(
         "run",
         help="ask a model behind an OpenAI-compatible chat-completions endpoint (official prompts, retries), then score it",
@@ -195,10 +230,41 @@ def add_run_parser(sub) -> None:
     r.add_argument("--track", required=True, help="vab-demo, or the path to a local selection track.yaml")
     r.add_argument("--model", required=True, help="model name sent to the endpoint")
     r.add_argument("--api-base", required=True, help="endpoint base URL; requests go to API_BASE/chat/completions")
+    _add_request_options(r)
+    r.add_argument("--name", default=None, help="run name (default: the model name's last part)")
+    r.add_argument("--results", default="results", help="results root (default: results)")
+    r.add_argument("--protocol", default=None, help="selection protocol id or YAML path (default: vab)")
+    r.add_argument("--extras", action="store_true", help="also print TB-1 best-only / worst-only and trial-0 accuracy")
+    _add_batch_options(r)
+    _add_budget_options(r)
+    add_price_options(r)
+    r.add_argument(
+        "--estimate",
+        action="store_true",
+        help="print the request count, expected tokens and cost (with an interval) and stop: "
+        "no request sent (or the --calibrate sample), no run folder written",
+    )
+    r.add_argument(
+        "--calibrate",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --estimate: ask N requests (appended to the answers "
+        "file; they count towards the run) and estimate from their usage",
+    )
+    r.add_argument("-q", "--quiet", action="store_true", help="no progress bar (no batch progress lines)")
+    r.set_defaults(func=cmd_run)
+
+
+def _add_request_options(r) -> None:
+    """The key, the answers file, the calls in flight, the timeout, the headers and body fields, the sampling."""
+    from pytest_pstbench.selection.ask.pacing import DEFAULT_MAX
+    from pytest_pstbench.selection.ask.settings import MAX_CONCURRENCY, ModelOptions
+
     r.add_argument(
         "--api-key-env",
-        default="API_KEY",
-        help="environment variable holding the API key (default: API_KEY; sent as a Bearer token, never written)",
+        default=ModelOptions.api_key_env,
+        help=f"environment variable holding the API key (default: {ModelOptions.api_key_env}; sent as a Bearer token, never written)",
     )
     r.add_argument(
         "--answers",
@@ -207,33 +273,34 @@ def add_run_parser(sub) -> None:
     )
     r.add_argument(
         "--concurrency",
-        default=10,
+        default=ModelOptions.concurrency,
         metavar="N|auto",
-        help="requests in flight at once (default: 10, the official pipeline's rules as they are); `auto`: "
+        help=f"requests in flight at once (default: {ModelOptions.concurrency}, the official pipeline's rules as they are); `auto`: "
         "adapt to the endpoint's rate limit (grow while answered, cut on 429/503; rate-limit answers are "
         "waited out and sent again) up to --max-concurrency; the limit over time is recorded in run.json",
     )
     r.add_argument(
         "--max-concurrency",
-        default=None,
+        default=ModelOptions.max_concurrency,
         metavar="M",
-        help="with --concurrency auto: the ceiling of the adaptive limit (default: 64; at most 1000)",
+        help=f"with --concurrency auto: the ceiling of the adaptive limit (default: {DEFAULT_MAX}; at most {MAX_CONCURRENCY})",
     )
     r.add_argument(
         "--timeout",
         type=float,
-        default=600.0,
-        help="seconds one whole API call may take (connect, send, answer; a call cut at the limit is retried as a timeout) (default: 600)",
+        default=ModelOptions.timeout,
+        help="seconds one whole API call may take (connect, send, answer; a call cut at the limit is retried as a "
+        f"timeout) (default: {ModelOptions.timeout:g})",
     )
     add_to_argparse(r, "header", "extra-body", "votes")  # the one option table (the plugin's --pstbench-header, ...)
     r.add_argument(
         "--temperature", type=float, default=None, help="sampling temperature (default: the protocol's, 1.0)"
     )
     r.add_argument("--max-tokens", type=int, default=None, help="max_tokens (default: the protocol's, 8192)")
-    r.add_argument("--name", default=None, help="run name (default: the model name's last part)")
-    r.add_argument("--results", default="results", help="results root (default: results)")
-    r.add_argument("--protocol", default=None, help="selection protocol id or YAML path (default: vab)")
-    r.add_argument("--extras", action="store_true", help="also print TB-1 best-only / worst-only and trial-0 accuracy")
+
+
+def _add_batch_options(r) -> None:
+    """--batch and how it polls and splits."""
     r.add_argument(
         "--batch",
         action="store_true",
@@ -258,6 +325,10 @@ def add_run_parser(sub) -> None:
         help="--batch: seconds to poll before stopping; run the same "
         "command again to go on polling the same batch (default: 90000, the 24 h window and an hour)",
     )
+
+
+def _add_budget_options(r) -> None:
+    """The run's budget and the response cache."""
     r.add_argument(
         "--budget-tokens",
         type=int,
@@ -283,20 +354,3 @@ def add_run_parser(sub) -> None:
         help="use the response cache at any temperature (by default only at temperature 0: a cached answer at "
         "temperature 1 is a replayed sample, not a new one)",
     )
-    add_price_options(r)
-    r.add_argument(
-        "--estimate",
-        action="store_true",
-        help="print the request count, expected tokens and cost (with an interval) and stop: "
-        "no request sent (or the --calibrate sample), no run folder written",
-    )
-    r.add_argument(
-        "--calibrate",
-        type=int,
-        default=None,
-        metavar="N",
-        help="with --estimate: ask N requests (appended to the answers "
-        "file; they count towards the run) and estimate from their usage",
-    )
-    r.add_argument("-q", "--quiet", action="store_true", help="no progress bar (no batch progress lines)")
-    r.set_defaults(func=cmd_run)

@@ -3,7 +3,7 @@ of pyiqa judges (`pyiqa:NAME`, data/weights/pyiqa_fetch.py), each checked agains
 
 from __future__ import annotations
 
-from pytest_pstbench.data.progress import stderr_line as _progress
+from pytest_pstbench.core.progress import stderr_line as _progress
 
 PYIQA_VERSION_HELP = (
     "the pyiqa version whose files to use (default: the installed pyiqa's; needed where pyiqa is "

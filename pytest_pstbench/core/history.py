@@ -5,6 +5,11 @@ between consecutive points of a segment the kind's paired test (`RunKind.compare
 tie rule included), Holm over every test of the history (`RunKind.finish` over all of them at once), so a long
 history does not find steps by chance.
 
+A version whose per-item values are the point before's (the same per-item file: a rerun, a commit that changed
+only run.json's timestamps) is no point of its own: it is listed under that point (`repeats`) and adds no test,
+so reruns do not weaken Holm's correction. Where no test of the history can be significant (too few items for its
+number of tests), or there is no test at all, one line says why and what would help (`limits`).
+
 A point made under another protocol, track, dataset revision or set of items than the point before starts a
 new segment (a break, never tested across). A version whose run cannot be read (incomplete, invalid, damaged,
 missing, of another kind) is left out with its reason and never plotted. Only the previous point's run is kept
@@ -26,6 +31,7 @@ class Point:
     message: str | None
     metrics: dict  # name -> {"mean", "low", "high"}
     segment: int = 0
+    repeats: list = field(default_factory=list)  # later versions with the same per-item values (no test)
 
     def to_json(self) -> dict:
         return {
@@ -35,6 +41,7 @@ class Point:
             "message": self.message,
             "segment": self.segment,
             "metrics": self.metrics,
+            "repeats": self.repeats,
         }
 
 
@@ -49,6 +56,7 @@ class History:
     said: list[str] = field(default_factory=list)  # notes said on stderr while reading (a rewritten branch)
     alpha: float | None = None
     steps: list[dict] = field(default_factory=list)
+    limits: list[str] = field(default_factory=list)  # why no test can be significant, or there is none
 
     def to_json(self) -> dict:
         return {
@@ -59,6 +67,7 @@ class History:
             "steps": self.steps,
             "breaks": self.breaks,
             "left_out": self.left_out,
+            "limits": self.limits,
             "notes": self.notes + self.said,
         }
 
@@ -95,7 +104,7 @@ def build_history(versions, *, metrics=None, say=None, strict: bool = False) -> 
 
     say = say or (lambda msg: None)
     h = History()
-    kind = prev = protocol = None
+    kind = prev = protocol = prev_digest = None
     segment = 0
     for v in versions:
         if v.problem is not None:
@@ -117,20 +126,35 @@ def build_history(versions, *, metrics=None, say=None, strict: bool = False) -> 
         kind, run = this_kind, runs[0]
         values = kind.history_values(run, run_protocol, metrics)
         point = Point(v.source, v.commit, v.date, v.message, values)
+        digest = _item_digest(v.folder, kind)
         if prev is not None:
             reason = _break_reason(kind, prev, run)
             if reason is not None:
                 segment += 1
                 h.breaks.append({**_where(v), "reason": reason})
+            elif digest == prev_digest:  # a rerun: the same values pair for pair, nothing to test
+                h.points[-1].repeats.append({**_where(v), "date": v.date, "message": v.message})
+                continue
             else:
                 h.tests.extend((len(h.points), row) for row in kind.compare_two(prev, run, run_protocol, metrics))
         point.segment = segment
         h.points.append(point)
-        prev, protocol = run, run_protocol
+        prev, protocol, prev_digest = run, run_protocol, digest
     if kind is not None:
         h.kind = kind.name
         _steps(h, kind, protocol)
     return h
+
+
+def _item_digest(folder, kind) -> str | None:
+    """The digest of a run's per-item file: two runs with the same one have the same values item for item."""
+    import hashlib
+    from pathlib import Path
+
+    try:
+        return hashlib.sha256((Path(folder) / kind.item_file).read_bytes()).hexdigest()
+    except OSError:
+        return None
 
 
 def read_history(sources, *, metrics=None, say=None) -> History:
@@ -140,20 +164,14 @@ def read_history(sources, *, metrics=None, say=None) -> History:
     import tempfile
     from pathlib import Path
 
-    from pytest_pstbench.core.hub.uri import is_hub_uri
-    from pytest_pstbench.core.store.versions import git_versions, hub_versions, listed_versions
+    from pytest_pstbench.core.store.backends import versions as run_versions
 
     say = say or (lambda msg: None)
     notes: list[str] = []
     said: list[str] = []
     sources = [str(s) for s in sources]
     with tempfile.TemporaryDirectory(prefix="pstbench-history-") as work:
-        if len(sources) > 1:
-            versions = listed_versions(sources, say)
-        elif is_hub_uri(sources[0]):
-            versions = hub_versions(sources[0], say, said)
-        else:
-            versions = git_versions(sources[0], Path(work), notes, say, said)
+        versions = run_versions(sources, Path(work), notes, say, said)
         history = build_history(versions, metrics=metrics, say=say, strict=len(sources) > 1)
     history.notes.extend(notes)
     history.said.extend(said)
@@ -172,6 +190,7 @@ def _steps(h: History, kind, protocol) -> None:
     are the steps, each with the later point's commit and the metric's own direction."""
     comp = (kind.history_finish or kind.finish)([row for _i, row in h.tests], protocol)
     h.alpha = comp.alpha
+    h.limits.extend(_limits(h, kind, protocol))
     worse, better = {id(r) for r in comp.worse}, {id(r) for r in comp.better}
     for i, row in h.tests:
         if id(row) not in worse | better:
@@ -192,6 +211,33 @@ def _steps(h: History, kind, protocol) -> None:
                 "p_holm": row.p_holm,
             }
         )
+
+
+# What a history where nothing can be significant advises (`--metric` is history's and `report --history`'s option).
+HISTORY_FIX = "fix: follow fewer metrics (--metric M ...), score a track with more items, or give a shorter series"
+
+
+def _limits(h: History, kind, protocol) -> list[str]:
+    """The line saying why no step can be found: no test at all (one point, reruns only, a point per segment), or
+    tests that cannot be significant after Holm at their n whatever the values (`core.compare.cannot_detect`, as
+    compare says it; `partly_blind` where only some cannot)."""
+    from pytest_pstbench.core.compare import NOTHING_SIGNIFICANT, cannot_detect, partly_blind
+
+    if not h.tests:
+        repeats = sum(len(p.repeats) for p in h.points)
+        if repeats:
+            why = (
+                f"every later version has the same per-item values as the one before it ({repeats} rerun(s), each "
+                "listed under its point)"
+            )
+        elif len(h.points) > 1:
+            why = "each segment holds one point (nothing is tested across a break)"
+        else:
+            why = "one point"
+        return [f"no test: {why}; a step needs two points of one segment with different per-item values"]
+    rows = [row for _i, row in h.tests]
+    line = cannot_detect(rows, h.alpha, kind, protocol, HISTORY_FIX, NOTHING_SIGNIFICANT)
+    return [line] if line else [x for x in [partly_blind(rows, h.alpha, kind, protocol, HISTORY_FIX)] if x]
 
 
 def history_text(h: History) -> str:
@@ -215,7 +261,13 @@ def history_text(h: History) -> str:
             for m in names
             if m in p.metrics
         )
-        lines.append(f"  {where} {one_line((p.date or '')[:10])} {vals}")
+        again = (
+            f" (the same values at {len(p.repeats)} later version(s): {', '.join(label(r) for r in p.repeats[:5])}"
+            f"{', ...' if len(p.repeats) > 5 else ''})"
+            if p.repeats
+            else ""
+        )
+        lines.append(f"  {where} {one_line((p.date or '')[:10])} {vals}{again}")
     for b in h.breaks:
         lines.append(f"break at {label(b)}: {one_line(b['reason'])} (a new segment; not tested across)")
     for x in h.left_out:
@@ -231,6 +283,7 @@ def history_text(h: History) -> str:
         )
     if h.points and not h.steps:
         lines.append("no significant step")
+    lines.extend(one_line(x) for x in h.limits)
     lines.extend(one_line(n) for n in h.notes)
     return "\n".join(lines) + "\n"
 

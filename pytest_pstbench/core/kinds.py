@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,19 @@ from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.files.jsonfile import read_json
 
 ENTRY_POINT_GROUP = "pytest_pstbench.kinds"
+
+
+@dataclass(frozen=True)
+class ReportOption:
+    """An option of `pstbench report` that bounds what a kind's page shows (`--max-pairs N`): 0 or a positive
+    number, `default` where it is not given. The frame checks it and hands every kind's to the page
+    (`ReportRequest.kind_options`, by `dest`)."""
+
+    flag: str  # "--max-pairs"
+    dest: str  # "max_pairs": its key in ReportRequest.kind_options (and build_report's keyword)
+    default: int
+    zero: str = "all"  # what 0 means, in the line that refuses a negative value
+    example: int = 50  # the value that line suggests
 
 
 @dataclass(frozen=True)
@@ -43,7 +56,7 @@ class KindSpec:
         None  # how a remote dataset manifest of the kind lays out its items (data/manifest.py LAYOUTS)
     )
     paper_table: str | None = (
-        None  # "module:function" (paths, *, metrics, against, protocol_spec) -> core.papertable.Table
+        None  # "module:function" (paths, *, metrics, against, protocol_spec) -> core.paper_table.Table
     )
     metric_table: str | None = None  # "module:function" (protocol data) -> (rows, headers) of `pstbench ls metrics`
     builtin_tracks: tuple[str, ...] = ()  # track ids that are of this kind without a manifest
@@ -53,6 +66,9 @@ class KindSpec:
     )
     # "module:function" (base Protocol, variant id) -> Protocol: `--protocol BASE+VARIANT` (core.protocol.load_protocol)
     apply_variant: str | None = None
+    report_options: tuple[ReportOption, ...] = ()  # the options of `pstbench report` its page reads
+    # "module:class": the core.protocol.Protocol subclass its protocols load as (their typed sections); None: Protocol
+    protocol_type: str | None = None
 
     @property
     def run_files(self) -> tuple[str, ...]:
@@ -135,18 +151,19 @@ class PageSection:
 class ReportRequest:
     """What `pstbench report` hands a kind's `html_report` hook once the frame (report/build.py) has checked
     the call: the runs (store RunSources: `.path` read, `.uri` set for a published run), all of one kind; the
-    page folder `out` (checked replaceable, holding no input); the options (each bound's default where it was not
-    given); and the page's frame: its generator tag (an earlier page is found by it) and style sheet."""
+    page folder `out` (checked replaceable, holding no input); the options, the frame's and those the registered
+    kinds declare (`kind_options`, each bound's default where it was not given); and the page's frame: its
+    generator tag (an earlier page is found by it) and style sheet."""
 
     sources: list
     out: Path
     generator: str
     css: str
     thumb_size: int
-    max_pairs: int = 0  # --max-pairs (a page of pairs), its default when not given
-    max_tasks: int = 0  # --max-tasks (a page of tasks), its default when not given
-    worst: int = 0  # --worst (a page of paired runs: the pairs each run lost most on), its default when not given
-    given: frozenset = frozenset()  # the bounding options given (a kind refuses one its page does not count)
+    # every registered kind's `report_options` by dest ({"max_pairs": 50, "worst": 5, "max_tasks": 100}), the
+    # value given or its default
+    kind_options: dict = field(default_factory=dict)
+    given: frozenset = frozenset()  # the flags of the kind options given (a kind refuses one its page does not count)
     sensitivity: str | None = None
     track_spec: str | None = None
     protocol_spec: str | None = None
@@ -193,6 +210,16 @@ def spec(name: str) -> KindSpec:
     if name not in specs:
         raise UserError(f"unknown kind {name}; available: {', '.join(specs)}")
     return specs[name]
+
+
+def report_options() -> list[ReportOption]:
+    """The options of `pstbench report` the registered kinds declare for their pages, kind by kind."""
+    return [o for s in registered().values() for o in s.report_options]
+
+
+def report_option(flag: str) -> ReportOption:
+    """The declared page option `flag` (`--max-pairs`), whichever kind declares it."""
+    return next(o for o in report_options() if o.flag == flag)
 
 
 def default_kind() -> str:

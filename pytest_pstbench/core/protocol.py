@@ -1,6 +1,7 @@
-"""Load and validate a protocol file (`protocols/*.yaml`); its id and sha256; its typed sections.
-The rules a file must follow are its kind's (`KindSpec.validate_protocol`: paired/protocol.py,
-selection/protocol.py), checked at load.
+"""Load and validate a protocol file (`protocols/*.yaml`); its id and sha256; its variants (`BASE+VARIANT`); the
+range rules and the sections both kinds use (`bootstrap`, `comparison.power`). The rules a file must follow and
+its kind's typed sections are its kind's (`KindSpec.validate_protocol`, `KindSpec.protocol_type`:
+paired/protocol.py, selection/protocol.py), checked at load.
 
 The protocol is data: every scoring parameter comes from the file, never from code.
 """
@@ -11,7 +12,6 @@ import copy
 import hashlib
 import math
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -100,36 +100,14 @@ def protocols_dir() -> Path:
 
 @dataclass(frozen=True)
 class Protocol:
-    """A loaded, validated protocol file. `data` is the parsed YAML; the sections the engine computes
-    with are also read into typed, immutable objects (`io`, `resolution`, `aggregation`, `comparison`;
-    the metric entries are checked and applied through the metric registry)."""
+    """A loaded, validated protocol file. `data` is the parsed YAML. A kind may read its sections into typed,
+    immutable objects by a subclass its KindSpec names (`protocol_type`: paired.protocol.PairedProtocol's `io`,
+    `resolution`, `aggregation`, `comparison`); `load_protocol` builds that class."""
 
     id: str
     path: Path
     sha256: str
     data: dict = field(repr=False)
-
-    @cached_property
-    def io(self) -> IOSection:
-        return IOSection.of(self.data.get("io") or {})
-
-    @cached_property
-    def resolution(self) -> ResolutionSection:
-        return ResolutionSection.of(self.data.get("resolution") or {})
-
-    @cached_property
-    def aggregation(self) -> AggregationSection:
-        return AggregationSection.of(self.data.get("aggregation") or {})
-
-    @cached_property
-    def comparison(self) -> ComparisonSection:
-        section = self.data.get("comparison")
-        if section is None:
-            raise UserError(
-                f"{self.path}: protocol {self.id} has no comparison section, so runs under it cannot be compared; "
-                "fix: add one (see the comparison section of the shipped protocols/pstbench.yaml)"
-            )
-        return ComparisonSection.of(section)
 
     @property
     def metrics(self) -> dict[str, dict[str, Any]]:
@@ -146,105 +124,6 @@ class Protocol:
 
     def section(self, name: str) -> dict[str, Any]:
         return self.data[name]
-
-
-@dataclass(frozen=True)
-class IOSection:
-    """`io`: how an image file becomes the uint8 RGB array the metrics see (paired/imageio.py).
-    Absent optional keys take the defaults that validation documents."""
-
-    format: str  # the container accepted, checked from the file's bytes (PNG)
-    mode: str  # the Pillow mode after decoding (RGB)
-    exif_orientation: bool = True
-    icc_target: str = "sRGB"
-    rendering_intent: str = "perceptual"  # for converting another embedded ICC profile to sRGB
-    allowed_conversions: dict = field(default_factory=dict)  # Pillow mode -> the reason it is allowed
-    max_pixels: int | None = None  # None: the kit's own limit (imageio.MAX_PIXELS)
-
-    @classmethod
-    def of(cls, d: dict) -> IOSection:
-        icc = d.get("icc") or {}
-        return cls(
-            str(d.get("format", "")),
-            str(d.get("mode", "")),
-            bool(d.get("exif_orientation", True)),
-            str(icc.get("target", "sRGB")),
-            str(icc.get("rendering_intent", "perceptual")),
-            dict(d.get("allowed_conversions") or {}),
-            int(d["max_pixels"]) if d.get("max_pixels") is not None else None,
-        )
-
-
-@dataclass(frozen=True)
-class ResolutionSection:
-    """`resolution`: outputs at the reference's size (`size`), the filter of --allow-resize, and the
-    evaluation resolution every metric sees (`evaluate`; paired/resolution.py)."""
-
-    size: str
-    allow_resize_filter: str | None  # None: the protocol allows no resizing of outputs
-    evaluate: (
-        tuple  # the (key, value) items of `resolution.evaluate`, in the file's order; (("mode", "full"),) by default
-    )
-
-    @classmethod
-    def of(cls, d: dict) -> ResolutionSection:
-        ev = d.get("evaluate") or {"mode": "full"}
-        filt = d.get("allow_resize_filter")
-        return cls(str(d.get("size", "reference")), None if filt is None else str(filt), tuple(ev.items()))
-
-    @property
-    def evaluate_spec(self) -> dict:
-        return dict(self.evaluate)
-
-
-@dataclass(frozen=True)
-class BootstrapSection:
-    """A percentile bootstrap: `numpy.random.default_rng(seed)`, `resamples` resamples, the
-    (1 - confidence)/2 and (1 + confidence)/2 quantiles."""
-
-    confidence: float
-    resamples: int
-    seed: int
-    method: str = "percentile"
-    unit: str = (
-        "pair"  # what is resampled: `pair`, or `cluster` (whole clusters of pairs; stats.cluster_bootstrap_mean_ci)
-    )
-
-    @classmethod
-    def of(cls, d: dict) -> BootstrapSection:
-        return cls(
-            float(d["confidence"]),
-            int(d["resamples"]),
-            int(d["seed"]),
-            str(d.get("method", "percentile")),
-            str(d.get("unit", "pair")),
-        )
-
-    @property
-    def clustered(self) -> bool:
-        return self.unit == "cluster"
-
-    def kwargs(self) -> dict:
-        """The keyword arguments of `stats.bootstrap_mean_ci` / `stats.bootstrap_ci`."""
-        return {"confidence": self.confidence, "resamples": self.resamples, "seed": self.seed}
-
-
-@dataclass(frozen=True)
-class AggregationSection:
-    """`aggregation`: the statistic over pairs (per metric when `per_metric` says so) and its bootstrap."""
-
-    statistic: str
-    per_metric: dict
-    bootstrap: BootstrapSection | None  # None only for the engine's one-metric protocols (no aggregation)
-
-    @classmethod
-    def of(cls, d: dict) -> AggregationSection:
-        per = {m: str(e["statistic"]) for m, e in (d.get("per_metric") or {}).items()}
-        boot = BootstrapSection.of(d["bootstrap"]) if d.get("bootstrap") else None
-        return cls(str(d.get("statistic", "mean")), per, boot)
-
-    def statistic_of(self, metric: str) -> str:
-        return self.per_metric.get(metric, self.statistic)
 
 
 @dataclass(frozen=True)
@@ -288,83 +167,6 @@ def power_problem(power: Any, key: str) -> str | None:
             if problem:
                 return problem
     return None
-
-
-@dataclass(frozen=True)
-class SignFlipSection:
-    """`comparison.sign_flip`: the sign-flip permutation test of cluster-mean differences
-    (`stats.sign_flip_test`): exact over all 2^K sign patterns up to `exact_max_clusters` clusters, else
-    `resamples` patterns drawn with `numpy.random.default_rng(seed)`."""
-
-    exact_max_clusters: int
-    resamples: int
-    seed: int
-
-    @classmethod
-    def of(cls, d: dict | None) -> SignFlipSection | None:
-        if not d:
-            return None
-        return cls(int(d["exact_max_clusters"]), int(d["resamples"]), int(d["seed"]))
-
-    def kwargs(self) -> dict:
-        return {"exact_max_clusters": self.exact_max_clusters, "resamples": self.resamples, "seed": self.seed}
-
-
-MAX_EXACT_CLUSTERS = 24  # 2^24 sign patterns: a few seconds; beyond, Monte Carlo
-
-
-def sign_flip_problem(section: Any, key: str) -> str | None:
-    """The first rule a `comparison.sign_flip` section breaks, or None (docs/protocol.md, "Ranges")."""
-    if not isinstance(section, dict):
-        return f"{key} must be a mapping with exact_max_clusters, resamples, seed"
-    for k in ("exact_max_clusters", "resamples", "seed"):
-        if k not in section:
-            return f"{key} lacks '{k}'"
-    unknown = sorted(set(section) - {"exact_max_clusters", "resamples", "seed"})
-    if unknown:
-        return f"{key}.{unknown[0]} is not a key of {key} (exact_max_clusters, resamples, seed)"
-    return (
-        integer_problem(section["exact_max_clusters"], f"{key}.exact_max_clusters", low=0, high=MAX_EXACT_CLUSTERS)
-        or integer_problem(section["resamples"], f"{key}.resamples", low=1, high=MAX_RESAMPLES)
-        or integer_problem(section["seed"], f"{key}.seed", low=0, high=MAX_SEED)
-    )
-
-
-@dataclass(frozen=True)
-class ComparisonSection:
-    """`comparison`: the paired test between runs (scipy.stats.wilcoxon's settings), its ties, the
-    correction, alpha, and the bootstrap of the mean difference."""
-
-    zero_method: str
-    alternative: str
-    alpha: float
-    bootstrap: BootstrapSection
-    tie_threshold: dict
-    method: str = "auto"
-    test: str = "wilcoxon"
-    correction: str = "holm"
-    power: PowerSection = PowerSection()  # `comparison.power`, defaults when absent
-    sign_flip: SignFlipSection | None = None  # `comparison.sign_flip`, with test `cluster_sign_flip`
-
-    @classmethod
-    def of(cls, d: dict) -> ComparisonSection:
-        ties = {m: float(v) for m, v in (d.get("tie_threshold") or {}).items()}
-        return cls(
-            str(d["zero_method"]),
-            str(d["alternative"]),
-            float(d["alpha"]),
-            BootstrapSection.of(d["bootstrap"]),
-            ties,
-            str(d.get("method", "auto")),
-            str(d.get("test", "wilcoxon")),
-            str(d.get("correction", "holm")),
-            PowerSection.of(d.get("power")),
-            SignFlipSection.of(d.get("sign_flip")),
-        )
-
-    def tie(self, metric: str) -> float:
-        """Differences below this are ties (0 when the protocol names no threshold for the metric)."""
-        return self.tie_threshold.get(metric, 0.0)
 
 
 def protocol_path(spec: str | Path | None = None) -> Path:
@@ -425,7 +227,9 @@ def load_protocol(spec: str | Path | None = None) -> Protocol:
         if len(_VALIDATED) >= 64:
             _VALIDATED.clear()
         _VALIDATED[key] = data
-    return Protocol(id=data["id"], path=path.resolve(), sha256=digest, data=copy.deepcopy(data))
+    kind = spec(protocol_kind(data, path))
+    made = kind.load("protocol_type") if kind.protocol_type else Protocol  # the kind's typed sections
+    return made(id=data["id"], path=path.resolve(), sha256=digest, data=copy.deepcopy(data))
 
 
 # (real path, sha256 of the bytes, the registry) -> the parsed data of a protocol file that passed its kind's rules: a file is

@@ -18,6 +18,7 @@ from pytest_pstbench.core.hub import client
 from pytest_pstbench.core.hub import endpoint as hub_endpoint
 from pytest_pstbench.core.hub.digests import check_file
 from pytest_pstbench.core.hub.network import network_errors
+from pytest_pstbench.core.progress import human, reporter, shown
 from pytest_pstbench.data.dataset_lock import (
     LOCK_NAME,
     dataset_dir,
@@ -31,7 +32,6 @@ from pytest_pstbench.data.dataset_lock import (
     write_json_atomic,
 )
 from pytest_pstbench.data.manifest import HEX_RE, TASKS, DatasetManifest, get_manifest, resolve_layout
-from pytest_pstbench.data.progress import human, reporter, shown
 from pytest_pstbench.data.remote import DatasetSubject, remote_listing
 from pytest_pstbench.data.verify import check_present
 
@@ -162,8 +162,23 @@ def _check_resolved(m: DatasetManifest, requested: str, sha: str, override: bool
 
 
 def _download(m: DatasetManifest, root: Path, sha: str, expected: dict[str, dict], lock: dict, say) -> FetchResult:
-    from concurrent.futures import ThreadPoolExecutor, as_completed
+    """The files of `expected` not present and verified in `root` fetched and verified; the lock's
+    verification record written; one line for the files that failed."""
+    todo, refetch = _to_fetch(m, root, sha, expected, say)
+    errors, done_bytes, gated = _fetch_files(m, root, sha, expected, todo, say)
+    record_verification(lock, list(expected), sorted(errors))
+    lock["updated"] = utc_now()
+    write_json_atomic(root / LOCK_NAME, lock)
+    if gated is not None:
+        raise client.hub_error(DatasetSubject(m), gated, f"downloading {len(errors)} files")
+    if errors:
+        _refuse_failed(m, root, sha, todo, errors, lock)
+    say(f"{m.repo_id}@{sha[:12]}: {len(expected)} files present and verified (sha256) in {root}")
+    return FetchResult(m.name, root, sha, len(expected), len(todo), done_bytes, refetch, None, lock["source"])
 
+
+def _to_fetch(m: DatasetManifest, root: Path, sha: str, expected: dict[str, dict], say) -> tuple[list, list]:
+    """(the files to fetch, those among them present but damaged: removed here) of `expected` in `root`."""
     say(f"{m.repo_id}@{sha[:12]}: checking {len(expected)} files already in {root} ...")
     todo, refetch = [], []
     checked = check_present(f"{m.name}: checking present files", root, expected, say)
@@ -177,6 +192,14 @@ def _download(m: DatasetManifest, root: Path, sha: str, expected: dict[str, dict
             (root / path).unlink()
             (root / ".cache" / "huggingface" / "download" / f"{path}.metadata").unlink(missing_ok=True)
         todo.append(path)
+    return todo, refetch
+
+
+def _fetch_files(m: DatasetManifest, root: Path, sha: str, expected: dict[str, dict], todo: list, say):
+    """Download and verify the files `todo` (8 at a time, one progress display) -> ({file: why it failed},
+    bytes fetched, the first gated refusal or None)."""
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
     total = sum(expected[p]["size"] for p in todo)
     if todo:
         say(f"{m.repo_id}@{sha[:12]}: downloading {len(todo)} of {len(expected)} files ({human(total)}) into {root}")
@@ -206,57 +229,54 @@ def _download(m: DatasetManifest, root: Path, sha: str, expected: dict[str, dict
         finally:
             prog.file_done(expected[path]["size"], ok=ok)
 
-    if todo:
-        pool = ThreadPoolExecutor(max_workers=min(8, len(todo)))
-        try:
-            futures = {pool.submit(one, p): p for p in todo}
-            for k, fut in enumerate(as_completed(futures), 1):
-                path = futures[fut]
-                try:
-                    fut.result()
-                    done_bytes += expected[path]["size"]
-                    say.detail(f"[{k}/{len(todo)}] {path} ({human(expected[path]['size'])}) ok")
-                except _Mismatch as exc:
-                    errors[path] = f"downloaded, but {exc}; removed"
-                    say(f"[{k}/{len(todo)}] {path}: {errors[path]}")
-                except network_errors() as exc:
-                    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-                    errors[path] = f"{type(exc).__name__}: {first}"
-                    say(f"[{k}/{len(todo)}] {path}: FAILED ({errors[path]})")
-                    if gated is None and client.classify(exc)[0] == "gated":
-                        gated = exc
-        except BaseException:  # e.g. Ctrl-C: drop the queued files; complete ones stay and are reused next time
-            pool.shutdown(wait=False, cancel_futures=True)
-            prog.close("stopped")
-            raise
-        pool.shutdown()
-        prog.close(f"{len(todo) - len(errors)} downloaded and verified" + (f", {len(errors)} failed" if errors else ""))
-    bad = sorted(errors)
-    record_verification(lock, list(expected), bad)
-    lock["updated"] = utc_now()
-    write_json_atomic(root / LOCK_NAME, lock)
-    if gated is not None:
-        raise client.hub_error(DatasetSubject(m), gated, f"downloading {len(errors)} files")
-    if errors:
-        again = f"run `{m.fetch_command(sorted(lock['pairs']))}` again"
-        # a folder or a broken link where a file belongs fails the same way on every run: it must go first
-        blocked = [
-            str(root / p)
-            for p in sorted(errors)
-            if (root / p).is_dir() or ((root / p).is_symlink() and not (root / p).exists())
-        ]
-        fix = (
-            f"remove {shown(blocked, 3)} (a folder or a broken link where a file of the dataset belongs), then {again}"
-            if blocked
-            else f"{again} (it fetches only what is missing)"
-        )
-        raise UserError(
-            f"{m.repo_id}@{sha[:12]}: {len(errors)} of {len(todo)} files could not be fetched and verified "
-            f"({shown([f'{p}: {r}' for p, r in sorted(errors.items())], 3)}); the other files are kept and verified; "
-            f"fix: {fix}"
-        )
-    say(f"{m.repo_id}@{sha[:12]}: {len(expected)} files present and verified (sha256) in {root}")
-    return FetchResult(m.name, root, sha, len(expected), len(todo), done_bytes, refetch, None, lock["source"])
+    if not todo:
+        return errors, done_bytes, gated
+    pool = ThreadPoolExecutor(max_workers=min(8, len(todo)))
+    try:
+        futures = {pool.submit(one, p): p for p in todo}
+        for k, fut in enumerate(as_completed(futures), 1):
+            path = futures[fut]
+            try:
+                fut.result()
+                done_bytes += expected[path]["size"]
+                say.detail(f"[{k}/{len(todo)}] {path} ({human(expected[path]['size'])}) ok")
+            except _Mismatch as exc:
+                errors[path] = f"downloaded, but {exc}; removed"
+                say(f"[{k}/{len(todo)}] {path}: {errors[path]}")
+            except network_errors() as exc:
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                errors[path] = f"{type(exc).__name__}: {first}"
+                say(f"[{k}/{len(todo)}] {path}: FAILED ({errors[path]})")
+                if gated is None and client.classify(exc)[0] == "gated":
+                    gated = exc
+    except BaseException:  # e.g. Ctrl-C: drop the queued files; complete ones stay and are reused next time
+        pool.shutdown(wait=False, cancel_futures=True)
+        prog.close("stopped")
+        raise
+    pool.shutdown()
+    prog.close(f"{len(todo) - len(errors)} downloaded and verified" + (f", {len(errors)} failed" if errors else ""))
+    return errors, done_bytes, gated
+
+
+def _refuse_failed(m: DatasetManifest, root: Path, sha: str, todo: list, errors: dict[str, str], lock: dict) -> None:
+    """One line for the files that could not be fetched and verified, with the fix."""
+    again = f"run `{m.fetch_command(sorted(lock['pairs']))}` again"
+    # a folder or a broken link where a file belongs fails the same way on every run: it must go first
+    blocked = [
+        str(root / p)
+        for p in sorted(errors)
+        if (root / p).is_dir() or ((root / p).is_symlink() and not (root / p).exists())
+    ]
+    fix = (
+        f"remove {shown(blocked, 3)} (a folder or a broken link where a file of the dataset belongs), then {again}"
+        if blocked
+        else f"{again} (it fetches only what is missing)"
+    )
+    raise UserError(
+        f"{m.repo_id}@{sha[:12]}: {len(errors)} of {len(todo)} files could not be fetched and verified "
+        f"({shown([f'{p}: {r}' for p, r in sorted(errors.items())], 3)}); the other files are kept and verified; "
+        f"fix: {fix}"
+    )
 
 
 class _Mismatch(Exception):

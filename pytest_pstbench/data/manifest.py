@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.data.progress import shown
+from pytest_pstbench.core.progress import shown
 
 MANIFESTS_ENV = "PSTBENCH_REMOTE_MANIFESTS"  # extra folder of dataset manifests (override shipped ones by name)
 HEX_RE = re.compile(r"^[0-9a-f]{7,40}$")

@@ -45,7 +45,7 @@ MARKER = "pstbench-wheel.json"
 
 def baselines_extra_fix() -> str:
     """The fix for a missing dependency of the `[baselines]` extra: adding it to this installation."""
-    from pytest_pstbench.core.install import extra_install
+    from pytest_pstbench.core.install_hints import extra_install
 
     return extra_install("baselines")
 

@@ -33,9 +33,9 @@ from pathlib import Path
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.files.jsonfile import loads, read_json
 from pytest_pstbench.core.files.write import replace_stale_dir, staging_dir
+from pytest_pstbench.core.progress import shown
 from pytest_pstbench.data.dataset_lock import dataset_dir, read_lock
 from pytest_pstbench.data.manifest import DatasetManifest
-from pytest_pstbench.data.progress import shown
 
 EXTRACT_DIR = "pstbench-tracks"
 STATE_NAME = "pstbench-extract.json"
@@ -53,7 +53,7 @@ def _parquet(m: DatasetManifest):
     try:
         import pyarrow.parquet as pq
     except ImportError:
-        from pytest_pstbench.core.install import extra_install
+        from pytest_pstbench.core.install_hints import extra_install
 
         raise UserError(
             f"dataset {m.name}: its files are parquet, and reading them needs pyarrow, which is not installed; "

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.hub.digests import check_file
+from pytest_pstbench.core.progress import human, reporter, shown
 from pytest_pstbench.data.dataset_lock import (
     LOCK_NAME,
     dataset_dir,
@@ -19,7 +20,6 @@ from pytest_pstbench.data.dataset_lock import (
     write_json_atomic,
 )
 from pytest_pstbench.data.manifest import DatasetManifest, get_manifest
-from pytest_pstbench.data.progress import human, reporter, shown
 
 
 def check_present(desc: str, root: Path, entries: dict[str, dict], say) -> dict[str, str | None]:

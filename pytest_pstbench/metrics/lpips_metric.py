@@ -220,6 +220,7 @@ class LpipsMetric:
     def __init__(self, params: dict, device: str = "cpu", weights: WeightsSource | None = None):
         self.params = dict(params)
         self.net = str(params["net"])
+        self.backbone = LPIPS_BACKBONES.get(self.net)  # whose pretrained weights it loads (registry: `backbone`)
         self.version = str(params["version"])
         scale = params.get("input_scale", [-1.0, 1.0])
         self.lo, self.hi = float(scale[0]), float(scale[1])

@@ -88,7 +88,9 @@ class MetricKind:
     reference: str  # the independent computation its tests compare against
     check: Callable[[str, dict], str | None]  # first broken rule of the optional parameters, or None
     stateful: bool = False  # the function is a class built once per (parameters, device)
-    takes_weights: bool = False  # the class takes `weights=`, the source of its pretrained weights (LPIPS)
+    # a learned metric: entry -> the backbone whose pretrained weights it loads (its class then takes `weights=`,
+    # the source of those weights); None: a function of the images alone
+    backbone: Callable[[dict], str] | None = None
     smallest: Callable[[dict], tuple[int, str]] | None = None  # the entry's smallest image side and why (default 1)
 
     def min_side(self, params: dict) -> int:
@@ -127,10 +129,10 @@ class MetricKind:
         """A stateful kind's object for one protocol entry (e.g. `LpipsMetric`: `distance(a, b)`, and
         the per-image halves `features(x)` / `distance_from_features(fa, fb)` that the metric engine
         shares between outputs scored against one reference). `weights`: the source of pretrained
-        weights, handed to a kind that `takes_weights` (metrics fetch nothing; the caller's source does)."""
+        weights, handed to a kind that declares a `backbone` (metrics fetch nothing; the caller's source does)."""
         if not self.stateful:
             raise TypeError(f"metric kind {self.kind} is a function, not a class")
-        if self.takes_weights:
+        if self.backbone is not None:
             return self._object()(params, device, weights=weights)
         return self._object()(params, device)
 
@@ -146,14 +148,14 @@ def register(
     higher_is_better: bool,
     reference: str,
     stateful: bool = False,
-    takes_weights: bool = False,
+    backbone: Callable[[dict], str] | None = None,
     smallest: Callable[[dict], tuple[int, str]] | None = None,
 ):
     """Decorator for a kind's parameter check: registers the kind with its metadata."""
 
     def wrap(check: Callable[[str, dict], str | None]):
         KINDS[kind] = MetricKind(
-            kind, function, required, higher_is_better, reference, check, stateful, takes_weights, smallest
+            kind, function, required, higher_is_better, reference, check, stateful, backbone, smallest
         )
         return check
 
@@ -162,6 +164,13 @@ def register(
 
 def get(kind: str) -> MetricKind:
     return KINDS[kind]
+
+
+def pretrained_backbones(metrics: dict) -> list[str]:
+    """The backbones whose pretrained weights a protocol's metric entries (name -> parameters) load, sorted:
+    one per learned entry (`MetricKind.backbone`); none for a protocol of functions of the images alone."""
+    learned = ((KINDS.get(p.get("kind")), p) for p in metrics.values())
+    return sorted({k.backbone(p) for k, p in learned if k is not None and k.backbone is not None})
 
 
 # ---- parameter checks (each returns the first rule broken, naming the key, or None) -----------------
@@ -319,7 +328,7 @@ def _check_hist_corr(where: str, params: dict) -> str | None:
     higher_is_better=False,
     reference="lpips.LPIPS forward (lpips 0.1.4) and the reference distances of its repository",
     stateful=True,
-    takes_weights=True,
+    backbone=lambda params: LPIPS_BACKBONES[params.get("net", "alex")],
     smallest=_lpips_smallest,
 )
 def _check_lpips(where: str, params: dict) -> str | None:

@@ -140,3 +140,12 @@ class PairScorer:
                 stores=(other_store, params["against"], output_store, "output"),
             )
         return values
+
+    def weights_used(self) -> dict[str, str | None]:
+        """backbone -> the digest of the pretrained weights the metrics computed so far were given (their models
+        are built once per process, so this may differ from what the weights cache holds now)."""
+        return {
+            m.backbone: (m.weights_info or {}).get("digest")
+            for m in self.computer.built()
+            if hasattr(m, "weights_info") and hasattr(m, "backbone")
+        }

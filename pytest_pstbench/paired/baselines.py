@@ -146,7 +146,7 @@ def _dist_version(dist: str) -> str | None:
 
 
 def _color_matcher(method: str):
-    from pytest_pstbench.core.install import extra_install
+    from pytest_pstbench.core.install_hints import extra_install
 
     version = _dist_version("color-matcher")
     if version is None:

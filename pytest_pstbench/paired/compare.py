@@ -408,7 +408,12 @@ def _history_values(run: Run, protocol, metrics=None) -> dict:
             )
     entries = run.summary["metrics"]
     return {
-        m: {"mean": entry_value(entries[m]), "low": entries[m].get("ci_low"), "high": entries[m].get("ci_high")}
+        m: {
+            "mean": entry_value(entries[m]),
+            "low": entries[m].get("ci_low"),
+            "high": entries[m].get("ci_high"),
+            "higher_is_better": bool(protocol.metrics[m]["higher_is_better"]),
+        }
         for m in names
     }
 

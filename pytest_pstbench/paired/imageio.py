@@ -20,7 +20,7 @@ from PIL import Image, ImageCms, ImageOps, UnidentifiedImageError
 
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.files.images import MAX_PIXELS, check_header_size, exif_orientation, sniff_format
-from pytest_pstbench.core.protocol import Protocol
+from pytest_pstbench.paired.protocol import PairedProtocol
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _PNG_IEND = b"\x00\x00\x00\x00IEND\xaeB`\x82"
@@ -43,7 +43,7 @@ _FIX = "fix: save it as an 8-bit RGB PNG (no alpha, no palette)"
 RESIZE_MAX_FACTOR = 4  # with --allow-resize, an output may be at most this many times the reference's size per side
 
 
-def size_mismatch(path, size: tuple[int, int], ref_size: tuple[int, int], protocol: Protocol) -> UserError:
+def size_mismatch(path, size: tuple[int, int], ref_size: tuple[int, int], protocol: PairedProtocol) -> UserError:
     (ow, oh), (w, h) = size, ref_size
     return UserError(
         f"{path} (output): size {ow}x{oh} differs from the reference's {w}x{h} "
@@ -106,7 +106,9 @@ def _is_srgb(profile_bytes: bytes) -> tuple[bool, str]:
     return bool(diff <= SRGB_TOLERANCE), desc
 
 
-def _in_protocol_mode(img, protocol: Protocol, where: str, notes: dict, actual: str, *, eight_bit: bool, fix: str):
+def _in_protocol_mode(
+    img, protocol: PairedProtocol, where: str, notes: dict, actual: str, *, eight_bit: bool, fix: str
+):
     """The decoded image in the protocol's mode (io.mode, 8 bits): as it is when it has that mode, converted
     (and noted in `notes`) when it is `eight_bit` and io.allowed_conversions lists its mode, else a UserError
     naming what it is (`actual`)."""
@@ -155,7 +157,7 @@ def _oriented_srgb_array(img, rules, where: str, notes: dict, *, icc_fix: str, f
 
 def load_image(
     path: Path,
-    protocol: Protocol,
+    protocol: PairedProtocol,
     role: str = "output",
     *,
     expected_size: tuple[int, int] | None = None,
@@ -236,7 +238,7 @@ def load_image(
 
 
 def fit_to_reference(
-    loaded: LoadedImage, ref_shape: tuple[int, ...], path: Path, protocol: Protocol, allow_resize: bool
+    loaded: LoadedImage, ref_shape: tuple[int, ...], path: Path, protocol: PairedProtocol, allow_resize: bool
 ) -> LoadedImage:
     """Apply the resolution rule: the output must have the reference's size, or be resized if allowed."""
     h, w = ref_shape[:2]
@@ -295,7 +297,7 @@ def dataset_decoders(formats) -> dict:
     return out
 
 
-def load_dataset_image(path: Path, protocol: Protocol, role: str) -> LoadedImage:
+def load_dataset_image(path: Path, protocol: PairedProtocol, role: str) -> LoadedImage:
     """Read a content, style or reference image: a PNG exactly as `load_image`; JPEG, WebP or TIFF under
     the same mode, EXIF-orientation and ICC rules (8-bit, Pillow mode io.mode or an allowed conversion)."""
     path = Path(path)
@@ -367,7 +369,7 @@ def output_rules(path: Path, content: Path) -> str:
 
 
 def load_output(
-    path: Path, rules: str, protocol: Protocol, *, role: str, expected_size: tuple[int, int], allow_resize: bool
+    path: Path, rules: str, protocol: PairedProtocol, *, role: str, expected_size: tuple[int, int], allow_resize: bool
 ) -> LoadedImage:
     """Read a method's output under `rules` (`output_rules`): the dataset image rules, or the output rules
     with the size checked against `expected_size` (the reference's) before any pixel is decoded."""

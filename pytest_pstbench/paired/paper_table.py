@@ -1,7 +1,7 @@
 """The paired kind's results table of a paper (`pstbench table`; its KindSpec's `paper_table`): the Identity row
 first, one column per ranked metric and track, tests as `pstbench compare` (paired Wilcoxon with the protocol's
 tie thresholds), Holm over all tests of the table. The table model and the rules it shares with the other kind
-are core/papertable.py."""
+are core/paper_table.py."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pytest_pstbench.core.compare import NOTHING_SIGNIFICANT, TABLE_FIX, cannot_detect, checked_runs
 from pytest_pstbench.core.errors import UserError, suggest
-from pytest_pstbench.core.papertable import (
+from pytest_pstbench.core.paper_table import (
     Cell,
     Column,
     Table,
@@ -42,27 +42,8 @@ def build_paired_table(
     protocols = []
     runs_by_track = {}  # track -> its Identity run (its run.json's clusters, for the legend)
     for track, group in groups.items():
-        first = "Identity" if is_identity_run(group[0]) else group[0].name  # the track's first run folder given
-        identity = [r for r in group if is_identity_run(r)]
-        if not identity:
-            sibling = group[0].path.parent / IDENTITY_NAME
-            if (sibling / "run.json").is_file():
-                identity = [load_run(sibling)]
-                group = identity + group
-            else:
-                raise UserError(
-                    f"{group[0].path}: no Identity run of track {track} among the run folders nor at {sibling}; the table "
-                    f"always has the Identity row; fix: pass its run folder, or score it: pstbench score --track {track} "
-                    "--outputs identity"
-                )
-        if len(identity) > 1:
-            raise UserError(
-                f"{identity[1].path}: a second Identity run of track {track} (also {identity[0].path}); fix: give one"
-            )
-        others = [r for r in group if r is not identity[0]]
-        unique_names(others, track)
-        refuse_row_name(others, "Identity")
-        group = [identity[0], *others]
+        first, identity, others = _track_runs(track, group)
+        group = [identity, *others]
         protocol = checked_runs(
             PAIRED_RUNS, group, protocol_spec=protocol_spec, comparable=True
         )  # the one validating reader
@@ -74,58 +55,18 @@ def build_paired_table(
                 f"--metrics: {', '.join(unknown)} not in protocol {protocol.id} ({protocol.path}); fix: use some of "
                 f"{', '.join(protocol.metric_names)}{suggest(unknown[0], protocol.metric_names)}"
             )
-        by_row = {"Identity": identity[0], **{r.name: r for r in others}}
+        by_row = {"Identity": identity, **{r.name: r for r in others}}
         for r in others:
             if r.name not in rows:
                 rows.append(r.name)
-        runs_by_track[track] = identity[0]
-        s = identity[0].summary
+        runs_by_track[track] = identity
+        s = identity.summary
         tracks.append(
             {"track": track, "protocol": protocol.id, "dataset_revision": s.get("dataset_revision"), "n": s.get("n")}
         )
         for m in names:
-            params = protocol.metrics[m]
-            dec = int(params.get("decimals", 4))
-            col = Column(
-                track,
-                m,
-                None,
-                f"{params['label']}{'↑' if params['higher_is_better'] else '↓'}{heading_suffix(protocol, m)}",
-                bool(params["higher_is_better"]),
-                None,
-                bool(params.get("ranked")),
-            )
-            for name, run in by_row.items():
-                entry = run.summary.get("metrics", {}).get(m)
-                if entry is None:
-                    raise UserError(
-                        f"{run.path / 'summary.json'}: no entry for metric {m}; fix: score the run again under protocol {protocol.id}"
-                    )
-                v = entry_value(entry)
-                col.cells[name] = Cell(
-                    v, entry.get("pm"), entry.get("ci_low"), entry.get("ci_high"), cell_text(v, entry.get("pm"), dec)
-                )
-            rank_column(col, dec, exclude="Identity", ranked=col.tested)
-            col.reference = (
-                reference_of(
-                    col,
-                    list(by_row),
-                    _row_name(against),
-                    str(group[0].path.parent),
-                    first,
-                    decimals=dec,
-                    exclude="Identity",
-                )
-                if col.tested
-                else None
-            )
-            if col.reference is not None:
-                ref = by_row[col.reference]
-                for name, run in by_row.items():
-                    if name != col.reference:
-                        tests.append((col, name, compare_two(ref, run, protocol, [m])[0]))
-            columns.append(col)
-    alpha = check_alphas(protocols)
+            columns.append(_metric_column(track, m, protocol, by_row, (group, first, against), tests))
+    alpha = check_alphas(protocols, lambda p: p.comparison.alpha)
     finish_comparison([t[2] for t in tests], protocols[0])  # sets each row's Holm-adjusted verdict
     for col, name, row in tests:
         col.cells[name].worse = row.verdict == WORSE
@@ -139,16 +80,7 @@ def build_paired_table(
     )
     if blind:  # no dagger can appear, whatever the values
         notes.append(blind[0].upper() + blind[1:] + ".")
-    clustered = cluster_notes(protocols, tracks, runs_by_track, confidence)
-    if clustered:
-        values_note, test_note, test_name = clustered
-    else:
-        values_note = (
-            f"Mean ± half the {confidence * 100:g}% bootstrap CI over the pairs (a statistic other than the mean "
-            "is named in the column); the protocol's decimals."
-        )
-        test_note = "paired Wilcoxon signed-rank test of the per-pair scores with the protocol's tie thresholds, as pstbench compare"
-        test_name = "paired Wilcoxon signed-rank"
+    values_note, test_note, test_name = _legend(protocols, tracks, runs_by_track, confidence)
     return Table(
         KIND.name,
         rows,
@@ -165,6 +97,94 @@ def build_paired_table(
         reference_note="Identity (the content image, unchanged) is a reference row and is not ranked.",
         test_note=test_note,
     )
+
+
+def _track_runs(track: str, group: list):
+    """(the first run folder given, the track's Identity run, its other runs), checked: one Identity run (given,
+    or beside the first run folder), distinct names."""
+    first = "Identity" if is_identity_run(group[0]) else group[0].name  # the track's first run folder given
+    identity = [r for r in group if is_identity_run(r)]
+    if not identity:
+        sibling = group[0].path.parent / IDENTITY_NAME
+        if (sibling / "run.json").is_file():
+            identity = [load_run(sibling)]
+            group = identity + group
+        else:
+            raise UserError(
+                f"{group[0].path}: no Identity run of track {track} among the run folders nor at {sibling}; the table "
+                f"always has the Identity row; fix: pass its run folder, or score it: pstbench score --track {track} "
+                "--outputs identity"
+            )
+    if len(identity) > 1:
+        raise UserError(
+            f"{identity[1].path}: a second Identity run of track {track} (also {identity[0].path}); fix: give one"
+        )
+    others = [r for r in group if r is not identity[0]]
+    unique_names(others, track)
+    refuse_row_name(others, "Identity")
+    return first, identity[0], others
+
+
+def _metric_column(track: str, m: str, protocol, by_row: dict, where: tuple, tests: list) -> Column:
+    """The column of metric `m` on `track`: each row's cell, its ranks, and (for a ranked metric) its tests against
+    the reference row, appended to `tests` as (column, row name, MetricComparison)."""
+    group, first, against = where
+    params = protocol.metrics[m]
+    dec = int(params.get("decimals", 4))
+    col = Column(
+        track,
+        m,
+        None,
+        f"{params['label']}{'↑' if params['higher_is_better'] else '↓'}{heading_suffix(protocol, m)}",
+        bool(params["higher_is_better"]),
+        None,
+        bool(params.get("ranked")),
+    )
+    for name, run in by_row.items():
+        entry = run.summary.get("metrics", {}).get(m)
+        if entry is None:
+            raise UserError(
+                f"{run.path / 'summary.json'}: no entry for metric {m}; fix: score the run again under protocol {protocol.id}"
+            )
+        v = entry_value(entry)
+        col.cells[name] = Cell(
+            v, entry.get("pm"), entry.get("ci_low"), entry.get("ci_high"), cell_text(v, entry.get("pm"), dec)
+        )
+    rank_column(col, dec, exclude="Identity", ranked=col.tested)
+    col.reference = (
+        reference_of(
+            col,
+            list(by_row),
+            _row_name(against),
+            str(group[0].path.parent),
+            first,
+            decimals=dec,
+            exclude="Identity",
+        )
+        if col.tested
+        else None
+    )
+    if col.reference is not None:
+        ref = by_row[col.reference]
+        for name, run in by_row.items():
+            if name != col.reference:
+                tests.append((col, name, compare_two(ref, run, protocol, [m])[0]))
+    return col
+
+
+def _legend(protocols: list, tracks: list[dict], runs_by_track: dict, confidence: float) -> tuple[str, str, str]:
+    """(values note, test note, test name) of the table."""
+    clustered = cluster_notes(protocols, tracks, runs_by_track, confidence)
+    if clustered:
+        values_note, test_note, test_name = clustered
+    else:
+        values_note = (
+            f"Mean ± half the {confidence * 100:g}% bootstrap CI over the pairs (a statistic other than the mean "
+            "is named in the column); the protocol's decimals."
+        )
+        test_note = "paired Wilcoxon signed-rank test of the per-pair scores with the protocol's tie thresholds, as pstbench compare"
+        test_name = "paired Wilcoxon signed-rank"
+    return values_note, test_note, test_name
 
 
 def cluster_notes(protocols: list, tracks: list[dict], runs_by_track: dict, confidence: float):

@@ -114,7 +114,7 @@ def open_on(req: ScoreRequest, protocol, track) -> Scoring:
     """`open_scoring` with the protocol and track already loaded (the track `req` names)."""
     from pytest_pstbench.paired.identity import identity_outputs, is_identity_spec, refuse_identity_method
     from pytest_pstbench.paired.method_info import load_method_yaml, parse_method_info
-    from pytest_pstbench.paired.session import RunSession
+    from pytest_pstbench.paired.session import RunSession, RunSettings
     from pytest_pstbench.paired.tracks import resolve_outputs
     from pytest_pstbench.paired.verify_cache import parse_verify_cache
 
@@ -143,19 +143,21 @@ def open_on(req: ScoreRequest, protocol, track) -> Scoring:
     session = RunSession(
         track,
         protocol,
-        name=str(req.name or default_name),
-        results_dir=req.results,
-        allow_resize=req.allow_resize,
-        device=req.device,
-        outputs_dir=outputs_dir,
-        method_info=method_info,
-        command=req.command,
-        use_cache=req.use_cache,
-        verify_cache=parse_verify_cache(req.verify_cache, f"{req.option_prefix}verify-cache"),
-        allow_outside_links=req.allow_outside_links,
-        verify_seed=req.verify_seed,
-        identity=identity,
-        method_source=f"{req.option_prefix}method-info" if "method" in extra else None,
+        RunSettings(
+            name=str(req.name or default_name),
+            results_dir=req.results,
+            allow_resize=req.allow_resize,
+            device=req.device,
+            outputs_dir=outputs_dir,
+            method_info=method_info,
+            command=req.command,
+            use_cache=req.use_cache,
+            verify_cache=parse_verify_cache(req.verify_cache, f"{req.option_prefix}verify-cache"),
+            allow_outside_links=req.allow_outside_links,
+            verify_seed=req.verify_seed,
+            identity=identity,
+            method_source=f"{req.option_prefix}method-info" if "method" in extra else None,
+        ),
     )
     session.outputs = outputs
     return Scoring(protocol, track, outputs, session)

@@ -16,33 +16,9 @@ def run_record(session, order: list[str], complete: bool, n_scored: int) -> dict
     from pytest_pstbench.core.environment import git_provenance, run_environment
 
     results = [session.results[pid] for pid in order]
-    deviations = []
-    not_scored = [pid for pid in session.track.pair_ids if pid not in session.results]
-    if not_scored:
-        deviations.append({"kind": "pairs_not_scored", "pairs": not_scored})
     resized = [{"pair": r.pair_id, **r.notes["resized"]} for r in results if "resized" in r.notes]
-    if resized:
-        deviations.append({"kind": "resized", "flag": "--allow-resize", "pairs": [r["pair"] for r in resized]})
-    outside = [{"pair": r.pair_id, "target": r.notes["outside_link"]} for r in results if "outside_link" in r.notes]
-    if outside:
-        deviations.append({"kind": "outputs_outside_folder", "flag": "--allow-outside-links", "outputs": outside})
     converted = [{"pair": r.pair_id, **r.notes["converted"]} for r in results if "converted" in r.notes]
-    if converted:
-        deviations.append({"kind": "mode_converted", "pairs": [c["pair"] for c in converted]})
-    if session.track.info.get("revision_override"):
-        deviations.append({"kind": "revision_override", **session.track.info["revision_override"]})
-    made_for = session.method_info.get("track")  # method.yaml of `pstbench baseline` names the track it ran on
-    if isinstance(made_for, dict) and (made_for.get("id"), made_for.get("revision")) != (
-        session.track.id,
-        session.track.revision,
-    ):
-        deviations.append(
-            {
-                "kind": "outputs_made_for_other_track",
-                "method_yaml": {"track": made_for.get("id"), "revision": made_for.get("revision")},
-                "scored": {"track": session.track.id, "revision": session.track.revision},
-            }
-        )
+    deviations = _deviations(session, results, resized, converted)
     env, differs = run_environment(session.environment(), session.computed_in, order, "pair", values_key=values_key)
     if differs:
         deviations.append(differs)
@@ -100,6 +76,36 @@ def run_record(session, order: list[str], complete: bool, n_scored: int) -> dict
     }
 
 
+def _deviations(session, results: list, resized: list, converted: list) -> list[dict]:
+    """run.json's `deviations` of a paired run, but a differing environment (run_record adds that one last)."""
+    deviations = []
+    not_scored = [pid for pid in session.track.pair_ids if pid not in session.results]
+    if not_scored:
+        deviations.append({"kind": "pairs_not_scored", "pairs": not_scored})
+    if resized:
+        deviations.append({"kind": "resized", "flag": "--allow-resize", "pairs": [r["pair"] for r in resized]})
+    outside = [{"pair": r.pair_id, "target": r.notes["outside_link"]} for r in results if "outside_link" in r.notes]
+    if outside:
+        deviations.append({"kind": "outputs_outside_folder", "flag": "--allow-outside-links", "outputs": outside})
+    if converted:
+        deviations.append({"kind": "mode_converted", "pairs": [c["pair"] for c in converted]})
+    if session.track.info.get("revision_override"):
+        deviations.append({"kind": "revision_override", **session.track.info["revision_override"]})
+    made_for = session.method_info.get("track")  # method.yaml of `pstbench baseline` names the track it ran on
+    if isinstance(made_for, dict) and (made_for.get("id"), made_for.get("revision")) != (
+        session.track.id,
+        session.track.revision,
+    ):
+        deviations.append(
+            {
+                "kind": "outputs_made_for_other_track",
+                "method_yaml": {"track": made_for.get("id"), "revision": made_for.get("revision")},
+                "scored": {"track": session.track.id, "revision": session.track.revision},
+            }
+        )
+    return deviations
+
+
 def _clustered(protocol) -> bool:
     boot = protocol.aggregation.bootstrap
     return boot is not None and boot.clustered
@@ -114,16 +120,18 @@ def run_clusters(track) -> dict:
 PACKAGES = ("numpy", "scikit-image", "pillow", "torch", "lpips")  # what a paired run computes with
 
 
-def environment(device: str, lpips_nets: list[str] | tuple[str, ...] = ("alex",), threads: int | None = None) -> dict:
-    """run.json's `environment` of a paired run: `core.environment` with its packages, the device and
-    the LPIPS backbone weights used."""
+def environment(device: str, backbones: list[str] | tuple[str, ...] = ("alexnet",), threads: int | None = None) -> dict:
+    """run.json's `environment` of a paired run: `core.environment` with its packages, the device and the
+    pretrained weights the learned metrics load (`backbones`; recorded per LPIPS net, `lpips_weights`)."""
     from pytest_pstbench.core.environment import environment as base_environment
 
     # torch's CPU thread count, where LPIPS's last digits depend on it (paired.scorecache.compute_threads; else None)
     env = {**base_environment(PACKAGES), "device": device, "torch_threads": threads}
+    # The backbone weights of each LPIPS net the protocol uses (alexnet for the pstbench protocol).
+    from pytest_pstbench.data.weights.backbones import BACKBONE_OF_NET
+
+    lpips_nets = sorted(net for net, backbone in BACKBONE_OF_NET.items() if backbone in backbones)
     if lpips_nets:
-        # The backbone weights of each LPIPS net the protocol uses (alexnet for the pstbench protocol).
-        from pytest_pstbench.data.weights.backbones import BACKBONE_OF_NET
         from pytest_pstbench.data.weights.cachefile import cached_info
 
         infos = {}

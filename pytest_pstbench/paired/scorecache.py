@@ -272,7 +272,7 @@ class ScoreCache:
 
 def compute_threads(device: str, protocol) -> int | None:
     """torch's intra-op thread count when it decides the last digits of a value: on the CPU, for a protocol
-    with an LPIPS metric (oneDNN picks its convolution algorithm by thread count, so LPIPS differs in its
+    with a learned metric, LPIPS (oneDNN picks its convolution algorithm by thread count, so LPIPS differs in its
     last digits between thread counts (measured: up to 5e-9 relative); every other metric sums in a fixed
     order). None otherwise.
 
@@ -282,7 +282,9 @@ def compute_threads(device: str, protocol) -> int | None:
     differ and entries are recomputed: a miss, never another thread count's value."""
     import sys
 
-    if device != "cpu" or not any(m.get("kind") == "lpips" for m in protocol.metrics.values()):
+    from pytest_pstbench.metrics.registry import pretrained_backbones
+
+    if device != "cpu" or not pretrained_backbones(protocol.metrics):
         return None
     torch = sys.modules.get("torch")
     if torch is not None:

@@ -24,8 +24,8 @@ import numpy as np
 
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.files.jsonfile import loads
-from pytest_pstbench.core.protocol import Protocol
 from pytest_pstbench.paired.planner import Unit, plan_units
+from pytest_pstbench.paired.protocol import PairedProtocol
 from pytest_pstbench.paired.resolution import evaluation_resolution, res_key, resize_image
 from pytest_pstbench.paired.variants import BASE_ID, Variant
 
@@ -40,7 +40,7 @@ class Method:
 @dataclass
 class SensitivityResult:
     track: object
-    base: Protocol
+    base: PairedProtocol
     variants: list[Variant]
     methods: list[Method]
     scores: dict  # variant -> metric -> method -> np.ndarray over the track's pairs
@@ -113,9 +113,9 @@ class _Computer:
     so at most one pair's features are held."""
 
     def __init__(self, device: str):
-        from pytest_pstbench.paired.engine import MetricComputer
+        from pytest_pstbench.paired.engine import metric_computer
 
-        self.engine = MetricComputer(device)
+        self.engine = metric_computer(device)
         self._pair_features: dict[tuple, list] = {}  # (feature key, (role, size)) -> features of reference/style
         self._output_features: dict[tuple, list] = {}  # the same for the current method's output
 
@@ -150,7 +150,7 @@ class _Computer:
 
 def score_variants(
     track,
-    base: Protocol,
+    base: PairedProtocol,
     variants: list[Variant],
     methods: list[Method],
     *,
@@ -159,123 +159,158 @@ def score_variants(
     progress=None,
 ) -> SensitivityResult:
     """Every (variant, metric, method, pair) value, computing each distinct unit once per (method, pair)."""
-    from pytest_pstbench.paired.imageio import fit_to_reference, load_dataset_image, load_output, output_rules
-
-    t_start = time.perf_counter()
-    plan = plan_units(variants)
-    computer = _Computer(device)
-    per_variant = {v.id: 0.0 for v in variants}
-    unavailable: dict[tuple[str, str], str] = {}
-    n_pairs = len(track.pairs)
-    values: dict[tuple[str, str, str], list[float]] = {
-        (v.id, m, meth.name): [] for v in variants for m in v.protocol.metrics for meth in methods
-    }
-    n_values = n_computed = 0
-    resized_outputs: list[dict] = []  # --allow-resize
-    res_specs = {res_key(evaluation_resolution(v.protocol)): evaluation_resolution(v.protocol) for v in variants}
-    full = res_key({"mode": "full"})
+    scoring = _VariantScoring(base, variants, methods, device, allow_resize)
     for i, pair in enumerate(track.pairs, 1):
         t_pair = time.perf_counter()
-        t0 = time.perf_counter()
-        reference = load_dataset_image(pair.reference, base, role=f"reference of {pair.id}").array
-        style = load_dataset_image(pair.style, base, role=f"style of {pair.id}").array
-        per_variant[BASE_ID] += time.perf_counter() - t0
-        resized: dict[tuple[str, str], np.ndarray] = {}  # shared by all methods of this pair
-
-        def at(role: str, arr: np.ndarray, rk: str, vid: str) -> np.ndarray:
-            if (role, rk) not in resized:
-                t = time.perf_counter()
-                resized[(role, rk)] = resize_image(arr, res_specs[rk])
-                per_variant[vid] += time.perf_counter() - t
-            return resized[(role, rk)]
-
-        pair_computed = 0
-        computer.new_pair()
-        for meth in methods:
-            computer.new_method()
-            t0 = time.perf_counter()
-            out_path = Path(meth.outputs[pair.id])
-            # the Identity method's "output" is the dataset's content image (dataset image rules)
-            loaded = load_output(
-                out_path,
-                output_rules(out_path, pair.content),
-                base,
-                role=f"output of {meth.name}",
-                expected_size=(reference.shape[1], reference.shape[0]),
-                allow_resize=allow_resize,
-            )
-            fitted = fit_to_reference(loaded, reference.shape, out_path, base, allow_resize=allow_resize)
-            if "resized" in fitted.notes:
-                resized_outputs.append({"method": meth.name, "pair": pair.id, **fitted.notes["resized"]})
-            output = fitted.array
-            per_variant[BASE_ID] += time.perf_counter() - t0
-            done: dict[tuple, tuple[bool, object]] = {}  # effective unit -> (ok, value or reason)
-            out_role = f"output:{meth.name}"
-            for v in variants:
-                for m in v.protocol.metrics:
-                    if (v.id, m) in unavailable:
-                        continue
-                    unit = plan[(v.id, m)]
-                    against = v.protocol.metrics[m]["against"]
-                    other_arr = reference if against == "reference" else style
-                    o = at(out_role, output, unit.resolution, v.id)
-                    r = at(against, other_arr, unit.resolution, v.id)
-                    # A resolution that leaves both images as they are is the full resolution.
-                    eff = unit.resolution if (o is not output or r is not other_arr) else full
-                    key = (unit.params_key, unit.quantity, eff)
-                    if key not in done:
-                        t = time.perf_counter()
-                        try:
-                            keys = (
-                                (out_role, unit.resolution if o is not output else full),
-                                (against, unit.resolution if r is not other_arr else full),
-                            )
-                            value = computer(unit, o, r, keys)
-                            done[key] = (
-                                (True, value)
-                                if math.isfinite(value)
-                                else (
-                                    False,
-                                    f"{m} gave a non-finite value ({value}) (pair {pair.id}, method {meth.name})",
-                                )
-                            )
-                        except UserError as exc:
-                            done[key] = (False, f"{exc} (pair {pair.id}, method {meth.name})")
-                        per_variant[v.id] += time.perf_counter() - t
-                        pair_computed += 1
-                    ok, value = done[key]
-                    if not ok:
-                        unavailable[(v.id, m)] = str(value)
-                        continue
-                    values[(v.id, m, meth.name)].append(float(value))
-                    n_values += 1
-        n_computed += pair_computed
-        computer.new_pair()  # this pair's LPIPS features are not needed any more
+        pair_computed = scoring.score_pair(pair)
         if progress:
             progress(
-                f"[{i}/{n_pairs}] {pair.id}: {len(methods)} methods x {len(variants)} variants, "
+                f"[{i}/{len(track.pairs)}] {pair.id}: {len(methods)} methods x {len(variants)} variants, "
                 f"{pair_computed} computations ({time.perf_counter() - t_pair:.1f} s)"
             )
-    scores: dict = {}
-    for v in variants:
-        scores[v.id] = {}
-        for m in v.protocol.metrics:
-            if (v.id, m) in unavailable:
-                continue
-            scores[v.id][m] = {
-                meth.name: np.asarray(values[(v.id, m, meth.name)], dtype=np.float64) for meth in methods
-            }
-    timings = {
-        "scoring_s": time.perf_counter() - t_start,
-        "per_variant_s": per_variant,
-        "lpips_backbone_s": computer.engine.feature_seconds,
-    }
-    counts = {
-        "values": n_values,
-        "computed": n_computed,
-        "reused": n_values - n_computed,
-        "lpips_feature_passes": computer.feature_passes,
-    }
-    return SensitivityResult(
-        track, base, variants, methods, scores, unavailable, timings, counts, resized=resized_outputs
-    )
+    return scoring.result(track)
+
+
+class _VariantScoring:
+    """The state of `score_variants`: the values so far, the (variant, metric)s found unavailable, the time per
+    variant, the counts; one pair at a time."""
+
+    def __init__(self, base, variants: list[Variant], methods: list[Method], device: str, allow_resize: bool):
+        self.t_start = time.perf_counter()
+        self.base, self.variants, self.methods, self.allow_resize = base, variants, methods, allow_resize
+        self.plan = plan_units(variants)
+        self.computer = _Computer(device)
+        self.per_variant = {v.id: 0.0 for v in variants}
+        self.unavailable: dict[tuple[str, str], str] = {}
+        self.values: dict[tuple[str, str, str], list[float]] = {
+            (v.id, m, meth.name): [] for v in variants for m in v.protocol.metrics for meth in methods
+        }
+        self.n_values = self.n_computed = 0
+        self.resized_outputs: list[dict] = []  # --allow-resize
+        self.res_specs = {
+            res_key(evaluation_resolution(v.protocol)): evaluation_resolution(v.protocol) for v in variants
+        }
+        self.full = res_key({"mode": "full"})
+        self.resized: dict[tuple[str, str], np.ndarray] = {}  # the current pair's, shared by all its methods
+
+    def at(self, role: str, arr: np.ndarray, rk: str, vid: str) -> np.ndarray:
+        if (role, rk) not in self.resized:
+            t = time.perf_counter()
+            self.resized[(role, rk)] = resize_image(arr, self.res_specs[rk])
+            self.per_variant[vid] += time.perf_counter() - t
+        return self.resized[(role, rk)]
+
+    def score_pair(self, pair) -> int:
+        """Score every method's output of `pair` under every variant; the number of values computed."""
+        from pytest_pstbench.paired.imageio import load_dataset_image
+
+        t0 = time.perf_counter()
+        reference = load_dataset_image(pair.reference, self.base, role=f"reference of {pair.id}").array
+        style = load_dataset_image(pair.style, self.base, role=f"style of {pair.id}").array
+        self.per_variant[BASE_ID] += time.perf_counter() - t0
+        self.resized = {}
+        pair_computed = 0
+        self.computer.new_pair()
+        for meth in self.methods:
+            self.computer.new_method()
+            output = self._output(meth, pair, reference)
+            done: dict[tuple, tuple[bool, object]] = {}  # effective unit -> (ok, value or reason)
+            for v in self.variants:
+                for m in v.protocol.metrics:
+                    if (v.id, m) not in self.unavailable:
+                        pair_computed += self._value(v, m, meth, pair, (output, reference, style), done)
+        self.n_computed += pair_computed
+        self.computer.new_pair()  # this pair's LPIPS features are not needed any more
+        return pair_computed
+
+    def _output(self, meth: Method, pair, reference: np.ndarray) -> np.ndarray:
+        from pytest_pstbench.paired.imageio import fit_to_reference, load_output, output_rules
+
+        t0 = time.perf_counter()
+        out_path = Path(meth.outputs[pair.id])
+        # the Identity method's "output" is the dataset's content image (dataset image rules)
+        loaded = load_output(
+            out_path,
+            output_rules(out_path, pair.content),
+            self.base,
+            role=f"output of {meth.name}",
+            expected_size=(reference.shape[1], reference.shape[0]),
+            allow_resize=self.allow_resize,
+        )
+        fitted = fit_to_reference(loaded, reference.shape, out_path, self.base, allow_resize=self.allow_resize)
+        if "resized" in fitted.notes:
+            self.resized_outputs.append({"method": meth.name, "pair": pair.id, **fitted.notes["resized"]})
+        self.per_variant[BASE_ID] += time.perf_counter() - t0
+        return fitted.array
+
+    def _value(self, v: Variant, m: str, meth: Method, pair, images: tuple, done: dict) -> int:
+        """Record the value of metric `m` under variant `v` (computed, or taken from `done` where an earlier
+        variant's unit is the same); 1 when it was computed, else 0."""
+        output, reference, style = images
+        unit = self.plan[(v.id, m)]
+        against = v.protocol.metrics[m]["against"]
+        other_arr = reference if against == "reference" else style
+        out_role = f"output:{meth.name}"
+        o = self.at(out_role, output, unit.resolution, v.id)
+        r = self.at(against, other_arr, unit.resolution, v.id)
+        # A resolution that leaves both images as they are is the full resolution.
+        eff = unit.resolution if (o is not output or r is not other_arr) else self.full
+        key = (unit.params_key, unit.quantity, eff)
+        computed = 0
+        if key not in done:
+            t = time.perf_counter()
+            try:
+                keys = (
+                    (out_role, unit.resolution if o is not output else self.full),
+                    (against, unit.resolution if r is not other_arr else self.full),
+                )
+                value = self.computer(unit, o, r, keys)
+                done[key] = (
+                    (True, value)
+                    if math.isfinite(value)
+                    else (False, f"{m} gave a non-finite value ({value}) (pair {pair.id}, method {meth.name})")
+                )
+            except UserError as exc:
+                done[key] = (False, f"{exc} (pair {pair.id}, method {meth.name})")
+            self.per_variant[v.id] += time.perf_counter() - t
+            computed = 1
+        ok, value = done[key]
+        if not ok:
+            self.unavailable[(v.id, m)] = str(value)
+            return computed
+        self.values[(v.id, m, meth.name)].append(float(value))
+        self.n_values += 1
+        return computed
+
+    def result(self, track) -> SensitivityResult:
+        scores: dict = {}
+        for v in self.variants:
+            scores[v.id] = {}
+            for m in v.protocol.metrics:
+                if (v.id, m) in self.unavailable:
+                    continue
+                scores[v.id][m] = {
+                    meth.name: np.asarray(self.values[(v.id, m, meth.name)], dtype=np.float64) for meth in self.methods
+                }
+        timings = {
+            "scoring_s": time.perf_counter() - self.t_start,
+            "per_variant_s": self.per_variant,
+            "lpips_backbone_s": self.computer.engine.feature_seconds,
+        }
+        counts = {
+            "values": self.n_values,
+            "computed": self.n_computed,
+            "reused": self.n_values - self.n_computed,
+            "lpips_feature_passes": self.computer.feature_passes,
+        }
+        return SensitivityResult(
+            track,
+            self.base,
+            self.variants,
+            self.methods,
+            scores,
+            self.unavailable,
+            timings,
+            counts,
+            resized=self.resized_outputs,
+        )

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_pstbench.core.protocol import Protocol
 from pytest_pstbench.paired.aggregation import aggregate
 from pytest_pstbench.paired.aggregation import statistic_of as metric_statistic
 from pytest_pstbench.paired.planner import plan_units
+from pytest_pstbench.paired.protocol import PairedProtocol
 from pytest_pstbench.paired.resolution import evaluation_resolution
 from pytest_pstbench.paired.sensitivity import Method, SensitivityResult, score_variants
 from pytest_pstbench.paired.variants import BASE_ID, Variant
@@ -43,7 +43,7 @@ def _finite(x: float) -> float | None:
     return None if x is None or not math.isfinite(x) else float(x)
 
 
-def _paired_family(scores: dict[str, np.ndarray], names: list[str], protocol: Protocol, metric: str) -> dict:
+def _paired_family(scores: dict[str, np.ndarray], names: list[str], protocol: PairedProtocol, metric: str) -> dict:
     """Wilcoxon signed-rank for every method pair (a before b in `names`), Holm over this family."""
     from pytest_pstbench.core.stats import holm, tie_differences, wilcoxon_test
 
@@ -61,73 +61,12 @@ def _paired_family(scores: dict[str, np.ndarray], names: list[str], protocol: Pr
 
 
 def analyse(result: SensitivityResult) -> dict:
-    from scipy.stats import kendalltau
-
     base = result.base
     names = [m.name for m in result.methods]
     ranked = base.ranked_metrics
     variants = result.variants
-    aggregates: dict = {}
-    rankings: dict = {}
-    ranks: dict = {}
-    families: dict = {}
-    oriented: dict = {}
-    # A variant that leaves a metric's values and the comparison section as they are gets the same tests:
-    # each distinct family (metric, comparison settings, per-pair values) is tested once.
-    tested: dict = {}
-    for v in variants:
-        aggregates[v.id], rankings[v.id], ranks[v.id] = {}, {}, {}
-        for m in ranked:
-            if m not in result.scores[v.id]:
-                continue
-            params = v.protocol.metrics[m]
-            stat = metric_statistic(v.protocol, m)
-            agg = {n: aggregate(result.scores[v.id][m][n], stat, params) for n in names}
-            hib = bool(params["higher_is_better"])
-            aggregates[v.id][m] = agg
-            rankings[v.id][m], ranks[v.id][m] = rank_methods(agg, hib, names)
-            oriented[(v.id, m)] = {n: (agg[n] if hib else -agg[n]) for n in names}
-            key = (
-                m,
-                json.dumps(v.protocol.section("comparison"), sort_keys=True),
-                tuple(np.asarray(result.scores[v.id][m][n], dtype=np.float64).tobytes() for n in names),
-            )
-            if key not in tested:
-                tested[key] = _paired_family(result.scores[v.id][m], names, v.protocol, m)
-            families[(v.id, m)] = tested[key]
-    kendall: dict = {}
-    swaps: list = []
-    sig_changes: list = []
-    for v in variants:
-        kendall[v.id] = {}
-        for m in ranked:
-            if (v.id, m) not in oriented or (BASE_ID, m) not in oriented:
-                continue
-            bo, vo = oriented[(BASE_ID, m)], oriented[(v.id, m)]
-            res = kendalltau([bo[n] for n in names], [vo[n] for n in names])
-            kendall[v.id][m] = {"tau": _finite(float(res.statistic)), "pvalue": _finite(float(res.pvalue))}
-            if v.id == BASE_ID:
-                continue
-            bf, vf = families[(BASE_ID, m)], families[(v.id, m)]
-            for i, a in enumerate(names):
-                for b in names[i + 1 :]:
-                    sb, sv = np.sign(bo[a] - bo[b]), np.sign(vo[a] - vo[b])
-                    entry = {
-                        "variant": v.id,
-                        "metric": m,
-                        "a": a,
-                        "b": b,
-                        "base_order": [a, b] if sb > 0 else [b, a],
-                        "variant_order": [a, b] if sv > 0 else [b, a],
-                        "base_p_holm": bf[(a, b)]["p_holm"],
-                        "variant_p_holm": vf[(a, b)]["p_holm"],
-                        "base_significant": bool(bf[(a, b)]["significant"]),
-                        "variant_significant": bool(vf[(a, b)]["significant"]),
-                    }
-                    if sb * sv < 0:
-                        swaps.append(entry)
-                    elif sb * sv > 0 and entry["base_significant"] != entry["variant_significant"]:
-                        sig_changes.append(entry)
+    aggregates, rankings, ranks, families, oriented = _aggregate_all(result)
+    kendall, swaps, sig_changes = _order_changes(result, families, oriented)
     paired_tests = {
         v.id: {
             m: [
@@ -139,27 +78,7 @@ def analyse(result: SensitivityResult) -> dict:
         }
         for v in variants
     }
-    plan = plan_units(variants)
-    variants_json = []
-    for v in variants:
-        entry = {"id": v.id, "description": v.description, "file": v.file, "changes": v.changes, "sha256": v.sha256}
-        # metrics whose per-pair computation or aggregation differs from the protocol's
-        entry["affects"] = [
-            m
-            for m in base.metric_names
-            if v.id != BASE_ID
-            and (plan[(v.id, m)] != plan[(BASE_ID, m)] or metric_statistic(v.protocol, m) != metric_statistic(base, m))
-        ]
-        entry["resolution"] = evaluation_resolution(v.protocol)
-        entry["statistic"] = {m: metric_statistic(v.protocol, m) for m in ranked}
-        per_pair = {
-            m: "per-pair MSE (lower is better); aggregate = min(cap_db, 10 log10(data_range^2 / mean over pairs of MSE))"
-            for m in ranked
-            if metric_statistic(v.protocol, m) == "pooled_mse"
-        }
-        if per_pair:
-            entry["per_pair_values"] = per_pair
-        variants_json.append(entry)
+    variants_json = _variants_json(result)
     return {
         "track": result.track.id,
         "protocol": base.id,
@@ -198,6 +117,116 @@ def analyse(result: SensitivityResult) -> dict:
     }
 
 
+def _aggregate_all(result: SensitivityResult) -> tuple:
+    """Per variant and ranked metric: each method's aggregate, the ranking and ranks, the values oriented so that
+    higher is better, and the paired tests of every two methods (a family)."""
+    names = [m.name for m in result.methods]
+    ranked = result.base.ranked_metrics
+    variants = result.variants
+    aggregates: dict = {}
+    rankings: dict = {}
+    ranks: dict = {}
+    families: dict = {}
+    oriented: dict = {}
+    # A variant that leaves a metric's values and the comparison section as they are gets the same tests:
+    # each distinct family (metric, comparison settings, per-pair values) is tested once.
+    tested: dict = {}
+    for v in variants:
+        aggregates[v.id], rankings[v.id], ranks[v.id] = {}, {}, {}
+        for m in ranked:
+            if m not in result.scores[v.id]:
+                continue
+            params = v.protocol.metrics[m]
+            stat = metric_statistic(v.protocol, m)
+            agg = {n: aggregate(result.scores[v.id][m][n], stat, params) for n in names}
+            hib = bool(params["higher_is_better"])
+            aggregates[v.id][m] = agg
+            rankings[v.id][m], ranks[v.id][m] = rank_methods(agg, hib, names)
+            oriented[(v.id, m)] = {n: (agg[n] if hib else -agg[n]) for n in names}
+            key = (
+                m,
+                json.dumps(v.protocol.section("comparison"), sort_keys=True),
+                tuple(np.asarray(result.scores[v.id][m][n], dtype=np.float64).tobytes() for n in names),
+            )
+            if key not in tested:
+                tested[key] = _paired_family(result.scores[v.id][m], names, v.protocol, m)
+            families[(v.id, m)] = tested[key]
+    return aggregates, rankings, ranks, families, oriented
+
+
+def _order_changes(result: SensitivityResult, families: dict, oriented: dict) -> tuple:
+    """Kendall tau of each variant's order against the protocol's, the swapped pairs of methods, and the pairs in
+    the same order whose significance changed."""
+    from scipy.stats import kendalltau
+
+    names = [m.name for m in result.methods]
+    ranked = result.base.ranked_metrics
+    variants = result.variants
+    kendall: dict = {}
+    swaps: list = []
+    sig_changes: list = []
+    for v in variants:
+        kendall[v.id] = {}
+        for m in ranked:
+            if (v.id, m) not in oriented or (BASE_ID, m) not in oriented:
+                continue
+            bo, vo = oriented[(BASE_ID, m)], oriented[(v.id, m)]
+            res = kendalltau([bo[n] for n in names], [vo[n] for n in names])
+            kendall[v.id][m] = {"tau": _finite(float(res.statistic)), "pvalue": _finite(float(res.pvalue))}
+            if v.id == BASE_ID:
+                continue
+            bf, vf = families[(BASE_ID, m)], families[(v.id, m)]
+            for i, a in enumerate(names):
+                for b in names[i + 1 :]:
+                    sb, sv = np.sign(bo[a] - bo[b]), np.sign(vo[a] - vo[b])
+                    entry = {
+                        "variant": v.id,
+                        "metric": m,
+                        "a": a,
+                        "b": b,
+                        "base_order": [a, b] if sb > 0 else [b, a],
+                        "variant_order": [a, b] if sv > 0 else [b, a],
+                        "base_p_holm": bf[(a, b)]["p_holm"],
+                        "variant_p_holm": vf[(a, b)]["p_holm"],
+                        "base_significant": bool(bf[(a, b)]["significant"]),
+                        "variant_significant": bool(vf[(a, b)]["significant"]),
+                    }
+                    if sb * sv < 0:
+                        swaps.append(entry)
+                    elif sb * sv > 0 and entry["base_significant"] != entry["variant_significant"]:
+                        sig_changes.append(entry)
+    return kendall, swaps, sig_changes
+
+
+def _variants_json(result: SensitivityResult) -> list[dict]:
+    """The analysis's `variants`: each one's description and what it changes."""
+    base = result.base
+    ranked = base.ranked_metrics
+    variants = result.variants
+    plan = plan_units(variants)
+    variants_json = []
+    for v in variants:
+        entry = {"id": v.id, "description": v.description, "file": v.file, "changes": v.changes, "sha256": v.sha256}
+        # metrics whose per-pair computation or aggregation differs from the protocol's
+        entry["affects"] = [
+            m
+            for m in base.metric_names
+            if v.id != BASE_ID
+            and (plan[(v.id, m)] != plan[(BASE_ID, m)] or metric_statistic(v.protocol, m) != metric_statistic(base, m))
+        ]
+        entry["resolution"] = evaluation_resolution(v.protocol)
+        entry["statistic"] = {m: metric_statistic(v.protocol, m) for m in ranked}
+        per_pair = {
+            m: "per-pair MSE (lower is better); aggregate = min(cap_db, 10 log10(data_range^2 / mean over pairs of MSE))"
+            for m in ranked
+            if metric_statistic(v.protocol, m) == "pooled_mse"
+        }
+        if per_pair:
+            entry["per_pair_values"] = per_pair
+        variants_json.append(entry)
+    return variants_json
+
+
 def _vorder(variants: list[Variant], vid: str) -> int:
     return next(i for i, v in enumerate(variants) if v.id == vid)
 
@@ -231,7 +260,7 @@ def _shorten(text: str, width: int | None) -> str:
 
 
 def analysis_tables(
-    analysis: dict, base: Protocol, tablefmt: str = "simple", reason_width: int | None = None
+    analysis: dict, base: PairedProtocol, tablefmt: str = "simple", reason_width: int | None = None
 ) -> list[tuple[str, str]]:
     """(title, table) per ranked metric (the protocol's row and the variants that change that metric),
     then the swaps and the unavailable variants."""
@@ -312,7 +341,7 @@ def analysis_tables(
     return out
 
 
-def analysis_markdown(analysis: dict, base: Protocol) -> str:
+def analysis_markdown(analysis: dict, base: PairedProtocol) -> str:
     lines = [
         f"# Protocol sensitivity: track {analysis['track']}",
         "",
@@ -380,7 +409,7 @@ def write_outputs(out_dir: Path, result: SensitivityResult, analysis: dict) -> N
 
 def run_sensitivity(
     track,
-    base: Protocol,
+    base: PairedProtocol,
     variants: list[Variant],
     methods: list[Method],
     *,

@@ -17,10 +17,11 @@ from typing import ClassVar
 
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.paths import file_sha256
-from pytest_pstbench.core.protocol import Protocol
 from pytest_pstbench.core.store.folder import ItemResult
+from pytest_pstbench.metrics.registry import pretrained_backbones
 from pytest_pstbench.paired import clusters as _clusters
 from pytest_pstbench.paired.identity import refuse_identity_claim
+from pytest_pstbench.paired.protocol import PairedProtocol
 from pytest_pstbench.paired.run_record import environment, run_record
 from pytest_pstbench.paired.tracks import Pair, Track
 from pytest_pstbench.paired.verify_cache import parse_verify_cache, verify_order
@@ -65,30 +66,37 @@ class RunOutcome:
         return bool(self.run["complete"])
 
 
-class RunSession:
-    """The state of one run over a track: results per pair, then aggregation and run files."""
+@dataclass(frozen=True)
+class RunSettings:
+    """How one run over a track is made (`RunSession`): its name and folder, and the options of the call."""
 
-    def __init__(
-        self,
-        track: Track,
-        protocol: Protocol,
-        *,
-        name: str,
-        results_dir: Path | str = "results",
-        allow_resize: bool = False,
-        device: str = "cpu",
-        outputs_dir: Path | None = None,
-        method_info: dict | None = None,
-        command: str | None = None,
-        use_cache: bool = True,
-        allow_outside_links: bool = False,
-        verify_cache: int = 0,
-        verify_seed: str | None = None,
-        identity: bool = False,
-        method_source: str | None = None,  # where method_info's `method` comes from (for messages)
-    ):
+    name: str
+    results_dir: Path | str = "results"
+    allow_resize: bool = False
+    device: str = "cpu"
+    outputs_dir: Path | None = None
+    method_info: dict | None = None
+    command: str | None = None  # run.json's `command` (default: this process's argv)
+    use_cache: bool = True
+    allow_outside_links: bool = False
+    verify_cache: int = 0
+    verify_seed: str | None = None
+    identity: bool = False  # the outputs are the content images the kit reads itself (`--outputs identity`)
+    method_source: str | None = None  # where method_info's `method` comes from (for messages)
+
+
+class RunSession:
+    """The state of one run over a track (`settings`): results per pair, then aggregation and run files."""
+
+    def __init__(self, track: Track, protocol: PairedProtocol, settings: RunSettings):
         from pytest_pstbench.core.store import names as _runs
 
+        name, device, method_info, outputs_dir = (
+            settings.name,
+            settings.device,
+            settings.method_info,
+            settings.outputs_dir,
+        )
         _runs.check_run_name(name)
         if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
             raise UserError(f"--device {device!r}: expected cpu or cuda (or cuda:N)")
@@ -96,36 +104,36 @@ class RunSession:
             from pytest_pstbench.metrics.kernels import check_device
 
             check_device(device)
-        if not identity:  # outputs other than the content images the kit reads itself (`--outputs identity`)
-            refuse_identity_claim(name, method_info or {}, outputs_dir, method_source)
+        if not settings.identity:  # outputs other than the content images the kit reads itself (`--outputs identity`)
+            refuse_identity_claim(name, method_info or {}, outputs_dir, settings.method_source)
         self.track = track
         self.protocol = protocol
         _clusters.warn_shared_once(
             track, protocol
         )  # pairs sharing input files, intervals over pairs: one line on stderr
         self.name = name
-        self.results_dir = Path(results_dir)
+        self.results_dir = Path(settings.results_dir)
         _runs.check_results_writable(self.run_dir, self.results_dir)
-        self.allow_resize = allow_resize
-        self.allow_outside_links = bool(allow_outside_links)
+        self.allow_resize = settings.allow_resize
+        self.allow_outside_links = bool(settings.allow_outside_links)
         self.device = device
         self.outputs_dir = Path(outputs_dir) if outputs_dir is not None else None
         self.method_info = dict(method_info or {})
-        self.command = command if command is not None else " ".join(sys.argv)
+        self.command = settings.command if settings.command is not None else " ".join(sys.argv)
         self.baselines: list[dict] = []  # a gated session's baselines (pinned records), set by the pytest frame
         self.results: dict[str, PairResult] = {}
         # results computed in other processes (pytest-xdist workers): [(their environment, worker id, pair id)]
         self.computed_in: list[tuple[dict, str | None, str]] | None = None
         self._scorer = None
         self.cache = None
-        if use_cache:
+        if settings.use_cache:
             from pytest_pstbench.paired.scorecache import ScoreCache
 
             self.cache = ScoreCache()
         # --verify-cache N: the first N cache hits, in an order drawn at random (shared by xdist workers
         # through `verify_seed`), are rescored and compared with their entries.
-        self.verify_cache = parse_verify_cache(verify_cache)
-        self._verify_rank = verify_order(track.pair_ids, verify_seed) if self.verify_cache else {}
+        self.verify_cache = parse_verify_cache(settings.verify_cache)
+        self._verify_rank = verify_order(track.pair_ids, settings.verify_seed) if self.verify_cache else {}
         self.verified: list[str] = []
         self._verify_lock = threading.Lock()
         self._verify_ids: set[str] | None = None
@@ -139,9 +147,9 @@ class RunSession:
     @property
     def scorer(self):
         if self._scorer is None:
-            from pytest_pstbench.paired.engine import PairScorer
+            from pytest_pstbench.paired.engine import pair_scorer
 
-            self._scorer = PairScorer(self.protocol, self.device)
+            self._scorer = pair_scorer(self.protocol, self.device)
         return self._scorer
 
     def score_pair(self, pair: Pair, output: Path | object) -> PairResult:
@@ -407,9 +415,9 @@ class RunSession:
         """The environment this process computes the run's values in (run.json's `environment`)."""
         env = getattr(self, "_environment", None)
         if env is None:  # ~10 ms (package metadata): once per process, when the LPIPS weights are in the cache
-            nets = sorted({m.get("net", "alex") for m in self.protocol.metrics.values() if m["kind"] == "lpips"})
-            env = environment(self.device, lpips_nets=nets, threads=self._threads())
+            backbones = pretrained_backbones(self.protocol.metrics)  # what the learned metrics load
+            env = environment(self.device, backbones=backbones, threads=self._threads())
             weights = env.get("lpips_weights", {})
-            if weights is not None and (nets == ["alex"] or None not in weights.values()):
+            if weights is not None and (backbones == ["alexnet"] or None not in weights.values()):
                 self._environment = env
         return env

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.core.protocol import Protocol, protocols_dir
+from pytest_pstbench.core.protocol import protocols_dir
+from pytest_pstbench.paired.protocol import PairedProtocol
 
 BASE_ID = "protocol"
 _VARIANT_KEYS = ("id", "description", "changes")
@@ -39,7 +40,7 @@ class Variant:
     description: str
     file: str | None  # None for the base protocol
     changes: dict
-    protocol: Protocol  # the patched protocol
+    protocol: PairedProtocol  # the patched protocol
     sha256: str | None = None  # of the variant file
 
 
@@ -72,7 +73,7 @@ def flatten(d: Any, prefix: tuple = ()) -> dict[tuple, Any]:
     return {prefix: d}
 
 
-def base_variant(base: Protocol) -> Variant:
+def base_variant(base: PairedProtocol) -> Variant:
     return Variant(BASE_ID, f"the protocol as written ({base.path.name})", str(base.path), {}, base, base.sha256)
 
 
@@ -94,7 +95,7 @@ def resolve_variant_spec(spec: str) -> Path:
     )
 
 
-def load_variant(path: Path, base: Protocol) -> Variant:
+def load_variant(path: Path, base: PairedProtocol) -> Variant:
     """Read a variant file and apply it to `base`; every rule broken is a one-line UserError."""
     from pytest_pstbench.core.files.yamlfile import read_yaml
     from pytest_pstbench.paired.protocol import validate as _validate
@@ -147,11 +148,11 @@ def load_variant(path: Path, base: Protocol) -> Variant:
     label = f"{path} (applied to {base.path.name})"
     _validate(label, patched)
     sha = hashlib.sha256(raw).hexdigest()
-    proto = Protocol(id=f"{base.id}+{vid}", path=path.resolve(), sha256=sha, data=patched)
+    proto = PairedProtocol(id=f"{base.id}+{vid}", path=path.resolve(), sha256=sha, data=patched)
     return Variant(vid, str(data["description"]).strip(), str(path), changes, proto, sha)
 
 
-def load_variants(specs: list[str] | None, base: Protocol, progress=None) -> list[Variant]:
+def load_variants(specs: list[str] | None, base: PairedProtocol, progress=None) -> list[Variant]:
     """The base protocol (id `protocol`) followed by the variants named (default: every shipped one,
     less those that change a metric the base protocol does not have, which are skipped with a note)."""
     if specs:
@@ -200,7 +201,7 @@ def _position(data: dict, path: tuple) -> tuple:
     return tuple(pos)
 
 
-def protocol_with_variant(base: Protocol, variant_id: str) -> Protocol:
+def protocol_with_variant(base: PairedProtocol, variant_id: str) -> PairedProtocol:
     """`--protocol BASE+VARIANT` (core.protocol.load_protocol): the shipped variant `variant_id` applied to `base`,
     as a protocol of its own. Its id is `BASE+VARIANT`, its path the variant file's, and its sha256 the digest of
     `<base sha256>+<variant file sha256>` (run.json records it; compare finds the protocol again by it)."""
@@ -215,4 +216,4 @@ def protocol_with_variant(base: Protocol, variant_id: str) -> Protocol:
         )
     v = load_variant(path, base)
     digest = hashlib.sha256(f"{base.sha256}+{v.sha256}".encode()).hexdigest()
-    return Protocol(id=v.protocol.id, path=v.protocol.path, sha256=digest, data=v.protocol.data)
+    return PairedProtocol(id=v.protocol.id, path=v.protocol.path, sha256=digest, data=v.protocol.data)

@@ -94,26 +94,25 @@ def baseline_paths(config: pytest.Config) -> list[Path]:
     evaluate the gate: they get the local baselines alone). A baseline URI must name a commit unless
     --pstbench-baseline-allow-branch. With --pstbench-update-baseline exactly one local folder (the folder
     written), else a UserError. The resolved baselines (their pinned records) are kept on `config` for run.json."""
-    from pytest_pstbench.core.hub.uri import is_hub_uri
-    from pytest_pstbench.core.store.backends import resolve_runs
+    from pytest_pstbench.core.store.backends import is_published, resolve_runs
 
     baselines = config.getoption("pstbench_baseline", default=None)
     if baselines is None:
-        baselines = [b if is_hub_uri(b) else ini_base(config) / b for b in config.getini("pstbench_baseline")]
-    raw = [b if is_hub_uri(b) else as_on_controller(config, b) for b in baselines]
+        baselines = [b if is_published(b) else ini_base(config) / b for b in config.getini("pstbench_baseline")]
+    raw = [b if is_published(b) else as_on_controller(config, b) for b in baselines]
     if config.getoption("pstbench_update_baseline", default=None):
         if len(raw) != 1:
             raise UserError(
                 f"--pstbench-update-baseline: needs exactly one baseline folder to write (--pstbench-baseline DIR "
                 f"or the ini key pstbench_baseline), got {len(raw)}; fix: name the one folder to replace"
             )
-        if is_hub_uri(raw[0]):
+        if is_published(raw[0]):
             raise UserError(
                 f"--pstbench-update-baseline: {raw[0]} is a published run, which is never replaced in place; "
                 "fix: write a local folder, then publish it with `pstbench runs push RUN_DIR URI`"
             )
     if is_worker(config):
-        return [Path(b) for b in raw if not is_hub_uri(b)]
+        return [Path(b) for b in raw if not is_published(b)]
     protocol = option_value(config, "protocol")  # a published baseline made under a protocol file given here
     sources = resolve_runs(
         raw,
@@ -229,6 +228,6 @@ def recorded_command(config: pytest.Config) -> str:
     `-o pstbench_header=...`) replaced by <redacted> (header values may be secrets)."""
     import shlex
 
-    from pytest_pstbench.selection.model_options import redact_words
+    from pytest_pstbench.selection.ask.settings import redact_words
 
     return "pytest " + shlex.join(redact_words(config.invocation_params.args, "--pstbench-header", "pstbench_header"))

@@ -116,10 +116,8 @@ class TaskItem(pytest.Function):
 
 def _run_model(config, track, protocol, params, model: str, answers_path):
     """--pstbench-model: ask the model (the controller only; xdist workers read the finished file)."""
-    from types import SimpleNamespace
-
-    from pytest_pstbench.selection.model_options import settings_from_args
-    from pytest_pstbench.selection.model_run import run_model
+    from pytest_pstbench.selection.ask.model_run import ask_model
+    from pytest_pstbench.selection.ask.settings import ModelOptions, run_settings
     from pytest_pstbench.selection.run_judge import model_run_name
 
     api_base = option_value(config, "api-base")
@@ -127,28 +125,60 @@ def _run_model(config, track, protocol, params, model: str, answers_path):
         raise UserError(
             "--pstbench-model needs --pstbench-api-base URL (an OpenAI-compatible endpoint); fix: give both"
         )
-    args = SimpleNamespace(
-        model=model,
-        api_base=str(api_base),
-        temperature=None,
-        max_tokens=None,
-        concurrency=option_value(config, "concurrency") or 10,
+    given = {"concurrency": option_value(config, "concurrency"), "api_key_env": option_value(config, "api-key-env")}
+    options = ModelOptions(  # an option not given (nor in the ini file) keeps `vab run`'s default
+        model,
+        str(api_base),
         max_concurrency=option_value(config, "max-concurrency"),
-        timeout=600.0,
-        api_key_env=str(option_value(config, "api-key-env") or "API_KEY"),
-        header=list(option_value(config, "header") or ()),
-        extra_body=list(option_value(config, "extra-body") or ()),
+        header=tuple(option_value(config, "header") or ()),
+        extra_body=tuple(option_value(config, "extra-body") or ()),
+        **{k: str(v) if k == "api_key_env" else v for k, v in given.items() if v},
     )
-    settings = settings_from_args(args, params, option_prefix="pstbench-")  # the parsing of `pstbench vab run`
+    settings = run_settings(options, params, option_prefix="pstbench-")  # checked as `pstbench vab run` checks them
     if answers_path is None:
         name = str(option_value(config, "name") or model_run_name(model))
         answers_path = (path_value(config, "results") or Path("results")) / track.id / f"{name}.answers.jsonl"
     model_api = settings.provenance()
     if not is_worker(config):
-        asked = run_model(track, protocol, settings, answers_path)
+        asked = ask_model(track, protocol, settings, answers_path)
         if asked.pacing is not None:  # --pstbench-concurrency auto: the limit over time, as `vab run` records it
             model_api["pacing"] = asked.pacing
     return model_api, answers_path
+
+
+def _chosen_judge(config, track, protocol, params):
+    """The run's judge (--pstbench-answers, --pstbench-model, --pstbench-judge or the pstbench_judge fixture), and
+    the votes and human row (read before a model is asked)."""
+    from pytest_pstbench.selection.run_judge import RunJudge, answers_judge, function_judge
+    from pytest_pstbench.selection.session import votes_and_human
+
+    answers_path = path_value(config, "answers")
+    judge_spec = option_value(config, "judge")
+    model = option_value(config, "model")
+    if answers_path is not None and judge_spec:
+        raise UserError("--pstbench-answers and --pstbench-judge: give one judge, not both")
+    model_api = None
+    asked = [f"--pstbench-{o}" for o in ("header", "extra-body") if option_value(config, o)]
+    if asked and not model:
+        raise UserError(
+            f"{' and '.join(asked)}: sent with the requests of --pstbench-model only; fix: give "
+            "--pstbench-model NAME --pstbench-api-base URL, or drop the option"
+        )
+    votes, human = votes_and_human(track, params, path_value(config, "votes"))  # before a model is asked
+    if model:
+        if judge_spec:
+            raise UserError("--pstbench-model and --pstbench-judge: give one judge, not both")
+        model_api, answers_path = _run_model(config, track, protocol, params, str(model), answers_path)
+    if answers_path is not None:  # with --pstbench-model: the model's answers, named after the model
+        chosen = answers_judge(answers_path, track, params, model=str(model) if model else None, model_api=model_api)
+    elif judge_spec:
+        base = (
+            (controller_dir(config) or config.invocation_params.dir) if from_cli(config, "judge") else ini_base(config)
+        )
+        chosen = function_judge(str(judge_spec), Path(base), params, device=_device(config))
+    else:  # the pstbench_judge fixture, if the rootdir's conftest.py defines one
+        chosen = RunJudge(None, None, {"kind": "fixture", "fixture": FIXTURE_NAME}, "pytest", f"fixture {FIXTURE_NAME}")
+    return chosen, votes, human
 
 
 _UNSET = object()  # no fixture value seen yet
@@ -192,8 +222,7 @@ class SelectionRun(TrackRun):
         from pytest_pstbench.core.store.names import refuse_baseline_is_run_dir
         from pytest_pstbench.plugin.verdict import refuse_summary_over_inputs
         from pytest_pstbench.selection.protocol import DEFAULT_SELECTION_PROTOCOL, SelectionParams
-        from pytest_pstbench.selection.run_judge import RunJudge, answers_judge, function_judge
-        from pytest_pstbench.selection.session import SelectionSession, votes_and_human
+        from pytest_pstbench.selection.session import SelectionSession
         from pytest_pstbench.selection.tracks import resolve_selection_track
 
         try:
@@ -207,38 +236,7 @@ class SelectionRun(TrackRun):
             )
             params = SelectionParams.of(protocol)
             track = resolve_selection_track(track_value(config))
-            answers_path = path_value(config, "answers")
-            judge_spec = option_value(config, "judge")
-            model = option_value(config, "model")
-            if answers_path is not None and judge_spec:
-                raise UserError("--pstbench-answers and --pstbench-judge: give one judge, not both")
-            model_api = None
-            asked = [f"--pstbench-{o}" for o in ("header", "extra-body") if option_value(config, o)]
-            if asked and not model:
-                raise UserError(
-                    f"{' and '.join(asked)}: sent with the requests of --pstbench-model only; fix: give "
-                    "--pstbench-model NAME --pstbench-api-base URL, or drop the option"
-                )
-            votes, human = votes_and_human(track, params, path_value(config, "votes"))  # before a model is asked
-            if model:
-                if judge_spec:
-                    raise UserError("--pstbench-model and --pstbench-judge: give one judge, not both")
-                model_api, answers_path = _run_model(config, track, protocol, params, str(model), answers_path)
-            if answers_path is not None:  # with --pstbench-model: the model's answers, named after the model
-                chosen = answers_judge(
-                    answers_path, track, params, model=str(model) if model else None, model_api=model_api
-                )
-            elif judge_spec:
-                base = (
-                    (controller_dir(config) or config.invocation_params.dir)
-                    if from_cli(config, "judge")
-                    else ini_base(config)
-                )
-                chosen = function_judge(str(judge_spec), Path(base), params, device=_device(config))
-            else:  # the pstbench_judge fixture, if the rootdir's conftest.py defines one
-                chosen = RunJudge(
-                    None, None, {"kind": "fixture", "fixture": FIXTURE_NAME}, "pytest", f"fixture {FIXTURE_NAME}"
-                )
+            chosen, votes, human = _chosen_judge(config, track, protocol, params)
             session = SelectionSession(
                 track,
                 protocol,

@@ -1,13 +1,10 @@
-"""`pstbench report RUN_DIR [RUN_DIR ...] --out DIR`: a static HTML page of runs of one kind.
+"""`pstbench report RUN_DIR [RUN_DIR ...] --out DIR`: a static HTML page of runs of one kind: the frame.
 
-`build_report` is the frame: it checks the options, the --out folder and the runs (each given once, all of
-one kind whose KindSpec has an `html_report` hook), then hands a `core.kinds.ReportRequest` to that hook:
-`paired_report` below for paired runs, `selection.report.selection_report` for selection runs.
-
-The paired page (DIR/index.html) shows a summary table (mean ± pm per method and metric), one figure per
-metric (per-pair scores, the mean and its bootstrap CI per method), thumbnails of every shown pair
-(content, style, reference and each method's output with its scores), the runs' provenance, and,
-with `--sensitivity SENS_DIR`, the rank changes of `pstbench sensitivity`. With `--history SOURCE...` every
+`build_report` checks the options, the --out folder and the runs (each given once, all of one kind whose
+KindSpec has an `html_report` hook), then hands a `core.kinds.ReportRequest` to that hook (`paired.report`,
+`selection.report`): the runs, the folder, the frame's options, the options each kind declares for its page
+(`KindSpec.report_options`, e.g. --max-pairs, --max-tasks, --worst: each bound's default where it was not
+given), the page's generator tag and style sheet (page.css, package data). With `--history SOURCE...` every
 page (of either kind) gains a History section: the plots and the step list of `pstbench history SOURCE...`
 (report/history.py: a `core.kinds.PageSection` the kind writes with its page). DIR is self-contained:
 figures are written to DIR/figures/, thumbnails to DIR/thumbs/, every link is relative, the CSS is
@@ -21,26 +18,16 @@ load when the command runs.
 from __future__ import annotations
 
 import os
+from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.core.files.write import refuse_overwriting_inputs, staging_dir, swap_dir_into_place, write_new
-from pytest_pstbench.core.install import extra_install
-from pytest_pstbench.core.store.reader import check_same_setting
-from pytest_pstbench.report.figures import assign_colors, metric_figures, sensitivity_figures
-from pytest_pstbench.report.html import page_css, render
-from pytest_pstbench.report.model import (
-    DEFAULT_MAX_PAIRS,
-    DEFAULT_MAX_TASKS,
-    DEFAULT_THUMB_SIZE,
-    GENERATOR,
-    build_page,
-    check_paired,
-    check_reportable,
-    load_analysis,
-)
-from pytest_pstbench.report.thumbnails import thumbnails, track_for
-from pytest_pstbench.report.worst import DEFAULT_WORST, worst_sections
+from pytest_pstbench.core.files.write import refuse_overwriting_inputs
+from pytest_pstbench.core.install_hints import extra_install
+
+DEFAULT_THUMB_SIZE = 192
+GENERATOR = "pstbench report"
 
 
 def build_report(
@@ -49,27 +36,28 @@ def build_report(
     *,
     sensitivity=None,
     thumb_size: int = DEFAULT_THUMB_SIZE,
-    max_pairs: int | None = None,
-    max_tasks: int | None = None,
-    worst: int | None = None,
     track_spec: str | None = None,
     protocol_spec: str | None = None,
     progress=None,
     history=None,
+    history_metrics=None,
+    **kind_options,
 ) -> Path:
     """Write the report folder `out` and return its path: the frame's checks, then the page of the runs'
-    kind (its KindSpec's `html_report` hook, given a `core.kinds.ReportRequest`)."""
+    kind (its KindSpec's `html_report` hook, given a `core.kinds.ReportRequest`). `kind_options`: the options
+    the kinds declare for their pages (`KindSpec.report_options`, by dest: `max_pairs=`, `max_tasks=`,
+    `worst=`), None where not given. `history_metrics` (`--metric`): the metrics the History section follows,
+    as `pstbench history --metric` (only with `history`)."""
+    if history_metrics and not history:
+        raise UserError(
+            "--metric: chooses the metrics of the History section, and no --history is given; "
+            "fix: add --history SOURCE ..., or drop --metric"
+        )
     if not 16 <= thumb_size <= 2048:
         raise UserError(
             f"--thumb-size {thumb_size}: must be between 16 and 2048 pixels; fix: pass e.g. --thumb-size {DEFAULT_THUMB_SIZE}"
         )
-    for option, value in (("--max-pairs", max_pairs), ("--max-tasks", max_tasks)):
-        if value is not None and value < 0:
-            raise UserError(f"{option} {value}: must be 0 (all) or a positive number; fix: pass e.g. {option} 50")
-    if worst is not None and worst < 0:
-        raise UserError(
-            f"--worst {worst}: must be 0 (no Worst pairs section) or a positive number; fix: pass e.g. --worst {DEFAULT_WORST}"
-        )
+    options, given = _kind_options(kind_options)
     _require_matplotlib()
     from pytest_pstbench.core.kinds import ReportRequest, spec
     from pytest_pstbench.core.store.backends import RunSource
@@ -77,8 +65,56 @@ def build_report(
     sources = [d if isinstance(d, RunSource) else RunSource(Path(d)) for d in run_dirs]
     out = Path(out)
     _check_out_dir(out)
-    from pytest_pstbench.core.hub.uri import is_hub_uri
+    _check_inputs(sources, out, sensitivity, track_spec, protocol_spec, history)
+    kind = one_kind(sources)
+    sections = ()
+    if history:
+        from pytest_pstbench.core.history import read_history
+        from pytest_pstbench.report.history import history_section
+
+        h = read_history(history, metrics=history_metrics, say=progress)
+        sections = (history_section(h, [str(x) for x in history]),)
+    request = ReportRequest(
+        sources,
+        out,
+        GENERATOR,
+        page_css(),
+        thumb_size,
+        kind_options=options,
+        given=given,
+        sensitivity=sensitivity,
+        track_spec=track_spec,
+        protocol_spec=protocol_spec,
+        progress=progress,
+        sections=sections,
+    )
+    return spec(kind).load("html_report")(request)
+
+
+def _kind_options(given_values: dict) -> tuple[dict, frozenset]:
+    """The kinds' page options checked (each 0 or a positive number; in the order given) with each one's default
+    where it was not given, by dest; and the flags given."""
+    from pytest_pstbench.core.kinds import report_options
+
+    declared = {o.dest: o for o in report_options()}
+    unknown = sorted(set(given_values) - set(declared))
+    if unknown:
+        raise TypeError(f"build_report() got an unexpected keyword argument {unknown[0]!r}")
+    for dest, value in given_values.items():
+        option = declared[dest]
+        if value is not None and value < 0:
+            raise UserError(
+                f"{option.flag} {value}: must be 0 ({option.zero}) or a positive number; "
+                f"fix: pass e.g. {option.flag} {option.example}"
+            )
+    values = {d: o.default if given_values.get(d) is None else given_values[d] for d, o in declared.items()}
+    return values, frozenset(o.flag for d, o in declared.items() if given_values.get(d) is not None)
+
+
+def _check_inputs(sources, out: Path, sensitivity, track_spec, protocol_spec, history) -> None:
+    """Refuse an --out that holds or lies in an input, a run given twice, and a run of a kind without pages."""
     from pytest_pstbench.core.protocol import protocol_path
+    from pytest_pstbench.core.store.backends import is_published
 
     refuse_overwriting_inputs(  # before any work: the folder replaced whole never holds or lies in what is read
         "--out",
@@ -89,7 +125,7 @@ def build_report(
             ("protocol file", protocol_path(protocol_spec) if protocol_spec else None),
         ],
         folders=[("run folder", s.path) for s in sources]
-        + [("history source", Path(h)) for h in history or () if not is_hub_uri(str(h))],
+        + [("history source", Path(h)) for h in history or () if not is_published(str(h))],
     )
     seen: dict[Path, str] = {}
     for s in sources:
@@ -98,81 +134,26 @@ def build_report(
             raise UserError(f"{s}: run folder given twice (also as {seen[key]}); fix: give each run once")
         seen[key] = str(s)
         check_reportable(s.path)
-    kind = one_kind(sources)
-    sections = ()
-    if history:
-        from pytest_pstbench.core.history import read_history
-        from pytest_pstbench.report.history import history_section
-
-        sections = (history_section(read_history(history, say=progress), [str(h) for h in history]),)
-    given = frozenset(
-        o for o, v in (("--max-pairs", max_pairs), ("--max-tasks", max_tasks), ("--worst", worst)) if v is not None
-    )
-    request = ReportRequest(
-        sources,
-        out,
-        GENERATOR,
-        page_css(),
-        thumb_size,
-        max_pairs=DEFAULT_MAX_PAIRS if max_pairs is None else max_pairs,
-        max_tasks=DEFAULT_MAX_TASKS if max_tasks is None else max_tasks,
-        given=given,
-        worst=DEFAULT_WORST if worst is None else worst,
-        sensitivity=sensitivity,
-        track_spec=track_spec,
-        protocol_spec=protocol_spec,
-        progress=progress,
-        sections=sections,
-    )
-    return spec(kind).load("html_report")(request)
 
 
-def paired_report(request) -> Path:
-    """The page of paired runs (the paired kind's `html_report` hook)."""
-    from pytest_pstbench.core.store.reader import read_runs
-    from pytest_pstbench.paired.compare import PAIRED_RUNS
+@lru_cache(maxsize=1)
+def page_css() -> str:
+    """The pages' style sheet (package data), inlined by each kind's page."""
+    return resources.files(__package__).joinpath("page.css").read_text(encoding="utf-8")
 
-    if "--max-tasks" in request.given:
+
+def check_reportable(run_dir) -> None:
+    """Refuse a run folder of a kind whose runs `pstbench report` does not cover (its KindSpec's `html_report`),
+    before it is read by a loader."""
+    from pytest_pstbench.core.kinds import registered, run_kind
+
+    kind, specs = run_kind(run_dir), registered()
+    if isinstance(kind, str) and kind in specs and specs[kind].html_report is None:
+        covered = [s for s in specs.values() if s.html_report is not None]
         raise UserError(
-            f"--max-tasks {request.max_tasks}: bounds the tasks of a page of selection runs, and these are "
-            "paired runs; fix: use --max-pairs N"
+            f"{run_dir}: is a {kind} run (kind: {kind}); pstbench report covers {' or '.join(s.name for s in covered)} "
+            f"runs only; fix: give run folders of a {covered[0].name} track (e.g. results/{covered[0].demo_track}/<name>)"
         )
-    sources, out, sensitivity, protocol_spec = request.sources, request.out, request.sensitivity, request.protocol_spec
-    progress, thumb_size = request.progress, request.thumb_size
-    max_pairs, worst = request.max_pairs, request.worst
-
-    def one_setting(runs) -> None:
-        for run in runs:
-            check_paired(run)
-        check_same_setting(runs)
-
-    # the one validating reader of run folders (core.store.reader), its checks after the report's own
-    _kind, runs, protocol = read_runs(
-        [s.path for s in sources], protocol_spec=protocol_spec, kind=PAIRED_RUNS, check=one_setting
-    )
-    page = build_page(runs, max_pairs, protocol)
-    page.published = [s.uri is not None for s in sources]  # their paths are read inside the run folder only
-    page.thumb_size = thumb_size
-    page.sections = list(request.sections)
-    page.worst, page.worst_n = worst_sections(page, protocol, worst), worst  # per ranked metric, against the first run
-    if sensitivity is not None:
-        page.sensitivity_path = str(sensitivity)
-        page.sensitivity = load_analysis(Path(sensitivity), runs[0])
-
-    track = track_for(page, request.track_spec, progress)  # every input is read before anything is drawn
-    with staging_dir(out, what="write the report", fix="give --out a folder in a writable place") as stage:
-        (stage / "figures").mkdir()
-        (stage / "thumbs").mkdir()
-        assign_colors(page)
-        thumbnails(page, track, stage, thumb_size, progress)
-        metric_figures(page, stage)
-        for section in request.sections:
-            section.write(stage)
-        if page.sensitivity is not None:
-            sensitivity_figures(page, stage)
-        write_new(stage / "index.html", render(page))
-        swap_dir_into_place(stage, out)  # an existing `out` was checked by `_check_out_dir`
-    return out
 
 
 def one_kind(sources) -> str:

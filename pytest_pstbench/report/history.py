@@ -1,6 +1,8 @@
 """The figures of a method's history (`pstbench history --plot DIR`; matplotlib, extra `[report]`, imported when
 drawn): one PNG per metric, each point's value with its interval, the significant steps marked (red: worse,
-green: better), a dashed line where a new segment starts (another protocol, track or dataset revision).
+green: better), a dashed line where a new segment starts (another protocol, track or dataset revision); the
+x-axis names each point by its order (oldest first), its commit date and commit, the title the metric's
+direction (↑ higher is better, ↓ lower).
 
 `history_section` makes the same plots and the step list a section of `pstbench report`'s page (`--history
 SOURCE...`): a `core.kinds.PageSection` the frame hands to the runs' kind; every text of the history (commit
@@ -28,9 +30,8 @@ def draw_history(h, metric: str) -> bytes:
         fig = Figure(figsize=(max(6.0, 0.35 * len(h.points) + 2), 3.6), dpi=100)
         FigureCanvasAgg(fig)
         ax = fig.add_subplot(1, 1, 1)
-        labels = []
+        labels = [point_label(i, p) for i, p in enumerate(h.points)]
         for i, p in enumerate(h.points):
-            labels.append(p.commit[:7] if p.commit and p.date is not None else Path(str(p.source)).name[:16])
             e = p.metrics.get(metric)
             if not e or e["mean"] is None:
                 continue
@@ -74,12 +75,31 @@ def draw_history(h, metric: str) -> bytes:
             )
         ax.set_xticks(range(len(labels)))
         ax.set_xticklabels(labels, rotation=60, fontsize=7, ha="right")
-        ax.set_title(f"{metric}: value and interval per point", fontsize=10)
+        ax.set_xlabel("point: order (oldest first), commit date, commit", fontsize=8)
+        ax.set_title(f"{metric}{arrow(h, metric)}: value and interval per point", fontsize=10)
         ax.grid(True, axis="y", alpha=0.3)
         fig.tight_layout()
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=fig.dpi, metadata={"Software": None})
     return buf.getvalue()
+
+
+def point_label(i: int, p) -> str:
+    """A point's tick label: its order (1 = oldest), its commit date and short commit, or the run folder's name
+    (runs given in order)."""
+    if p.commit and p.date is not None:
+        return f"#{i + 1} {p.date[:10]} {p.commit[:7]}"
+    return f"#{i + 1} {Path(str(p.source)).name[:16]}"
+
+
+def arrow(h, metric: str) -> str:
+    """' ↑' where higher is better, ' ↓' where lower is, as the points' values say (`higher_is_better`); ''
+    when they do not say."""
+    for p in h.points:
+        better = p.metrics.get(metric, {}).get("higher_is_better")
+        if better is not None:
+            return " ↑" if better else " ↓"
+    return ""
 
 
 def write_history_plots(h, folder) -> list[Path]:
@@ -114,39 +134,59 @@ def write_history_plots(h, folder) -> list[Path]:
 
 def history_section(h, sources):
     """The History section of a report page: the significant steps (the rows of `pstbench history --json`'s
-    `steps`, in order), one figure per metric (`history/NN-<metric>.png`), the breaks, the versions left out,
-    the notes and the points."""
+    `steps`, in order) and what limits them, one figure per metric (`history/NN-<metric>.png`), the breaks, the
+    versions left out, the notes and the points."""
     from pytest_pstbench.core.kinds import PageSection
     from pytest_pstbench.core.text import html_escape as esc
 
-    out: list[str] = []
-    w = out.append
     metrics = list(dict.fromkeys(m for p in h.points for m in p.metrics))
     files = tuple((f"history/{i + 1:02d}-{figure_name(m)}", draw_history(h, m)) for i, m in enumerate(metrics))
-
-    def where(d) -> str:
-        commit = d.get("commit")
-        return (
-            f'<code title="{esc(commit)}">{esc(commit[:7])}</code>'
-            if commit
-            else f"<code>{esc(d.get('source'))}</code>"
-        )
-
-    def num(x, fmt=".4g") -> str:
-        return "–" if x is None else esc(format(x, fmt))
-
-    segments = len(h.breaks) + 1
-    w('<section id="history"><h2>History</h2>')
-    w(
+    out = [
+        '<section id="history"><h2>History</h2>',
         f'<p class="hint">{"The runs given in order" if len(sources) > 1 else "The versions of"} '
         + ", ".join(f"<code>{esc(s)}</code>" for s in sources)
-        + f": {len(h.points)} point(s), {segments} segment(s), {len(h.tests)} test(s) between consecutive points "
-        f"(the protocol's paired test, Holm over all of them; alpha {esc(h.alpha)}). What "
-        "<code>pstbench history</code> gives on the same source.</p>"
-    )
-    w("<h3>Significant steps</h3>")
-    if h.steps:
-        w(
+        + f": {len(h.points)} point(s), {len(h.breaks) + 1} segment(s), {len(h.tests)} test(s) between consecutive "
+        f"points (the protocol's paired test, Holm over all of them; alpha {esc(h.alpha)}); a version with the same "
+        "per-item values as the point before is listed under it, not tested. What <code>pstbench history</code> "
+        "gives on the same source.</p>",
+        *_steps_html(h),
+        '<h3>Figures</h3><p class="hint">Per metric (↑ higher is better, ↓ lower) each point\'s value and interval, '
+        "by order, commit date and commit; a step marked red (worse) or green (better); a dashed line where a new "
+        'segment starts.</p><div class="figs">',
+        *(
+            f'<a href="{esc(rel)}"><img src="{esc(rel)}" alt="{esc(m)}: value and interval per point"></a>'
+            for (rel, _data), m in zip(files, metrics)
+        ),
+        "</div>",
+        *_lists_html(h),
+        *_points_html(h, metrics),
+        "</section>",
+    ]
+    return PageSection("history", "History", "\n".join(out), files)
+
+
+def _where(d) -> str:
+    from pytest_pstbench.core.text import html_escape as esc
+
+    commit = d.get("commit")
+    return f'<code title="{esc(commit)}">{esc(commit[:7])}</code>' if commit else f"<code>{esc(d.get('source'))}</code>"
+
+
+def _num(x, fmt=".4g") -> str:
+    from pytest_pstbench.core.text import html_escape as esc
+
+    return "–" if x is None else esc(format(x, fmt))
+
+
+def _steps_html(h) -> list[str]:
+    """The step table (or "no significant step"), then the lines saying why none can be found (`limits`)."""
+    from pytest_pstbench.core.text import html_escape as esc
+
+    out = ["<h3>Significant steps</h3>"]
+    if not h.steps:
+        out.append('<p id="history-steps">no significant step</p>')
+    else:
+        out.append(
             '<table id="history-steps"><thead><tr><th>metric</th><th>direction</th><th class="num">mean diff (later - earlier)</th>'
             '<th>at</th><th>date</th><th>message</th><th class="num">p</th><th class="num">p_holm</th></tr></thead><tbody>'
         )
@@ -158,45 +198,56 @@ def history_section(h, sources):
             attrs += "".join(
                 f' data-{k.replace("_", "-")}="{esc(repr(float(s[k])))}"' for k in ("mean_diff", "p", "p_holm")
             )
-            w(
+            out.append(
                 f'<tr class="step {esc(s["direction"])}"{attrs}><td>{esc(s["metric"])}</td><td>{esc(s["direction"])}</td>'
-                f'<td class="num">{num(s["mean_diff"])}</td><td>{where(s)}</td><td>{esc((s["date"] or "")[:10])}</td>'
-                f'<td>{esc(s["message"] or "")}</td><td class="num">{num(s["p"], ".3g")}</td><td class="num">{num(s["p_holm"], ".3g")}</td></tr>'
+                f'<td class="num">{_num(s["mean_diff"])}</td><td>{_where(s)}</td><td>{esc((s["date"] or "")[:10])}</td>'
+                f'<td>{esc(s["message"] or "")}</td><td class="num">{_num(s["p"], ".3g")}</td><td class="num">{_num(s["p_holm"], ".3g")}</td></tr>'
             )
-        w("</tbody></table>")
-    else:
-        w('<p id="history-steps">no significant step</p>')
-    w(
-        '<h3>Figures</h3><p class="hint">Per metric each point\'s value and interval; a step marked red (worse) or green '
-        '(better); a dashed line where a new segment starts.</p><div class="figs">'
-    )
-    for (rel, _data), m in zip(files, metrics):
-        w(f'<a href="{esc(rel)}"><img src="{esc(rel)}" alt="{esc(m)}: value and interval per point"></a>')
-    w("</div>")
+        out.append("</tbody></table>")
+    if h.limits:
+        out.append('<ul class="notes" id="history-limits">' + "".join(f"<li>{esc(x)}</li>" for x in h.limits) + "</ul>")
+    return out
+
+
+def _lists_html(h) -> list[str]:
+    """The breaks, the versions left out and the notes."""
+    from pytest_pstbench.core.text import html_escape as esc
+
+    out = []
     for title, rows, what in (("Breaks", h.breaks, "a new segment; not tested across"), ("Left out", h.left_out, None)):
         if rows:
-            w(f'<h3>{title}</h3><ul id="history-{title.lower().replace(" ", "-")}">')
-            for r in rows:
-                w(f"<li>{where(r)}: {esc(r['reason'])}{f' ({what})' if what else ''}</li>")
-            w("</ul>")
+            out.append(f'<h3>{title}</h3><ul id="history-{title.lower().replace(" ", "-")}">')
+            out.extend(f"<li>{_where(r)}: {esc(r['reason'])}{f' ({what})' if what else ''}</li>" for r in rows)
+            out.append("</ul>")
     if h.notes or h.said:
-        w('<ul class="notes" id="history-notes">' + "".join(f"<li>{esc(n)}</li>" for n in h.notes + h.said) + "</ul>")
-    w(
+        out.append(
+            '<ul class="notes" id="history-notes">' + "".join(f"<li>{esc(n)}</li>" for n in h.notes + h.said) + "</ul>"
+        )
+    return out
+
+
+def _points_html(h, metrics) -> list[str]:
+    """The points, each with its values and the later versions with the same values (reruns), folded."""
+    from pytest_pstbench.core.text import html_escape as esc
+
+    out = [
         f'<details><summary>Points ({len(h.points)})</summary><table id="history-points"><thead><tr><th>at</th><th>date</th>'
         '<th>message</th><th class="num">segment</th>'
         + "".join(f'<th class="num">{esc(m)}</th>' for m in metrics)
-        + "</tr></thead><tbody>"
-    )
+        + "<th>the same values at</th></tr></thead><tbody>"
+    ]
     for p in h.points:
         cells = "".join(
-            f'<td class="num">{num(p.metrics[m]["mean"])} [{num(p.metrics[m]["low"])}, {num(p.metrics[m]["high"])}]</td>'
+            f'<td class="num">{_num(p.metrics[m]["mean"])} [{_num(p.metrics[m]["low"])}, {_num(p.metrics[m]["high"])}]</td>'
             if m in p.metrics
             else '<td class="num">–</td>'
             for m in metrics
         )
-        w(
-            f"<tr><td>{where({'commit': p.commit if p.date is not None else None, 'source': p.source})}</td>"
-            f'<td>{esc((p.date or "")[:10])}</td><td>{esc(p.message or "")}</td><td class="num">{p.segment}</td>{cells}</tr>'
+        again = " ".join(_where(r) for r in p.repeats)
+        out.append(
+            f"<tr><td>{_where({'commit': p.commit if p.date is not None else None, 'source': p.source})}</td>"
+            f'<td>{esc((p.date or "")[:10])}</td><td>{esc(p.message or "")}</td><td class="num">{p.segment}</td>{cells}'
+            f"<td>{again}</td></tr>"
         )
-    w("</tbody></table></details></section>")
-    return PageSection("history", "History", "\n".join(out), files)
+    out.append("</tbody></table></details>")
+    return out

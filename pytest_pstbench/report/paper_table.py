@@ -1,6 +1,6 @@
 """`pstbench table`: the results table of a paper from run folders, built by the runs' kind and rendered here.
 
-The table (core/papertable.py: rows, columns, cells with their marks and tests) is built by the kind of the
+The table (core/paper_table.py: rows, columns, cells with their marks and tests) is built by the kind of the
 run folders, through the kind registry (paired/paper_table.py, selection/paper_table.py); this module
 renders it: Markdown (a GitHub pipe table), LaTeX (booktabs; every user string escaped), CSV (one line per
 cell) and JSON. The command itself is cli/table.py.
@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.core.papertable import DAGGER, Table, legend_lines
+from pytest_pstbench.core.paper_table import DAGGER, Table, legend_lines
 from pytest_pstbench.core.text import NoTexSpelling, md_escape, tex_escape
 
 FORMATS = ("markdown", "latex", "csv", "json")

@@ -28,12 +28,12 @@ from pathlib import Path
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.files.jsonfile import loads
 from pytest_pstbench.selection.answerfile import clean_line
+from pytest_pstbench.selection.ask.usage import CACHED
+from pytest_pstbench.selection.ask.usage import COUNTS as USAGE_COUNTS
+from pytest_pstbench.selection.ask.usage import line_problem as usage_problem
+from pytest_pstbench.selection.ask.usage import totals as usage_totals
 from pytest_pstbench.selection.permutations import orders_for
 from pytest_pstbench.selection.protocol import PROMPT_TYPES
-from pytest_pstbench.selection.usage import CACHED
-from pytest_pstbench.selection.usage import COUNTS as USAGE_COUNTS
-from pytest_pstbench.selection.usage import line_problem as usage_problem
-from pytest_pstbench.selection.usage import totals as usage_totals
 
 OK, MISSING, UNPARSEABLE, ERROR = "ok", "missing", "unparseable", "error"
 REASONING = "reasoning"  # an answers line's field: the endpoint returned the reasoning apart (content kept as it is)

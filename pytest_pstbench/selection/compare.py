@@ -416,7 +416,12 @@ def _history_values(run: SelectionRunFiles, protocol, metrics=None) -> dict:
     for m in check_metrics(metrics, params):
         for outcome in comparison_params(protocol).outcomes:
             e = cell.get(m, {}).get(outcome) or {}
-            out[f"{m}.{outcome}"] = {"mean": e.get("mean"), "low": e.get("ci_low"), "high": e.get("ci_high")}
+            out[f"{m}.{outcome}"] = {
+                "mean": e.get("mean"),
+                "low": e.get("ci_low"),
+                "high": e.get("ci_high"),
+                "higher_is_better": True,  # an accuracy
+            }
     return out
 
 

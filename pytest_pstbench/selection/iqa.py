@@ -55,7 +55,7 @@ def _import_pyiqa(spec: str):
     except ImportError as exc:
         missing = getattr(exc, "name", None)
         why = "pyiqa is not installed" if missing in (None, "pyiqa") else f"importing pyiqa failed ({_one_line(exc)})"
-        from pytest_pstbench.core.install import extra_install
+        from pytest_pstbench.core.install_hints import extra_install
 
         raise UserError(f"--judge {spec}: {why}; fix: {extra_install('iqa')}") from None
 
@@ -103,7 +103,7 @@ def pyiqa_scorer(spec: str, *, device: str = "cpu", metric_name: str | None = No
         with contextlib.redirect_stdout(sys.stderr):  # pyiqa prints its downloads: keep stdout for the tables
             metric = pyiqa.create_metric(name, device=torch.device(device))
     except ImportError as exc:  # a module pyiqa's metric imports without declaring it: not the weights' fault
-        from pytest_pstbench.core.install import extra_install
+        from pytest_pstbench.core.install_hints import extra_install
 
         missing = getattr(exc, "name", None) or _one_line(exc)
         raise UserError(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_pstbench.core.kinds import KindSpec, track_kind
+from pytest_pstbench.core.kinds import KindSpec, ReportOption, track_kind
 
 #: Built-in selection tracks (remote `vab`, generated `vab-demo`).
 BUILTIN_SELECTION_TRACKS = ("vab", "vab-demo")
@@ -24,6 +24,8 @@ KIND = KindSpec(
     paper_table="pytest_pstbench.selection.paper_table:build_selection_table",
     metric_table="pytest_pstbench.selection.tables:metric_table",
     html_report="pytest_pstbench.selection.report:selection_report",
+    # the tasks of the gallery (the lists name every task)
+    report_options=(ReportOption("--max-tasks", "max_tasks", 100),),
     builtin_tracks=BUILTIN_SELECTION_TRACKS,
 )
 

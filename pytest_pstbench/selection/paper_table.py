@@ -1,7 +1,7 @@
 """The selection kind's results table of a paper (`pstbench table`; its KindSpec's `paper_table`): the random
 baseline row first (and the human reference row where the runs carry one), one column per metric x aggregation
 and track, tests as `pstbench compare` (exact McNemar of the column's outcome), Holm over all tests of the
-table. The table model and the rules it shares with the other kind are core/papertable.py."""
+table. The table model and the rules it shares with the other kind are core/paper_table.py."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pytest_pstbench.core.compare import NOTHING_SIGNIFICANT, TABLE_FIX, cannot_detect, checked_runs, partly_blind
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.core.papertable import (
+from pytest_pstbench.core.paper_table import (
     Cell,
     Column,
     Table,
@@ -177,7 +177,7 @@ def build_selection_table(
                             row = next(t for t in compare_two(ref, run, protocol, [m]) if t.outcome == agg)
                             tests.append((col, name, row))
                 columns.append(col)
-        from pytest_pstbench.selection.pricing import table_columns
+        from pytest_pstbench.selection.ask.pricing import table_columns
 
         columns += table_columns(track, group, params)  # the runs' cost, where they carry one (#40)
     alpha = check_alphas(protocols, lambda p: comparison_params(p).alpha)

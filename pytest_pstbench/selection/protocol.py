@@ -41,31 +41,45 @@ MAX_JUDGE_TRIALS = 1_000  # judge.num_trials: calls of a scoring function per im
 MAX_JUDGES = 1_000  # consensus.n_judges
 
 
-def validate_selection_protocol(path: Path, data: Any) -> None:
-    """Raise UserError (naming the file and the key) when `data` is not a valid selection protocol."""
+class _Rules:
+    """The checks of one selection protocol file: each broken rule is one line naming the file and the key."""
 
-    def bad(rule: str) -> UserError:
-        return UserError(f"{path}: invalid selection protocol: {rule}")
+    def __init__(self, path: Path):
+        self.path = path
 
-    def mapping(obj, where: str) -> dict:
+    def bad(self, rule: str) -> UserError:
+        return UserError(f"{self.path}: invalid selection protocol: {rule}")
+
+    def mapping(self, obj, where: str) -> dict:
         if not isinstance(obj, dict):
-            raise bad(f"'{where}' must be a mapping")
+            raise self.bad(f"'{where}' must be a mapping")
         return obj
 
-    def need(obj: dict, key: str, where: str):
+    def need(self, obj: dict, key: str, where: str):
         if key not in obj:
-            raise bad(f"missing key '{where}.{key}'" if where else f"missing top-level key '{key}'")
+            raise self.bad(f"missing key '{where}.{key}'" if where else f"missing top-level key '{key}'")
         return obj[key]
 
-    def check(problem: str | None) -> None:
+    def check(self, problem: str | None) -> None:
         if problem:
-            raise bad(problem)
+            raise self.bad(problem)
 
-    def seconds(values, key: str) -> None:
+    def seconds(self, values, key: str) -> None:
         if not isinstance(values, list) or any(number_problem(d, key, low=0, high=MAX_WAIT_S) for d in values):
-            raise bad(f"{key} must be a list of seconds >= 0 and <= {MAX_WAIT_S:g}")
+            raise self.bad(f"{key} must be a list of seconds >= 0 and <= {MAX_WAIT_S:g}")
 
-    data = mapping(data, "the file")
+
+def validate_selection_protocol(path: Path, data: Any) -> None:
+    """Raise UserError (naming the file and the key) when `data` is not a valid selection protocol: the rules of
+    `RULES`, section by section, in order (the first one broken is the one named)."""
+    rules = _Rules(path)
+    data = rules.mapping(data, "the file")
+    for rule in RULES:
+        rule(rules, data)
+
+
+def _top_level(rules: _Rules, data: dict) -> None:
+    """The top-level keys, the kind and the version."""
     for key in (
         "id",
         "kind",
@@ -79,217 +93,322 @@ def validate_selection_protocol(path: Path, data: Any) -> None:
         "aggregation",
         "consensus",
     ):
-        need(data, key, "")
+        rules.need(data, key, "")
     if data["kind"] != "selection":
-        raise bad("'kind' must be 'selection'")
+        raise rules.bad("'kind' must be 'selection'")
     if "version" in data:
-        check(integer_problem(data["version"], "version", low=1, high=MAX_VERSION))
-    cand = mapping(data["candidates"], "candidates")
+        rules.check(integer_problem(data["version"], "version", low=1, high=MAX_VERSION))
+
+
+def _candidates(rules: _Rules, data: dict) -> None:
+    """How many candidates a task has and their labels."""
+    cand = rules.mapping(data["candidates"], "candidates")
     lo, hi, labels = (
-        need(cand, "min", "candidates"),
-        need(cand, "max", "candidates"),
-        need(cand, "labels", "candidates"),
+        rules.need(cand, "min", "candidates"),
+        rules.need(cand, "max", "candidates"),
+        rules.need(cand, "labels", "candidates"),
     )
     if not (isinstance(lo, int) and isinstance(hi, int) and not isinstance(lo, bool) and 2 <= lo <= hi <= MAX_LABELS):
-        raise bad(f"candidates.min and candidates.max must be integers with 2 <= min <= max <= {MAX_LABELS}")
+        raise rules.bad(f"candidates.min and candidates.max must be integers with 2 <= min <= max <= {MAX_LABELS}")
     if not isinstance(labels, list) or len(labels) < hi or len(set(map(str, labels))) != len(labels):
-        raise bad(f"candidates.labels must list at least {hi} distinct labels (one per presentation position)")
+        raise rules.bad(f"candidates.labels must list at least {hi} distinct labels (one per presentation position)")
     if any(not re.fullmatch(r"[A-Z]", str(lab)) for lab in labels):
-        raise bad("candidates.labels must be single capital letters (A, B, C, ...)")
-    trials = mapping(data["trials"], "trials")
-    count = need(trials, "count", "trials")
-    check(integer_problem(count, "trials.count", low=1, high=MAX_TRIALS))
-    perm = mapping(need(trials, "permutation", "trials"), "trials.permutation")
-    if need(perm, "rule", "trials.permutation") != "vab-toolkit":
-        raise bad("trials.permutation.rule must be 'vab-toolkit' (the only rule implemented)")
-    distinct_k = need(perm, "redraw_distinct_min_k", "trials.permutation")
-    check(integer_problem(distinct_k, "trials.permutation.redraw_distinct_min_k", low=2, high=MAX_LABELS + 1))
-    check(
+        raise rules.bad("candidates.labels must be single capital letters (A, B, C, ...)")
+
+
+def _trials(rules: _Rules, data: dict) -> None:
+    """The trials per task and how their orders are drawn."""
+    lo, hi = data["candidates"]["min"], data["candidates"]["max"]
+    trials = rules.mapping(data["trials"], "trials")
+    count = rules.need(trials, "count", "trials")
+    rules.check(integer_problem(count, "trials.count", low=1, high=MAX_TRIALS))
+    perm = rules.mapping(rules.need(trials, "permutation", "trials"), "trials.permutation")
+    if rules.need(perm, "rule", "trials.permutation") != "vab-toolkit":
+        raise rules.bad("trials.permutation.rule must be 'vab-toolkit' (the only rule implemented)")
+    distinct_k = rules.need(perm, "redraw_distinct_min_k", "trials.permutation")
+    rules.check(integer_problem(distinct_k, "trials.permutation.redraw_distinct_min_k", low=2, high=MAX_LABELS + 1))
+    rules.check(
         integer_problem(
-            need(perm, "max_redraws", "trials.permutation"), "trials.permutation.max_redraws", low=1, high=MAX_REDRAWS
+            rules.need(perm, "max_redraws", "trials.permutation"),
+            "trials.permutation.max_redraws",
+            low=1,
+            high=MAX_REDRAWS,
         )
     )
     smallest = max(distinct_k, lo)
     if smallest <= hi and math.factorial(smallest) < count:
-        raise bad(
+        raise rules.bad(
             f"trials.count {count} needs distinct orders, but k = {smallest} has only {math.factorial(smallest)} "
             f"(trials.permutation.redraw_distinct_min_k); fix: lower trials.count or raise redraw_distinct_min_k"
         )
-    ptypes = mapping(data["prompt_types"], "prompt_types")
+
+
+def _prompt_types(rules: _Rules, data: dict) -> None:
+    """The prompt of each question."""
+    ptypes = rules.mapping(data["prompt_types"], "prompt_types")
     for p in PROMPT_TYPES:
-        spec = mapping(need(ptypes, p, "prompt_types"), f"prompt_types.{p}")
-        if not isinstance(need(spec, "template", f"prompt_types.{p}"), str):
-            raise bad(f"prompt_types.{p}.template must be a string")
-        min_k = need(spec, "min_k", f"prompt_types.{p}")
+        spec = rules.mapping(rules.need(ptypes, p, "prompt_types"), f"prompt_types.{p}")
+        if not isinstance(rules.need(spec, "template", f"prompt_types.{p}"), str):
+            raise rules.bad(f"prompt_types.{p}.template must be a string")
+        min_k = rules.need(spec, "min_k", f"prompt_types.{p}")
         if not isinstance(min_k, int) or not 2 <= min_k <= (3 if p == "pick_best_and_worst" else 2):
-            raise bad(
+            raise rules.bad(
                 f"prompt_types.{p}.min_k must be 2"
                 + (" or 3 (3: derived from pick_best for k = 2)" if p == "pick_best_and_worst" else "")
             )
-    answers = mapping(data["answers"], "answers")
-    patterns = mapping(need(answers, "patterns", "answers"), "answers.patterns")
+
+
+def _answer_patterns(rules: _Rules, data: dict) -> None:
+    """How a label is read from a reply."""
+    answers = rules.mapping(data["answers"], "answers")
+    patterns = rules.mapping(rules.need(answers, "patterns", "answers"), "answers.patterns")
     for key in ("best", "worst"):
-        pat = need(patterns, key, "answers.patterns")
+        pat = rules.need(patterns, key, "answers.patterns")
         try:
             compiled = re.compile(str(pat))
         except re.error as exc:
-            raise bad(f"answers.patterns.{key} is not a valid regular expression ({exc})") from None
+            raise rules.bad(f"answers.patterns.{key} is not a valid regular expression ({exc})") from None
         if compiled.groups < 1:
-            raise bad(f"answers.patterns.{key} needs a group capturing the label")
+            raise rules.bad(f"answers.patterns.{key} needs a group capturing the label")
     if answers.get("match", "last") not in ("first", "last"):
-        raise bad("answers.match must be 'first' or 'last'")
+        raise rules.bad("answers.match must be 'first' or 'last'")
     for flag in answers.get("flags", []) or []:
         if not hasattr(re, str(flag)):
-            raise bad(f"answers.flags: unknown flag {flag!r} (use names of Python's re flags, e.g. IGNORECASE)")
-    attempts = mapping(answers.get("attempts", {"max": 1}), "answers.attempts")
+            raise rules.bad(f"answers.flags: unknown flag {flag!r} (use names of Python's re flags, e.g. IGNORECASE)")
+
+
+def _answer_attempts(rules: _Rules, data: dict) -> None:
+    """The attempts per request."""
+    answers = data["answers"]
+    attempts = rules.mapping(answers.get("attempts", {"max": 1}), "answers.attempts")
     mx = attempts.get("max", 1)
     if isinstance(mx, bool) or not isinstance(mx, int) or not 1 <= mx <= MAX_ATTEMPTS:
-        raise bad(
+        raise rules.bad(
             f"answers.attempts.max must be a positive integer of at most {MAX_ATTEMPTS} (attempts per request, the first included)"
         )
-    seconds(attempts.get("delays_s", []), "answers.attempts.delays_s")
+    rules.seconds(attempts.get("delays_s", []), "answers.attempts.delays_s")
     for r in attempts.get("retry_on", []) or []:
         if r not in ("unparseable", "error"):
-            raise bad(f"answers.attempts.retry_on: {r!r} is not one of unparseable, error")
+            raise rules.bad(f"answers.attempts.retry_on: {r!r} is not one of unparseable, error")
     for key in ("not_retried_statuses", "stop_run_statuses"):
         codes = attempts.get(key, []) or []
         if not isinstance(codes, list) or any(
             isinstance(c, bool) or not isinstance(c, int) or not 100 <= c <= 599 for c in codes
         ):
-            raise bad(f"answers.attempts.{key} must be a list of HTTP status codes (100..599)")
+            raise rules.bad(f"answers.attempts.{key} must be a list of HTTP status codes (100..599)")
     if not set(attempts.get("stop_run_statuses", []) or []) <= set(attempts.get("not_retried_statuses", []) or []):
-        raise bad("answers.attempts.stop_run_statuses must also be listed in answers.attempts.not_retried_statuses")
-    http = mapping(attempts.get("http", {"retries": 0}), "answers.attempts.http")
+        raise rules.bad(
+            "answers.attempts.stop_run_statuses must also be listed in answers.attempts.not_retried_statuses"
+        )
+
+
+def _answer_http(rules: _Rules, data: dict) -> None:
+    """The HTTP calls within one attempt."""
+    attempts = rules.mapping(data["answers"].get("attempts", {"max": 1}), "answers.attempts")
+    http = rules.mapping(attempts.get("http", {"retries": 0}), "answers.attempts.http")
     n = http.get("retries", 0)
     if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_ATTEMPTS:
-        raise bad(
+        raise rules.bad(
             f"answers.attempts.http.retries must be an integer >= 0 and <= {MAX_ATTEMPTS} (HTTP calls made again within one attempt)"
         )
     for c in http.get("retry_statuses", []) or []:
         if c != "5xx" and (isinstance(c, bool) or not isinstance(c, int) or not 100 <= c <= 599):
-            raise bad(f"answers.attempts.http.retry_statuses: {c!r} is not an HTTP status code or '5xx'")
+            raise rules.bad(f"answers.attempts.http.retry_statuses: {c!r} is not an HTTP status code or '5xx'")
     for r in http.get("retry_on", []) or []:
         if r not in ("timeout", "connection"):
-            raise bad(f"answers.attempts.http.retry_on: {r!r} is not one of timeout, connection")
-    seconds(http.get("backoff_s", []), "answers.attempts.http.backoff_s")
-    check(
+            raise rules.bad(f"answers.attempts.http.retry_on: {r!r} is not one of timeout, connection")
+    rules.seconds(http.get("backoff_s", []), "answers.attempts.http.backoff_s")
+    rules.check(
         number_problem(
             http.get("retry_after_max_s", 0), "answers.attempts.http.retry_after_max_s", low=0, high=MAX_WAIT_S
         )
     )
-    content = mapping(answers.get("content") or {}, "answers.content")
+
+
+def _answer_content(rules: _Rules, data: dict) -> None:
+    """The part of a reply read for its answer."""
+    answers = data["answers"]
+    content = rules.mapping(answers.get("content") or {}, "answers.content")
     split = content.get("reasoning_split")
     if split is not None:
-        split = mapping(split, "answers.content.reasoning_split")
+        split = rules.mapping(split, "answers.content.reasoning_split")
         try:
-            rx = re.compile(str(need(split, "pattern", "answers.content.reasoning_split")))
+            rx = re.compile(str(rules.need(split, "pattern", "answers.content.reasoning_split")))
         except re.error as exc:
-            raise bad(f"answers.content.reasoning_split.pattern is not a valid regular expression ({exc})") from None
+            raise rules.bad(
+                f"answers.content.reasoning_split.pattern is not a valid regular expression ({exc})"
+            ) from None
         for flag in split.get("flags", []) or []:
             if not hasattr(re, str(flag)):
-                raise bad(
+                raise rules.bad(
                     f"answers.content.reasoning_split.flags: unknown flag {flag!r} (use names of Python's re flags, e.g. DOTALL)"
                 )
-        g = need(split, "keep_group", "answers.content.reasoning_split")
+        g = rules.need(split, "keep_group", "answers.content.reasoning_split")
         if isinstance(g, bool) or not isinstance(g, int) or not 1 <= g <= rx.groups:
-            raise bad(f"answers.content.reasoning_split.keep_group must be a group of the pattern (1..{rx.groups})")
+            raise rules.bad(
+                f"answers.content.reasoning_split.keep_group must be a group of the pattern (1..{rx.groups})"
+            )
         fields = split.get("separate_fields", []) or []
         if not isinstance(fields, list) or any(not isinstance(f, str) for f in fields):
-            raise bad("answers.content.reasoning_split.separate_fields must be a list of message field names")
-    records = mapping(need(answers, "records", "answers"), "answers.records")
+            raise rules.bad("answers.content.reasoning_split.separate_fields must be a list of message field names")
+
+
+def _answer_records(rules: _Rules, data: dict) -> None:
+    """How a missing, failed or unparseable trial enters the metrics."""
+    answers = data["answers"]
+    records = rules.mapping(rules.need(answers, "records", "answers"), "answers.records")
     for status in ("missing", "error", "unparseable"):
-        rule = need(records, status, "answers.records")
-        rules = rule if isinstance(rule, dict) else {p: rule for p in PROMPT_TYPES}
+        rule = rules.need(records, status, "answers.records")
+        per_prompt = rule if isinstance(rule, dict) else {p: rule for p in PROMPT_TYPES}
         for p in PROMPT_TYPES:
-            if rules.get(p) not in RECORD_RULES:
-                raise bad(
+            if per_prompt.get(p) not in RECORD_RULES:
+                raise rules.bad(
                     f"answers.records.{status}"
                     + (f".{p}" if isinstance(rule, dict) else "")
                     + f" must be one of {', '.join(RECORD_RULES)}"
                 )
+
+
+def _derived_answers(rules: _Rules, data: dict) -> None:
+    """The pick-best-and-worst answer for k = 2."""
+    ptypes = data["prompt_types"]
     derived = ptypes["pick_best_and_worst"].get("derived_for_k2_from", "pick_best")
     if derived != "pick_best":
-        raise bad("prompt_types.pick_best_and_worst.derived_for_k2_from must be pick_best (the only rule implemented)")
-    sampling = mapping(data.get("sampling") or {}, "sampling")
+        raise rules.bad(
+            "prompt_types.pick_best_and_worst.derived_for_k2_from must be pick_best (the only rule implemented)"
+        )
+
+
+def _sampling(rules: _Rules, data: dict) -> None:
+    """The model's sampling settings."""
+    sampling = rules.mapping(data.get("sampling") or {}, "sampling")
     t = sampling.get("temperature", 1.0)
-    check(number_problem(t, "sampling.temperature", low=0, high=MAX_TEMPERATURE))
+    rules.check(number_problem(t, "sampling.temperature", low=0, high=MAX_TEMPERATURE))
     mt = sampling.get("max_tokens", 1)
     if isinstance(mt, bool) or not isinstance(mt, int) or not 1 <= mt <= MAX_TOKENS:
-        raise bad(f"sampling.max_tokens must be a positive integer of at most {MAX_TOKENS}")
+        raise rules.bad(f"sampling.max_tokens must be a positive integer of at most {MAX_TOKENS}")
+
+
+def _message(rules: _Rules, data: dict) -> None:
+    """The request's message and images."""
     msg = data.get("message")
     if msg is not None:
-        msg = mapping(msg, "message")
+        msg = rules.mapping(msg, "message")
         for key in ("option_line", "image_caption"):
-            if not isinstance(need(msg, key, "message"), str):
-                raise bad(f"message.{key} must be a string")
-        image = mapping(need(msg, "image", "message"), "message.image")
+            if not isinstance(rules.need(msg, key, "message"), str):
+                raise rules.bad(f"message.{key} must be a string")
+        image = rules.mapping(rules.need(msg, "image", "message"), "message.image")
         if image.get("mode") != "RGB" or image.get("format") != "JPEG":
-            raise bad("message.image: only mode RGB and format JPEG are implemented")
+            raise rules.bad("message.image: only mode RGB and format JPEG are implemented")
         if image.get("exif_orientation", "none") not in ("none", "when_tagged"):
-            raise bad("message.image.exif_orientation must be 'none' or 'when_tagged'")
+            raise rules.bad("message.image.exif_orientation must be 'none' or 'when_tagged'")
         q = image.get("quality")
         if isinstance(q, bool) or not isinstance(q, int) or not 1 <= q <= 100:
-            raise bad("message.image.quality must be an integer 1..100")
-    judge = mapping(data["judge"], "judge")
-    nt = need(judge, "num_trials", "judge")
+            raise rules.bad("message.image.quality must be an integer 1..100")
+
+
+def _judge(rules: _Rules, data: dict) -> None:
+    """A scoring function's trials and ties."""
+    judge = rules.mapping(data["judge"], "judge")
+    nt = rules.need(judge, "num_trials", "judge")
     if isinstance(nt, bool) or not isinstance(nt, int) or not 1 <= nt <= MAX_JUDGE_TRIALS:
-        raise bad(f"judge.num_trials must be a positive integer of at most {MAX_JUDGE_TRIALS}")
-    if need(judge, "tie_break", "judge") != "presentation_position":
-        raise bad("judge.tie_break must be 'presentation_position' (the only rule implemented)")
-    metrics = mapping(data["metrics"], "metrics")
+        raise rules.bad(f"judge.num_trials must be a positive integer of at most {MAX_JUDGE_TRIALS}")
+    if rules.need(judge, "tie_break", "judge") != "presentation_position":
+        raise rules.bad("judge.tie_break must be 'presentation_position' (the only rule implemented)")
+
+
+def _metrics(rules: _Rules, data: dict) -> None:
+    """The metrics and what each counts as correct."""
+    metrics = rules.mapping(data["metrics"], "metrics")
     if not metrics:
-        raise bad("'metrics' must name at least one of top1, bot1, tb1")
+        raise rules.bad("'metrics' must name at least one of top1, bot1, tb1")
     for name, spec in metrics.items():
         if name not in METRICS:
-            raise bad(f"metrics.{name}: unknown metric (known: {', '.join(METRICS)})")
-        spec = mapping(spec, f"metrics.{name}")
-        need(spec, "label", f"metrics.{name}")
+            raise rules.bad(f"metrics.{name}: unknown metric (known: {', '.join(METRICS)})")
+        spec = rules.mapping(spec, f"metrics.{name}")
+        rules.need(spec, "label", f"metrics.{name}")
         if spec.get("prompt_type", _METRIC_PROMPT[name]) != _METRIC_PROMPT[name]:
-            raise bad(f"metrics.{name}.prompt_type must be {_METRIC_PROMPT[name]}")
+            raise rules.bad(f"metrics.{name}.prompt_type must be {_METRIC_PROMPT[name]}")
         if spec.get("correct", _CORRECT[name]) != _CORRECT[name]:
-            raise bad(f"metrics.{name}.correct must be {_CORRECT[name]}")
-    aggs = mapping(data["aggregations"], "aggregations")
+            raise rules.bad(f"metrics.{name}.correct must be {_CORRECT[name]}")
+
+
+def _aggregations(rules: _Rules, data: dict) -> None:
+    """The aggregations over trials."""
+    aggs = rules.mapping(data["aggregations"], "aggregations")
     for name in aggs:
         if name not in AGGREGATIONS:
-            raise bad(f"aggregations.{name}: unknown aggregation (known: {', '.join(AGGREGATIONS)})")
-        definition = mapping(aggs[name], f"aggregations.{name}").get("definition")
+            raise rules.bad(f"aggregations.{name}: unknown aggregation (known: {', '.join(AGGREGATIONS)})")
+        definition = rules.mapping(aggs[name], f"aggregations.{name}").get("definition")
         if definition != _DEFINITION[name]:
-            raise bad(f"aggregations.{name}.definition must be {_DEFINITION[name]} (the only rule implemented)")
-    boot = mapping(
-        need(mapping(data["aggregation"], "aggregation"), "bootstrap", "aggregation"), "aggregation.bootstrap"
+            raise rules.bad(f"aggregations.{name}.definition must be {_DEFINITION[name]} (the only rule implemented)")
+    boot = rules.mapping(
+        rules.need(rules.mapping(data["aggregation"], "aggregation"), "bootstrap", "aggregation"),
+        "aggregation.bootstrap",
     )
     for key in ("confidence", "resamples", "seed"):
-        need(boot, key, "aggregation.bootstrap")
-    check(bootstrap_problem(boot, "aggregation.bootstrap"))
-    cons = mapping(data["consensus"], "consensus")
-    n = need(cons, "n_judges", "consensus")
+        rules.need(boot, key, "aggregation.bootstrap")
+    rules.check(bootstrap_problem(boot, "aggregation.bootstrap"))
+
+
+def _consensus(rules: _Rules, data: dict) -> None:
+    """The expert consensus and its thresholds."""
+    lo, hi = data["candidates"]["min"], data["candidates"]["max"]
+    cons = rules.mapping(data["consensus"], "consensus")
+    n = rules.need(cons, "n_judges", "consensus")
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_JUDGES:
-        raise bad(f"consensus.n_judges must be a positive integer of at most {MAX_JUDGES}")
-    alpha = need(cons, "alpha", "consensus")
+        raise rules.bad(f"consensus.n_judges must be a positive integer of at most {MAX_JUDGES}")
+    alpha = rules.need(cons, "alpha", "consensus")
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
-        raise bad("consensus.alpha must be a number between 0 and 1")
-    th = mapping(need(cons, "thresholds", "consensus"), "consensus.thresholds")
+        raise rules.bad("consensus.alpha must be a number between 0 and 1")
+    th = rules.mapping(rules.need(cons, "thresholds", "consensus"), "consensus.thresholds")
     for k, m in th.items():
         if not (isinstance(k, int) and lo <= k <= hi) or not (isinstance(m, int) and 1 <= m <= n):
-            raise bad(
+            raise rules.bad(
                 f"consensus.thresholds: {k}: {m}: keys must be integers k in candidates.min..max, values integers 1..n_judges"
             )
     paper = cons.get("paper_thresholds", []) or []
     if not isinstance(paper, list) or any(k not in th for k in paper):
-        raise bad("consensus.paper_thresholds must list k values of consensus.thresholds")
-    mc = mapping(cons.get("monte_carlo") or {}, "consensus.monte_carlo")
+        raise rules.bad("consensus.paper_thresholds must list k values of consensus.thresholds")
+    mc = rules.mapping(cons.get("monte_carlo") or {}, "consensus.monte_carlo")
     if "seed" in mc:
-        check(integer_problem(mc["seed"], "consensus.monte_carlo.seed", low=0, high=MAX_SEED))
+        rules.check(integer_problem(mc["seed"], "consensus.monte_carlo.seed", low=0, high=MAX_SEED))
     if "confidence" in mc:
-        check(
+        rules.check(
             number_problem(
                 mc["confidence"], "consensus.monte_carlo.confidence", low=0, high=1, low_open=True, high_open=True
             )
         )
+
+
+def _comparison(rules: _Rules, data: dict) -> None:
+    """The optional comparison section (needed by compare and the gate)."""
     if "comparison" in data:  # optional (needed by compare and the gate); when present it is checked now
         from types import SimpleNamespace
 
-        comparison_params(SimpleNamespace(path=path, data=data))
+        comparison_params(SimpleNamespace(path=rules.path, data=data))
+
+
+#: The rules of a selection protocol, in the order they are checked: one function per section.
+RULES = (
+    _top_level,
+    _candidates,
+    _trials,
+    _prompt_types,
+    _answer_patterns,
+    _answer_attempts,
+    _answer_http,
+    _answer_content,
+    _answer_records,
+    _derived_answers,
+    _sampling,
+    _message,
+    _judge,
+    _metrics,
+    _aggregations,
+    _consensus,
+    _comparison,
+)
 
 
 # ---- the comparison section (read by selection.compare and the gate) ------------------------------

@@ -318,7 +318,7 @@ def check_usage_and_cost(run) -> None:
     """summary.json's `usage` is run.json judge.usage, and its `cost` run.json judge.cost's totals; judge.cost is
     checked against judge.usage: its lines add up, its per-task costs sum to its total, and under one price row its
     total and per-prompt-type costs are the usage x the prices (`pricing.call_cost`). A run without them has none."""
-    from pytest_pstbench.selection.pricing import SUMMARY_KEYS, Price, call_cost
+    from pytest_pstbench.selection.ask.pricing import SUMMARY_KEYS, Price, call_cost
 
     path, where = run.path / "summary.json", run.path / "run.json"
     judge = run.run.get("judge") if isinstance(run.run.get("judge"), dict) else {}

@@ -15,7 +15,7 @@ Run files under `results/<track>/<name>/`, the folder replaced as a whole under 
   (best-only / worst-only accuracy inside best+worst answers); with a votes file (the track's `votes:`,
   or --votes), `human`: the leave-one-out human reference row (`selection.human`). Depends only on the
   inputs and the protocol. A model run whose answers record token usage adds `usage` (run.json judge.usage)
-  and, when priced (`selection.pricing`), `cost` (run.json judge.cost's totals).
+  and, when priced (`selection.ask.pricing`), `cost` (run.json judge.cost's totals).
 * `run.json`: protocol id + sha256, track, dataset revision, judge provenance, answer counts
   (expected, missing, unparseable, error, the parser, and each problem), failures, completeness, environment, command.
 """
@@ -177,7 +177,7 @@ class SelectionSession:
         if "usage" in self.judge:  # a model run's token totals (run.json judge.usage) and cost (judge.cost)
             summary["usage"] = self.judge["usage"]
         if "cost" in self.judge:
-            from pytest_pstbench.selection.pricing import summary_cost
+            from pytest_pstbench.selection.ask.pricing import summary_cost
 
             summary["cost"] = summary_cost(self.judge["cost"])
         per_task = self._per_task_csv(order, correct)

@@ -143,7 +143,9 @@ class Form:
 T, P, ST, SP = "paired/track/track.yaml", "paired/proto.yaml", "sel/track/track.yaml", "sel/proto.yaml"
 # run a as the fake Hub serves it: read from results/small/a at each request (damaged_world.ServedFolder)
 HUB_URI = f"hf://datasets/{dw.HUB_REPO}@{dw.HUB_COMMIT}/runs/a"
-HUB_LOCK = (("hub-runs", f"cache/hub-runs/datasets/{dw.HUB_REPO}/{dw.HUB_COMMIT}"),)  # a pull's (core.hub.pull)
+HUB_LOCK = (
+    ("hub-runs", f"cache/hub-runs/datasets/{dw.HUB_REPO}/{dw.HUB_COMMIT}"),
+)  # a pull's (core.store.published.pull)
 SERVED = {"results/small/a": HUB_URI}  # world folder -> its URI on the fake Hub: an error naming it names the folder
 
 # In the order the world is made: later forms read what earlier ones wrote (runs, analysis.json, ...).
@@ -279,6 +281,10 @@ FORMS: list[Form] = [
         (*PAIRED_RUN, "protocol"),
         writes=("out/history",),
     ),
+    # a hostile git repository (control bytes and a forged record in subjects, a side branch merged in) and a
+    # shallow clone of it: their clean runs (test_hostile_git_history checks what they list)
+    Form("history", "history-git-hostile", ("history", "git/method/results/t/m", "--json")),
+    Form("history", "history-git-shallow", ("history", "git/shallow/results/t/m")),
     # a published run path's commits: the hostile servers' cases only
     Form(
         "history",
@@ -640,7 +646,7 @@ ACCEPTED: dict[tuple[tuple[str, ...] | str, tuple[str, ...], tuple[str, ...] | s
         (MODEL_INPUT,),
         ("model-usage-lies",),
     ): "the answers are kept; usage that is not counts is recorded as not known (usage: null and usage_note, never "
-    "zero; tests/selection/test_usage_recorded.py checks the lines)",
+    "zero; tests/selection/ask/test_usage_recorded.py checks the lines)",
     (
         ("pytest-selection",),
         ("answers", "t0 answers"),
@@ -816,7 +822,7 @@ def test_the_catalogue_is_consistent():
 #   failure are valid entries);
 # - hf/: huggingface_hub's own cache ($HF_HOME) while `data fetch` talks to the (fake) Hub.
 SCRATCH = ("cache/locks/", "cache/scores/", "hf/")
-# Folders only (no file): a pull of a Hub run (core.hub.pull) stages it beside its place in the cache,
+# Folders only (no file): a pull of a Hub run (core.store.published.pull) stages it beside its place in the cache,
 # cache/hub-runs/datasets/OWNER/NAME/COMMIT/PATH, and removes the staging folder when the run is refused; the
 # empty folders above it stay (a file there, a half-fetched run, is still a change).
 SCRATCH_DIRS = ("cache/hub-runs/",)
@@ -1203,6 +1209,24 @@ def test_clean_run(world, form, request):
     else:
         code, out, err = world.clean[form]
     assert code == 0, f"{out[-3000:]}\n{err[-3000:]}"
+
+
+def test_hostile_git_history(world):
+    """Issue #54 items 7-9: the clean runs of history over the hostile git repository list exactly its first-parent
+    commits that changed the run, each with git's own subject, never the side branch's commit its subjects forge;
+    the shallow clone's says so in one line with the fix."""
+    import json
+
+    code, out, err = world.clean["history-git-hostile"]
+    assert code == 0 and "Traceback" not in err, err
+    h = json.loads(out)
+    assert [p["commit"] for p in h["points"]] == world.git["points"] and len(world.git["points"]) == 4
+    assert [p["message"] for p in h["points"]] == world.git["subjects"]
+    assert world.git["side"] not in [p["commit"] for p in h["points"]]
+    code, out, err = world.clean["history-git-shallow"]
+    assert code == 0 and out.startswith("history: 1 points"), out + err
+    (line,) = [ln for ln in out.splitlines() if "shallow clone" in ln]
+    assert "fetch-depth: 0" in line and "git fetch --unshallow" in line
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])

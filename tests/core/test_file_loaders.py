@@ -262,7 +262,7 @@ def test_deep_run_files_are_one_line_errors_for_compare(scored, tmp_path, capsys
 
 
 def test_a_deep_reply_from_the_model_endpoint_is_an_api_error(tmp_path):
-    from pytest_pstbench.selection import chat_api
+    from pytest_pstbench.selection.ask import chat_api
 
     body = ('{"choices": [{"message": {"content": "BEST: A", "x": ' + "[" * 100000 + "]" * 100000 + "}}]}").encode()
 

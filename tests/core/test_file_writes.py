@@ -298,10 +298,10 @@ def test_report_on_a_run_named_like_math_text(setup, tmp_path, capsys):
         == 0
     )
     assert name in (out / "index.html").read_text(encoding="utf-8").replace("&#x27;", "'")
-    from pytest_pstbench.report import figures
+    from pytest_pstbench.paired.report import figures, sensitivity
 
     texts = []
-    real = figures._save
+    real = figures.save_figure
 
     def spy(fig, path):
         texts.extend(
@@ -311,7 +311,7 @@ def test_report_on_a_run_named_like_math_text(setup, tmp_path, capsys):
 
     import unittest.mock as mock
 
-    with mock.patch.object(figures, "_save", spy):
+    with mock.patch.object(figures, "save_figure", spy), mock.patch.object(sensitivity, "save_figure", spy):
         assert (
             main(
                 [
@@ -358,7 +358,7 @@ OTHER_WRITES = {
     "plugin/verdict.py": "appends to $GITHUB_STEP_SUMMARY, a file GitHub owns",
     "report/history.py": "`pstbench history --plot`: the plots written into a staging_dir folder, renamed into place",
     "selection/answerfile.py": "the answers file: an append-only log under its writer lock",
-    "selection/export.py": "an export folder built in a staging_dir folder, renamed into place",
+    "selection/ask/export.py": "an export folder built in a staging_dir folder, renamed into place",
 }
 
 

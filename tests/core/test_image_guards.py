@@ -260,7 +260,7 @@ def test_srgb_is_decided_by_the_profile_content(tmp_path):
 def test_a_reference_deleted_after_the_track_was_read_fails_the_pair_in_one_line(tmp_path, capsys):
     """Issue #11 case 16."""
     from pytest_pstbench.core.protocol import load_protocol
-    from pytest_pstbench.paired.session import RunSession
+    from pytest_pstbench.paired.session import RunSession, RunSettings
     from pytest_pstbench.paired.tracks import load_manifest
 
     manifest = make_track(tmp_path / "track")
@@ -269,8 +269,10 @@ def test_a_reference_deleted_after_the_track_was_read_fails_the_pair_in_one_line
     session = RunSession(
         track,
         load_protocol(protocol_without_lpips(tmp_path / "proto.yaml")),
-        name="r",
-        results_dir=tmp_path / "results",
+        RunSettings(
+            name="r",
+            results_dir=tmp_path / "results",
+        ),
     )
     ref = track.pair("p02").reference
     ref.unlink()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_pstbench.core.install import extra_install, install_command
+from pytest_pstbench.core.install_hints import extra_install, install_command
 
 
 @pytest.mark.parametrize(

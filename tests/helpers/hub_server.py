@@ -37,7 +37,7 @@ GET answers 500), ``corrupt`` (path -> bytes served instead of the real ones, me
 ``refuse_short_ids``: the revision endpoints answer a commit prefix (anything but a ref name or a full 40-hex
 sha) with 404 ``RevisionNotFound``, as a Hub that does not resolve short ids would (``400``: with a plain
 400 Bad Request instead, no error code).
-Hostile answers (tests/test_hub_hostile.py): ``drip`` (path -> seconds between the bytes of its GET body:
+Hostile answers (tests/core/test_published_hostile.py): ``drip`` (path -> seconds between the bytes of its GET body:
 a download that never ends in time; a request path in ``replies`` too: that reply dripped), ``endless`` (repo ids whose tree listing never ends: each page one
 made-up file and a link to the next), ``replies`` (request paths answered 200 with these bytes instead:
 damaged JSON).

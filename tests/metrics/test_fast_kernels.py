@@ -381,7 +381,7 @@ def test_metrics_and_torchs_thread_count():
     to 5e-9), and the
     score cache is keyed by the thread count (`test_cache_key_names_torchs_thread_count`)."""
     from pytest_pstbench.core.protocol import load_protocol
-    from pytest_pstbench.paired.engine import MetricComputer, PairScorer
+    from pytest_pstbench.paired.engine import metric_computer, pair_scorer
 
     proto = load_protocol()
     vgg = {**proto.metrics["lpips"], "net": "vgg"}
@@ -396,9 +396,9 @@ def test_metrics_and_torchs_thread_count():
             seen = {}
             for threads in (1, 2, 3, 2):
                 torch.set_num_threads(threads)
-                values = PairScorer(proto).score(out, ref, style)
+                values = pair_scorer(proto).score(out, ref, style)
                 if ref.shape[1] < 1000:
-                    values["lpips_vgg"] = MetricComputer().value(vgg, out, ref)
+                    values["lpips_vgg"] = metric_computer().value(vgg, out, ref)
                 if threads in seen:  # the same thread count again: the same bits, every metric
                     assert values == seen[threads]
                 seen[threads] = values

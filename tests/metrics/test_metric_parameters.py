@@ -26,7 +26,7 @@ from pytest_pstbench.metrics import color as color_mod
 from pytest_pstbench.metrics.color import delta_e00, hist_corr, srgb_to_lab
 from pytest_pstbench.metrics.fidelity import box_downsample, mse, psnr, ssim, wang_factor
 from pytest_pstbench.metrics.registry import function_kwargs as metric_params
-from pytest_pstbench.paired.engine import PairScorer
+from pytest_pstbench.paired.engine import pair_scorer
 
 PROTO = load_protocol()
 REPO = Path(__file__).resolve().parents[2]
@@ -397,12 +397,12 @@ def test_pair_scorer_passes_new_keys(tmp_path):
     ref = big_photo(400, 420)
     out = noisy(ref, 10)
     style = big_photo(400, 420)[::-1].copy()
-    scores = PairScorer(proto).score(out, ref, style)
+    scores = pair_scorer(proto).score(out, ref, style)
     assert scores["psnr"] == psnr(out, ref, **{**PSNR, **changes["psnr"]})
     assert scores["ssim"] == pytest.approx(ssim(out, ref, **{**SSIM, **changes["ssim"]}), abs=1e-13)  # the kernel
     assert scores["delta_e00"] == delta_e00(out, ref, **{**DE, **changes["delta_e00"]})
     assert scores["hcorr_gt"] == pytest.approx(hcorr_numpy(out, ref, 64), abs=1e-12)
-    base = PairScorer(load_protocol(protocol_file(tmp_path, {}, name="base.yaml"))).score(out, ref, style)
+    base = pair_scorer(load_protocol(protocol_file(tmp_path, {}, name="base.yaml"))).score(out, ref, style)
     for m in changes:
         assert scores[m] != base[m]
     assert scores["hcorr_style"] == base["hcorr_style"]  # untouched metric, same value
@@ -657,7 +657,7 @@ def test_pair_scorer_keeps_one_lpips_per_metric(metrics, refs, tmp_path):
     data["comparison"]["tie_threshold"] = {"lpips": 0.001}  # thresholds must name metrics of the protocol
     path = tmp_path / "two_lpips.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
-    scores = PairScorer(load_protocol(path)).score(refs["p0"], refs["ref"], None)
+    scores = pair_scorer(load_protocol(path)).score(refs["p0"], refs["ref"], None)
     for name, m in (("lpips", metrics["alex"]), ("lpips_vgg", metrics["vgg"])):
         assert scores[name] == m.distance_from_features(m.features(refs["p0"]), m.features(refs["ref"]))
         assert scores[name] == pytest.approx(m.distance(refs["p0"], refs["ref"]), abs=1e-6)  # lpips's own forward
@@ -840,12 +840,12 @@ def test_run_environment_records_the_backbone_of_each_lpips_net(monkeypatch):
     from pytest_pstbench.paired.run_record import environment
 
     monkeypatch.setattr(cachefile, "cached_info", lambda backbone="alexnet": {"backbone": backbone})
-    assert environment("cpu", lpips_nets=["alex"])["lpips_weights"] == {"backbone": "alexnet"}
-    assert environment("cpu", lpips_nets=["alex", "vgg"])["lpips_weights"] == {
+    assert environment("cpu", backbones=["alexnet"])["lpips_weights"] == {"backbone": "alexnet"}
+    assert environment("cpu", backbones=["alexnet", "vgg16"])["lpips_weights"] == {
         "alex": {"backbone": "alexnet"},
         "vgg": {"backbone": "vgg16"},
     }
-    assert "lpips_weights" not in environment("cpu", lpips_nets=[])
+    assert "lpips_weights" not in environment("cpu", backbones=[])
 
 
 # --- LPIPS from per-image features (what the sensitivity engine shares across methods) -----------

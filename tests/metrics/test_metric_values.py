@@ -21,7 +21,7 @@ from pytest_pstbench.metrics import color as color_mod
 from pytest_pstbench.metrics.color import delta_e00, hist_corr, srgb_to_lab
 from pytest_pstbench.metrics.fidelity import psnr, ssim
 from pytest_pstbench.metrics.registry import function_kwargs as metric_params
-from pytest_pstbench.paired.engine import PairScorer
+from pytest_pstbench.paired.engine import pair_scorer
 
 PROTO = load_protocol()
 
@@ -432,7 +432,7 @@ def test_pair_scorer_without_lpips(protocol_without_lpips):
     ref = photo("astronaut", 100, 100)
     out = np.clip(ref.astype(int) + np.random.default_rng(2).integers(-8, 9, ref.shape), 0, 255).astype(np.uint8)
     style = photo("coffee", 0, 0)
-    scores = PairScorer(proto).score(out, ref, style)
+    scores = pair_scorer(proto).score(out, ref, style)
     assert list(scores) == proto.metric_names
     assert all(type(v) is float for v in scores.values())
     # each value against an independent computation
@@ -452,7 +452,7 @@ def test_pair_scorer_without_lpips(protocol_without_lpips):
 
 
 def test_pair_scorer_style_changes_only_hcorr_style(protocol_without_lpips):
-    scorer = PairScorer(protocol_without_lpips)
+    scorer = pair_scorer(protocol_without_lpips)
     ref = photo("chelsea", 0, 0)
     out = photo("chelsea", 3, 2)
     first = scorer.score(out, ref, photo("coffee", 0, 0))
@@ -467,7 +467,7 @@ def test_pair_scorer_style_changes_only_hcorr_style(protocol_without_lpips):
 def test_pair_scorer_needs_the_style_image(protocol_without_lpips):
     img = photo("chelsea", 0, 0)
     with pytest.raises(ValueError, match="metric hcorr_style needs the style image"):
-        PairScorer(protocol_without_lpips).score(img, img, None)
+        pair_scorer(protocol_without_lpips).score(img, img, None)
 
 
 def test_pair_scorer_style_of_another_size(protocol_without_lpips):
@@ -476,5 +476,5 @@ def test_pair_scorer_style_of_another_size(protocol_without_lpips):
     out = np.clip(ref.astype(int) + 7, 0, 255).astype(np.uint8)
     style = np.ascontiguousarray(photo("coffee", 0, 0)[:37, :53])
     assert style.shape[:2] != out.shape[:2]
-    scores = PairScorer(protocol_without_lpips).score(out, ref, style)
+    scores = pair_scorer(protocol_without_lpips).score(out, ref, style)
     assert scores["hcorr_style"] == pytest.approx(hcorr_numpy(out, style, HC["bins"]), abs=1e-12)

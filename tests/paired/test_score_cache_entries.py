@@ -222,7 +222,7 @@ def test_no_entry_is_stored_when_a_file_changed_under_its_key(tmp_path, monkeypa
     from pytest_pstbench.core.protocol import load_protocol
     from pytest_pstbench.paired import scorecache as cache_mod
     from pytest_pstbench.paired.scorecache import ScoreCache
-    from pytest_pstbench.paired.session import RunSession
+    from pytest_pstbench.paired.session import RunSession, RunSettings
     from pytest_pstbench.paired.tracks import load_manifest
 
     manifest = make_track(tmp_path / "track")
@@ -231,8 +231,10 @@ def test_no_entry_is_stored_when_a_file_changed_under_its_key(tmp_path, monkeypa
     session = RunSession(
         track,
         load_protocol(protocol_without_lpips(tmp_path / "proto.yaml")),
-        name="r",
-        results_dir=tmp_path / "results",
+        RunSettings(
+            name="r",
+            results_dir=tmp_path / "results",
+        ),
     )
     session.cache = ScoreCache(tmp_path / "c")
     pair = track.pair("p01")

@@ -305,7 +305,7 @@ def test_aggregates_median_and_pooled_psnr_by_hand(setup, value_run):
     ],
 )
 def test_resolution_variant_equals_scoring_pre_resized_images(setup, tmp_path, evaluate, size_of):
-    from pytest_pstbench.paired.session import RunSession
+    from pytest_pstbench.paired.session import RunSession, RunSettings
 
     variant = write_variant(tmp_path / "res.yaml", "res", {"resolution": {"evaluate": evaluate}})
     run = engine(setup, [str(variant)], methods={"half": setup.methods["half"], "identity": "identity"})
@@ -322,7 +322,9 @@ def test_resolution_variant_equals_scoring_pre_resized_images(setup, tmp_path, e
         im.resize(size_of(*im.size), resample).save(small / f"{p['id']}.png")
     (small / "track.yaml").write_text(setup.manifest.read_text())
     track = load_manifest(small / "track.yaml")
-    session = RunSession(track, load_protocol(setup.protocol), name="x", results_dir=tmp_path / "r", use_cache=False)
+    session = RunSession(
+        track, load_protocol(setup.protocol), RunSettings(name="x", results_dir=tmp_path / "r", use_cache=False)
+    )
     for method, out in (("half", lambda p: small / f"{p.id}.png"), ("identity", lambda p: p.content)):
         expected = [session.score_pair(p, out(p)).metrics for p in track.pairs]
         for m in run.scores["res"]:

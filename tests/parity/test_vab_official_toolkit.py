@@ -32,7 +32,7 @@ What it does (everything stays on 127.0.0.1; the Hugging Face Hub is never conta
 
 Not scripted here: HTTP 400/401/403/404. The vab protocol does not retry them and stops the run at
 401/403/404 (`answers.attempts`, a documented deviation from the official client's retries);
-tests/selection/test_model_client.py checks those counts against the measured official ones.
+tests/selection/ask/test_model_client.py checks those counts against the measured official ones.
 """
 
 from __future__ import annotations

@@ -86,7 +86,7 @@ def test_the_wheel_ships_the_package_and_its_data(installed, tmp_path):
             "import pytest_pstbench, pytest_pstbench.core.protocol as p, pytest_pstbench.paired.variants as v;"
             "print(pytest_pstbench.__file__); print(p.protocols_dir()); print(len(v.shipped_variant_ids()));"
             "print(p.load_protocol('vab').id);"
-            "from pytest_pstbench.report.html import page_css; print(page_css().count('{'))",
+            "from pytest_pstbench.report.build import page_css; print(page_css().count('{'))",
         ],
         tmp_path,
         env,
@@ -109,7 +109,7 @@ def test_the_wheel_ships_the_package_and_its_data(installed, tmp_path):
         [
             str(bin_dir / "python"),
             "-c",
-            "from pytest_pstbench.core.install import extra_install; print(extra_install('iqa'))",
+            "from pytest_pstbench.core.install_hints import extra_install; print(extra_install('iqa'))",
         ],
         tmp_path,
         env,

@@ -9,7 +9,13 @@
     `list_repo_files`, `list_repo_refs`, `list_repo_commits`);
 (d) run folders are read (`read_run_folder`) only inside the run store (`core/store/`) and by the kinds' run
     loaders, the functions the kind registry names as each kind's `RunKind.load` (the one validating reader,
-    `core.store.reader.read_runs`, reads every folder through them).
+    `core.store.reader.read_runs`, reads every folder through them);
+(e) only the run store (`core/store/`) and the Hub client (`core/hub/`) read a run address's form
+    (`is_hub_uri`): every other module asks the store (`core.store.backends`: `is_published`, `resolve_runs`,
+    `pull`, `versions`);
+(f) the Hub client (`core/hub/`) is the bounded client only: it imports no kind registry (`core.kinds`) and
+    nothing of the run store (its Hub backend, pull, push, the pull cache and commits, lives in
+    `core/store/published/`).
 
 Each check is a function over {module: source}; the tests at the end plant a violation of each in a small
 synthetic source and see it reported.
@@ -26,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[2] / PACKAGE
 CLIENT = f"{PACKAGE}.core.hub.client"
 LISTING = f"{PACKAGE}.core.hub.listing"
 STORE = f"{PACKAGE}.core.store"
+HUB = f"{PACKAGE}.core.hub"
 LISTING_CALLS = {"list_repo_tree", "get_paths_info", "list_repo_files", "list_repo_refs", "list_repo_commits"}
 HF_ERRORS = {  # huggingface_hub's exception classes a module could branch on (huggingface_hub.errors)
     "HfHubHTTPError",
@@ -149,6 +156,36 @@ def run_reading_violations(sources: dict[str, str], loaders: set[tuple[str, str]
     return out
 
 
+def _inside(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def address_form_violations(sources: dict[str, str]) -> list[str]:
+    """(e): `is_hub_uri` imported or named outside the run store and the Hub client."""
+    out = []
+    for module, text in sources.items():
+        if _inside(module, STORE) or _inside(module, HUB):
+            continue
+        tree = ast.parse(text)
+        if "is_hub_uri" in _names(tree) | {name for _, name in _imports(tree)}:
+            out.append(f"{module}: is_hub_uri")
+    return out
+
+
+def hub_client_violations(sources: dict[str, str]) -> list[str]:
+    """(f): a module of the Hub client importing the kind registry or the run store."""
+    out = []
+    for module, text in sources.items():
+        if not _inside(module, HUB):
+            continue
+        for mod, name in _imports(ast.parse(text)):
+            full = f"{mod}.{name}" if name else mod
+            for banned in (f"{PACKAGE}.core.kinds", STORE):
+                if _inside(mod, banned) or _inside(full, banned):
+                    out.append(f"{module}: imports {banned}")
+    return sorted(set(out))
+
+
 def kind_loaders() -> set[tuple[str, str]]:
     """(module, function) of each registered kind's run loader (`RunKind.load`)."""
     from pytest_pstbench.core import kinds
@@ -173,6 +210,14 @@ def test_run_folders_are_read_only_by_the_store_and_the_kinds_loaders():
     loaders = kind_loaders()
     assert len(loaders) == 2 and all(m.startswith(f"{PACKAGE}.") for m, _ in loaders)
     assert run_reading_violations(package_sources(), loaders) == []
+
+
+def test_only_the_store_and_the_hub_client_read_a_run_addresss_form():
+    assert address_form_violations(package_sources()) == []
+
+
+def test_the_hub_client_names_no_kind_and_no_run_store():
+    assert hub_client_violations(package_sources()) == []
 
 
 # ---- the checks catch what they guard against ---------------------------------------------------------
@@ -203,6 +248,10 @@ def test_each_check_catches_a_planted_violation():
         f"{STORE}.reader": "def read(d):\n    return read_run_folder(d, (), 'run')\n",
         f"{p}.paired.runs": "def load_run(d):\n    return read_run_folder(d, (), 'run')\n"
         "def other(d):\n    return read_run_folder(d, (), 'run')\n",
+        f"{p}.cli.addr": "def f(a):\n    from pytest_pstbench.core.hub.uri import is_hub_uri\n    return is_hub_uri(a)\n",
+        f"{STORE}.backends": "from pytest_pstbench.core.hub.uri import is_hub_uri\n",
+        f"{HUB}.pull": "def names():\n    from pytest_pstbench.core.kinds import registered\n"
+        "from pytest_pstbench.core import store\n",
     }
     assert hfapi_and_retry_violations(planted) == [f"{p}.data.hub2: HfApi", f"{p}.data.hub2: a retry loop"]
     assert error_map_violations(planted) == [
@@ -212,6 +261,8 @@ def test_each_check_catches_a_planted_violation():
         f"{p}.data.named: RepositoryNotFoundError",
     ]
     assert listing_violations(planted) == [f"{p}.data.hub2: list_repo_tree"]
+    assert address_form_violations(planted) == [f"{p}.cli.addr: is_hub_uri"]
+    assert hub_client_violations(planted) == [f"{HUB}.pull: imports {p}.core.kinds", f"{HUB}.pull: imports {STORE}"]
     assert run_reading_violations(planted, {(f"{p}.paired.runs", "load_run")}) == [
         f"{p}.cli.read:3: read_run_folder in show",
         f"{p}.paired.runs:4: read_run_folder in other",

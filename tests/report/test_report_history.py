@@ -171,3 +171,40 @@ def test_a_page_of_selection_runs_gains_the_history_section_too(tmp_path, capsys
     assert ("a", {"href": "#history"}) in page.tags
     imgs = [a["src"] for t, a in page.tags if t == "img" and a.get("src", "").startswith("history/")]
     assert imgs and all((tmp_path / "rep" / r).is_file() for r in imgs)
+
+
+def test_report_history_takes_metric_and_its_plots_say_order_date_and_direction(tmp_path, capsys, monkeypatch):
+    """Issue #53 item 1: `report --history SOURCE --metric M ...` follows the metrics named (as `history --metric`),
+    and `--metric` without `--history` is one line; each plot's x-axis names the points by order (oldest first),
+    commit date and commit (read here with git), and its title carries the metric's direction (PSNR ↑, LPIPS ↓)."""
+    from matplotlib.axes import Axes
+
+    monkeypatch.setenv("PSTBENCH_CACHE", str(tmp_path / "cache"))
+    repo = make_repo(tmp_path)
+    titles, ticks = [], []
+    real_title, real_ticks = Axes.set_title, Axes.set_xticklabels
+    monkeypatch.setattr(Axes, "set_title", lambda ax, t, *a, **k: (titles.append(t), real_title(ax, t, *a, **k))[1])
+    monkeypatch.setattr(
+        Axes, "set_xticklabels", lambda ax, ls, *a, **k: (ticks.append(list(ls)), real_ticks(ax, ls, *a, **k))[1]
+    )
+    code, out, err = cli(
+        capsys, "report", repo / RUN, "--out", tmp_path / "rep", "--history", repo / RUN, "--metric", "psnr", "lpips"
+    )
+    assert code == 0, err
+    text = (tmp_path / "rep" / "index.html").read_text(encoding="utf-8")
+    page = Page()
+    page.feed(text)
+    imgs = [a["src"] for t, a in page.tags if t == "img" and a.get("src", "").startswith("history/")]
+    assert imgs == ["history/01-psnr.png", "history/02-lpips.png"]
+    mine = [t for t in titles if t.endswith(": value and interval per point")]  # the page's other figures have theirs
+    assert mine == ["psnr ↑: value and interval per point", "lpips ↓: value and interval per point"]
+    log = subprocess.run(
+        ["git", "-C", str(repo), "log", "--reverse", "--format=%H %cI"], check=True, capture_output=True, text=True
+    ).stdout.split("\n")
+    commits = [line.split() for line in log if line]
+    points = [commits[i] for i in (0, 1, 2, 4)]  # the fourth commit's run is incomplete: left out
+    want = [f"#{k + 1} {date[:10]} {sha[:7]}" for k, (sha, date) in enumerate(points)]
+    assert [t for t in ticks if t and str(t[0]).startswith("#")] == [want, want]
+    code, out, err = cli(capsys, "report", repo / RUN, "--out", tmp_path / "rep2", "--metric", "psnr")
+    errors = [ln for ln in err.splitlines() if "error" in ln]
+    assert code != 0 and len(errors) == 1 and "--metric" in errors[0] and "--history" in errors[0], err

@@ -41,6 +41,60 @@ class _Refused(Exception):
     """A limit of this module broken while composing (the message says which)."""
 
 
+def _record_expansion(expanded: dict, node, mark) -> None:
+    """Record `node`'s size and depth with its aliases expanded (its children's are recorded already); refuse the
+    file when either passes its bound."""
+    import yaml
+
+    children = (
+        node.value
+        if isinstance(node, yaml.SequenceNode)
+        else ([n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else [])
+    )
+    sizes = [expanded[id(c)] for c in children]
+    size, depth = 1 + sum(n for n, _ in sizes), 1 + max((d for _, d in sizes), default=0)
+    expanded[id(node)] = (size, depth)
+    if depth > MAX_DEPTH:
+        raise _Refused(
+            f"nested deeper than {MAX_DEPTH} levels once its aliases are expanded (line {mark.line + 1}); "
+            "fix: write the value out in full where it is used"
+        )
+    if size > len(expanded) + MAX_ALIAS_NODES:
+        raise _Refused(
+            f"its aliases expand it by more than {MAX_ALIAS_NODES} values (at line {mark.line + 1}); "
+            "fix: write the values out in full where they are used, without aliases of aliases"
+        )
+
+
+def _bounded_int(value: int, node) -> int:
+    if abs(value) >= 10**MAX_INT_DIGITS:
+        raise _Refused(
+            f"an integer of more than {MAX_INT_DIGITS} digits (line {node.start_mark.line + 1}); "
+            "fix: write a smaller number (or quote it as text)"
+        )
+    return value
+
+
+def _finite_float(value: float, node) -> float:
+    if not math.isfinite(value) and node.value.lower().lstrip("+-") not in (".inf", ".nan"):
+        raise _Refused(
+            f"the number {node.value} is too large for a float (line {node.start_mark.line + 1}); "
+            "fix: write a smaller number (or quote it as text)"
+        )
+    return value
+
+
+def _whole_characters(value: str, node) -> str:
+    if _SURROGATE.search(value):  # a pair written as two escapes ("\\uD83D\\uDE00") is one character
+        value = value.encode("utf-16", "surrogatepass").decode("utf-16", "surrogatepass")
+    if _SURROGATE.search(value):
+        raise _Refused(
+            f"a lone surrogate ({ascii(_SURROGATE.search(value).group())}, half a character) in a "
+            f"string (line {node.start_mark.line + 1}); fix: write the whole character, or drop it"
+        )
+    return value
+
+
 def _loader_class():
     import yaml
 
@@ -81,61 +135,24 @@ def _loader_class():
                 node = super().compose_node(parent, index)
             finally:
                 self._nesting -= 1
-            children = (
-                node.value
-                if isinstance(node, yaml.SequenceNode)
-                else ([n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else [])
-            )
-            sizes = [self._expanded[id(c)] for c in children]
-            size, depth = 1 + sum(n for n, _ in sizes), 1 + max((d for _, d in sizes), default=0)
-            self._expanded[id(node)] = (size, depth)
-            if depth > MAX_DEPTH:
-                raise _Refused(
-                    f"nested deeper than {MAX_DEPTH} levels once its aliases are expanded (line {mark.line + 1}); "
-                    "fix: write the value out in full where it is used"
-                )
-            if size > len(self._expanded) + MAX_ALIAS_NODES:
-                raise _Refused(
-                    f"its aliases expand it by more than {MAX_ALIAS_NODES} values (at line {mark.line + 1}); "
-                    "fix: write the values out in full where they are used, without aliases of aliases"
-                )
+            _record_expansion(self._expanded, node, mark)
             return node
 
         def construct_yaml_int(self, node):
             """An integer as JSON may hold it (core.files.jsonfile's digit bound): `0x` + a million digits is an int
             that run.json could neither write nor read back."""
-            value = super().construct_yaml_int(node)
-            if abs(value) >= 10**MAX_INT_DIGITS:
-                raise _Refused(
-                    f"an integer of more than {MAX_INT_DIGITS} digits (line {node.start_mark.line + 1}); "
-                    "fix: write a smaller number (or quote it as text)"
-                )
-            return value
+            return _bounded_int(super().construct_yaml_int(node), node)
 
         def construct_yaml_float(self, node):
             """A float literal too large for a double (`1e400`) is refused, as a too-long integer is: it would read
             as infinity, which the file does not say. `.inf` and `.nan`, written as such, are read; the reader of
             each file checks its values (a protocol's rules name the key; run.json holds neither)."""
-            value = super().construct_yaml_float(node)
-            if not math.isfinite(value) and node.value.lower().lstrip("+-") not in (".inf", ".nan"):
-                raise _Refused(
-                    f"the number {node.value} is too large for a float (line {node.start_mark.line + 1}); "
-                    "fix: write a smaller number (or quote it as text)"
-                )
-            return value
+            return _finite_float(super().construct_yaml_float(node), node)
 
         def construct_yaml_str(self, node):
             """A string that is Unicode text: a `\\uD83D` escape alone (half of a UTF-16 pair) is no character, and
             no file or terminal the kit writes it to can encode it."""
-            value = super().construct_yaml_str(node)
-            if _SURROGATE.search(value):  # a pair written as two escapes ("\\uD83D\\uDE00") is one character
-                value = value.encode("utf-16", "surrogatepass").decode("utf-16", "surrogatepass")
-            if _SURROGATE.search(value):
-                raise _Refused(
-                    f"a lone surrogate ({ascii(_SURROGATE.search(value).group())}, half a character) in a "
-                    f"string (line {node.start_mark.line + 1}); fix: write the whole character, or drop it"
-                )
-            return value
+            return _whole_characters(super().construct_yaml_str(node), node)
 
     BoundedSafeLoader.add_constructor("tag:yaml.org,2002:int", BoundedSafeLoader.construct_yaml_int)
     BoundedSafeLoader.add_constructor("tag:yaml.org,2002:str", BoundedSafeLoader.construct_yaml_str)

@@ -343,6 +343,103 @@ def bounded_get(url: str, params: dict | None, *, end: float, cap: int, retry: b
 
 
 # ---- the one download: capped and with a deadline ------------------------------------------------------
+@dataclass
+class _Transfer:
+    """One download's bounds and progress: the byte cap and the words that say where it comes from, the
+    deadline (`budget` seconds, ending at `end` on the monotonic clock), the bytes received, the bar fed."""
+
+    name: str
+    path: str
+    cap: int | None
+    source: str
+    budget: float
+    end: float
+    bar: object = None
+    got: int = 0
+
+    def over(self, kind: str) -> HubError:
+        if kind == "bytes":
+            return limit_error(
+                self.name,
+                f"the Hub sent more than {self.source} while downloading {self.path}; stopped, nothing was "
+                f"kept; fix: check the repo and HF_ENDPOINT (raise {MAX_FILE_ENV} only for a repo you trust)",
+            )
+        return limit_error(
+            self.name,
+            f"downloading {self.path} took longer than {self.budget:g} s ({self.got} bytes received); stopped, "
+            f"nothing was kept; fix: check the network and HF_ENDPOINT, or raise {DEADLINE_ENV} (seconds, plus one "
+            "per MB of the file)",
+        )
+
+    def restart(self, fh) -> None:
+        """The server ignored the Range of a resumed download: the file starts again."""
+        fh.seek(0)
+        fh.truncate()
+        if self.bar is not None:
+            self.bar.update(-self.got)
+        self.got = 0
+
+    def receive(self, fh, response) -> None:
+        """The response's body written to `fh` in huggingface_hub's chunks, within the byte cap and the deadline."""
+        import time
+
+        from huggingface_hub import constants as hf_constants
+
+        step = max(1, hf_constants.DOWNLOAD_CHUNK_SIZE)  # written and shown in huggingface_hub's chunks
+        for chunk in (b[i : i + step] for b in response.iter_bytes() for i in range(0, len(b), step)):
+            self.got += len(chunk)
+            if self.cap is not None and self.got > self.cap:
+                raise self.over("bytes")
+            fh.write(chunk)
+            if self.bar is not None:
+                self.bar.update(len(chunk))
+            if time.monotonic() > self.end:
+                raise self.over("time")
+
+
+def _transfer(repo_type: str, repo_id: str, revision: str, path: str, max_bytes, subject) -> _Transfer:
+    """The bounds of downloading `path`: the size the tree listing gave for it (within `max_bytes`), else
+    `max_bytes`; the deadline plus a second per MB of that size."""
+    import time
+
+    name = subject.name if subject is not None else f"{repo_id}@{revision[:12]}"
+    listed = listed_size(repo_type, repo_id, revision, path)
+    if listed is not None and (max_bytes is None or listed <= max_bytes):
+        cap, source = listed, f"the {listed} bytes the Hub's listing gives for it"
+    else:
+        cap, source = max_bytes, f"the {max_bytes} bytes a run file may have ({MAX_FILE_ENV})"
+    budget = deadline_seconds() + (cap or 0) / 1e6
+    return _Transfer(name, path, cap, source, budget, time.monotonic() + budget)
+
+
+def _stream(t: _Transfer, fh, url: str) -> None:
+    """`url`'s body into `fh`, resumed with a Range request when the connection drops (a timeout), at most
+    NETWORK_ATTEMPTS tries, within `t`'s bounds."""
+    import time
+
+    from huggingface_hub import get_session
+    from huggingface_hub.utils import build_hf_headers
+
+    for attempt in range(NETWORK_ATTEMPTS):
+        headers = build_hf_headers()
+        if t.got:
+            headers["Range"] = f"bytes={t.got}-"
+        try:
+            with get_session().stream(
+                "GET", url, headers=headers, timeout=network_timeout(), follow_redirects=True
+            ) as response:
+                raise_for_status(response, t.end)
+                if t.got and response.status_code != 206:  # the Range was ignored: start again
+                    t.restart(fh)
+                t.receive(fh, response)
+            return
+        except network_errors() as exc:
+            if is_timeout(exc) and time.monotonic() > t.end:
+                raise t.over("time") from None
+            if not is_timeout(exc) or attempt + 1 >= NETWORK_ATTEMPTS:
+                raise
+
+
 def download(
     repo_id: str,
     path: str,
@@ -361,76 +458,20 @@ def download(
     either, one HubError (starting with `subject`'s name) naming the limit and the variable that raises it.
     huggingface_hub's exceptions for an answer (not found, gated, ...) and for no answer are raised as they
     are: the caller maps them. `tqdm_class`: a progress bar class fed with the bytes as they arrive."""
-    import time
     import uuid
 
-    from huggingface_hub import constants as hf_constants
-    from huggingface_hub import get_session, hf_hub_url
-    from huggingface_hub.utils import build_hf_headers
+    from huggingface_hub import hf_hub_url
 
     bounded_hub_client()
-    name = subject.name if subject is not None else f"{repo_id}@{revision[:12]}"
-    listed = listed_size(repo_type, repo_id, revision, path)
-    if listed is not None and (max_bytes is None or listed <= max_bytes):
-        cap, source = listed, f"the {listed} bytes the Hub's listing gives for it"
-    else:
-        cap, source = max_bytes, f"the {max_bytes} bytes a run file may have ({MAX_FILE_ENV})"
-    budget = deadline_seconds() + (cap or 0) / 1e6
-    end = time.monotonic() + budget
+    t = _transfer(repo_type, repo_id, revision, path, max_bytes, subject)
     url = hf_hub_url(repo_id, path, repo_type=repo_type, revision=revision, endpoint=where())
     dest = Path(local_dir) / path
     part = Path(local_dir) / ".cache" / "huggingface" / "download" / f"{path}.{uuid.uuid4().hex[:12]}.incomplete"
     part.parent.mkdir(parents=True, exist_ok=True)
-    bar = tqdm_class(total=cap, initial=0, desc=path, unit="B") if tqdm_class is not None else None
-    got = 0
-
-    def over(kind: str) -> HubError:
-        if kind == "bytes":
-            return limit_error(
-                name,
-                f"the Hub sent more than {source} while downloading {path}; stopped, nothing was "
-                f"kept; fix: check the repo and HF_ENDPOINT (raise {MAX_FILE_ENV} only for a repo you trust)",
-            )
-        return limit_error(
-            name,
-            f"downloading {path} took longer than {budget:g} s ({got} bytes received); stopped, nothing "
-            f"was kept; fix: check the network and HF_ENDPOINT, or raise {DEADLINE_ENV} (seconds, plus one "
-            "per MB of the file)",
-        )
-
+    t.bar = tqdm_class(total=t.cap, initial=0, desc=path, unit="B") if tqdm_class is not None else None
     try:
         with open(part, "wb") as fh:
-            for attempt in range(NETWORK_ATTEMPTS):
-                headers = build_hf_headers()
-                if got:
-                    headers["Range"] = f"bytes={got}-"
-                try:
-                    with get_session().stream(
-                        "GET", url, headers=headers, timeout=network_timeout(), follow_redirects=True
-                    ) as response:
-                        raise_for_status(response, end)
-                        if got and response.status_code != 206:  # the Range was ignored: start again
-                            fh.seek(0)
-                            fh.truncate()
-                            if bar is not None:
-                                bar.update(-got)
-                            got = 0
-                        step = max(1, hf_constants.DOWNLOAD_CHUNK_SIZE)  # written and shown in huggingface_hub's chunks
-                        for chunk in (b[i : i + step] for b in response.iter_bytes() for i in range(0, len(b), step)):
-                            got += len(chunk)
-                            if cap is not None and got > cap:
-                                raise over("bytes")
-                            fh.write(chunk)
-                            if bar is not None:
-                                bar.update(len(chunk))
-                            if time.monotonic() > end:
-                                raise over("time")
-                    break
-                except network_errors() as exc:
-                    if is_timeout(exc) and time.monotonic() > end:
-                        raise over("time") from None
-                    if not is_timeout(exc) or attempt + 1 >= NETWORK_ATTEMPTS:
-                        raise
+            _stream(t, fh, url)
         dest.parent.mkdir(parents=True, exist_ok=True)
         if dest.is_symlink():  # written where the link points, as huggingface_hub's download did (a loop: OSError)
             __import__("shutil").copyfile(part, dest)
@@ -438,6 +479,6 @@ def download(
             os.replace(part, dest)
     finally:
         part.unlink(missing_ok=True)
-        if bar is not None:
-            bar.close()
+        if t.bar is not None:
+            t.bar.close()
     return dest

@@ -14,6 +14,7 @@ from pytest_pstbench.core.hub import endpoint as hub_endpoint
 from pytest_pstbench.core.hub.client import NETWORK_TIMEOUT_ENV, Failure, Subject
 
 PREFIX = "hf://"
+URI_HELP = "hf://datasets/OWNER/NAME@REVISION/PATH (the URI form of huggingface_hub's HfFileSystem)"
 COMMIT = re.compile(r"[0-9a-f]{40}")
 _REPO_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
 

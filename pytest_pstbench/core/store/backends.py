@@ -1,7 +1,10 @@
 """The run store's one interface: a run address - a local run folder, or a published run
-`hf://datasets/OWNER/NAME@REVISION/PATH` (the URI form of `huggingface_hub.HfFileSystem`) - is resolved by
-the backend its form chooses (`backend_for`) into local, readable run folders (`RunSource`), which the one
-validating reader (`core.store.reader.read_runs`) then reads like any other folder.
+`hf://datasets/OWNER/NAME@REVISION/PATH` (the URI form of `huggingface_hub.HfFileSystem`) - is answered by
+the backend its form chooses (`backend_for`): read (`resolve`: local, readable run folders, `RunSource`,
+which the one validating reader `core.store.reader.read_runs` then reads like any other folder) and
+`versions` (a local folder's git commits, a published path's Hub commits: `pstbench history`); a published
+run is also pulled (`pull`) and a local run pushed (`push`) through the Hub backend. Callers ask the store
+what an address is (`is_published`) instead of reading its form themselves.
 
 `resolve_runs` is the one resolver every command and front door passes its run arguments through
 (compare, table, report, the pytest gate's baselines, the API, `runs ls`). The local-folder backend keeps
@@ -20,8 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.core.hub.uri import is_hub_uri, parse_uri
-from pytest_pstbench.core.store.published import pull
+from pytest_pstbench.core.hub.uri import URI_HELP, is_hub_uri, parse_uri
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,7 @@ class Request:
 
 
 class LocalFolders:
-    """The local-folder backend: the address is the run folder itself."""
+    """The local-folder backend: the address is the run folder itself; its versions are its git commits."""
 
     @staticmethod
     def claims(address) -> bool:
@@ -76,9 +78,16 @@ class LocalFolders:
     def resolve(address, request: Request) -> list[RunSource]:
         return [RunSource(Path(address))]
 
+    @staticmethod
+    def versions(address, work: Path, notes: list[str], say, said: list[str] | None = None) -> list:
+        from pytest_pstbench.core.store.versions import git_versions
+
+        return git_versions(address, work, notes, say, said)
+
 
 class HubRuns:
-    """The Hub backend: the runs under a published address, pulled into the cache and verified."""
+    """The Hub backend: the runs under a published address, pulled into the cache and verified; its
+    versions are the commits of its revision that changed the run path."""
 
     @staticmethod
     def claims(address) -> bool:
@@ -86,6 +95,8 @@ class HubRuns:
 
     @staticmethod
     def resolve(address, request: Request) -> list[RunSource]:
+        from pytest_pstbench.core.store.published.pull import pull
+
         option = request.option
         uri = parse_uri(address, option)
         if request.pinned and not uri.pinned and not request.allow_branch:
@@ -102,13 +113,24 @@ class HubRuns:
             )
         return [RunSource(r.path, r.uri, r.repo_id, r.commit, r.path_in_repo, str(address)) for r in runs]
 
+    @staticmethod
+    def versions(address, work: Path, notes: list[str], say, said: list[str] | None = None) -> list:
+        from pytest_pstbench.core.store.published.versions import hub_versions
+
+        return hub_versions(str(address), say, said)
+
 
 BACKENDS = (HubRuns, LocalFolders)  # asked in order; the local folder takes whatever no other claims
 
 
 def backend_for(address):
-    """The backend that resolves `address`, chosen by its form."""
+    """The backend that answers for `address`, chosen by its form."""
     return next(b for b in BACKENDS if b.claims(address))
+
+
+def is_published(address) -> bool:
+    """Whether `address` names a published run (the Hub backend answers for it), not a local folder."""
+    return backend_for(address) is HubRuns
 
 
 def resolve_runs(
@@ -131,3 +153,53 @@ def resolve_runs(
 def run_paths(args, **kwargs) -> list[Path]:
     """`resolve_runs`' local folders: what a command that takes run folders reads."""
     return [s.path for s in resolve_runs(args, **kwargs)]
+
+
+def versions(sources, work: Path, notes: list[str], say, said: list[str] | None = None) -> list:
+    """The versions of a run over time (`core.store.versions.Version`, oldest first): several sources are a
+    series in the order given (each resolved like any run address); one source is asked of its backend (a
+    folder: its git commits, with its run files written under `work`; a Hub URI: its revision's commits)."""
+    from pytest_pstbench.core.store.versions import Version
+
+    sources = [str(s) for s in sources]
+    if len(sources) > 1:
+        out = []
+        for a in sources:
+            s = resolve_runs([a], option="SOURCE", one=True, progress=say)[0]
+            out.append(Version(str(a), s.commit, None, None, s.path))
+        return out
+    return backend_for(sources[0]).versions(sources[0], work, notes, say, said)
+
+
+def check_published(address, option: str) -> None:
+    """One line unless `address` names a published run."""
+    if not is_published(address):
+        raise UserError(f"{option} {address}: not a Hub URI; fix: give {URI_HELP}")
+
+
+def pull(address, *, protocol_spec: str | None = None, progress=None, option: str = "run"):
+    """The published runs under `address` at its commit (`core.store.published.pull.PullResult`), in the
+    cache and verified; one line when `address` is not a Hub URI."""
+    from pytest_pstbench.core.store.published.pull import pull as pull_published
+
+    check_published(address, option)
+    return pull_published(address, protocol_spec=protocol_spec, progress=progress, option=option)
+
+
+def push(
+    run_dir,
+    target: str,
+    *,
+    replace: bool = False,
+    create: bool = False,
+    private: bool = False,
+    message: str | None = None,
+    progress=None,
+):
+    """Publish the complete local run folder `run_dir` at the Hub URI `target` as one commit
+    (`core.store.published.push.PushResult`)."""
+    from pytest_pstbench.core.store.published.push import push as push_published
+
+    return push_published(
+        run_dir, target, replace=replace, create=create, private=private, message=message, progress=progress
+    )

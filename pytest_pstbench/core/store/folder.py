@@ -179,6 +179,14 @@ def parse_run_record(path: Path, data) -> RunRecord:
     )
 
 
+def run_file_names() -> tuple[str, ...]:
+    """The files a run folder is made of, for every registered kind: run.json, summary.json and the
+    kinds' per-item files (a folder holds one of them)."""
+    from pytest_pstbench.core.kinds import registered
+
+    return ("run.json", "summary.json", *dict.fromkeys(s.item_file for s in registered().values()))
+
+
 def read_run_folder(run_dir: Path, files: tuple[str, ...], what: str) -> tuple[dict, RunRecord]:
     """(summary.json, run.json as a RunRecord) of a run folder that must hold `files`; each problem is one
     line naming the folder and the fix. Both track kinds read their run folders through this."""
@@ -197,7 +205,7 @@ def read_run_folder(run_dir: Path, files: tuple[str, ...], what: str) -> tuple[d
         except (
             ValueError,
             UnicodeDecodeError,
-        ) as exc:  # named: a pulled run's messages drop the folder (core.store.published)
+        ) as exc:  # named: a pulled run's messages drop the folder (core.store.published.pull)
             raise UserError(f"{run_dir / name}: not valid JSON ({exc}); fix: score the run again") from None
     summary, run = docs["summary.json"], docs["run.json"]
     if not isinstance(summary, dict):

@@ -2,21 +2,26 @@
 to read with the one validating reader (`core.store.reader.read_runs`), or the reason it cannot be:
 
 - `git_versions`: a run folder inside a git repository: every commit of HEAD's first-parent history that
-  changed the folder (`git log --first-parent -- FOLDER`), its run files read from git's objects (`git ls-tree`,
-  `git cat-file`) into a temporary folder per commit: no checkout, the work tree untouched; uncommitted
-  changes are not read (and `notes` says so);
-- `hub_versions`: a published run path: every commit of the revision's history that changed a file under the
-  path (`core.hub.commits`), each pulled and verified into the run cache (`core.store.published.pull`);
-- `listed_versions`: run folders and Hub URIs given in order, each read as it is.
+  changed the folder (`git rev-list --first-parent HEAD -- FOLDER`: ids only, each checked to be a commit id on
+  HEAD's first-parent path), each one's date and subject read in one NUL-separated `git log -z` call whose
+  records must name those ids in that order (`first_parent_commits`; else each commit is read alone), so no
+  text a commit holds (control bytes, record separators, another commit's id) can split or forge a point; its
+  run files read from git's objects (`git ls-tree`, `git cat-file`) into a temporary folder per commit: no
+  checkout, the work tree untouched; uncommitted changes are not read (and `notes` says so); a shallow clone
+  (a cut history) is said in one line with the fix (`shallow_note`);
+- a published run path: every commit of the revision's history that changed a file under the path, each
+  pulled and verified into the run cache (`core.store.published.versions.hub_versions`);
+- run folders and Hub URIs given in order, each read as it is (`core.store.backends.versions`).
 
 A branch rewritten between two calls (force-pushed, or reset): each call keeps the commits it listed for its
-source (`_rewritten`, a small record in the cache); a commit listed last time that is no longer in the
+source (`rewritten`, a small record in the cache); a commit listed last time that is no longer in the
 first-parent history is said in one line (the history shown is the branch's current one).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,15 +42,15 @@ class Version:
 
 
 def run_files() -> tuple[str, ...]:
-    from pytest_pstbench.core.hub.pull import run_file_names
+    from pytest_pstbench.core.store.folder import run_file_names
 
     return run_file_names()
 
 
 # ---- git ------------------------------------------------------------------------------------------------
-def _git(top: Path, *args: str, binary: bool = False):
+def _git(top: Path, *args: str, binary: bool = False, stdin: bytes | None = None):
     try:
-        done = subprocess.run(["git", "-C", str(top), *args], capture_output=True, check=False)
+        done = subprocess.run(["git", "-C", str(top), *args], input=stdin, capture_output=True, check=False)
     except OSError as exc:
         raise UserError(
             f"git: cannot run it ({exc.strerror or exc}); fix: install git, or give the runs in order"
@@ -68,8 +73,79 @@ def git_place(folder: Path) -> tuple[Path, str] | None:
     return top, "" if rel == "." else rel.replace(os.sep, "/")
 
 
+COMMIT_ID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")  # SHA-1 or SHA-256, as git prints them
+ISO_DATE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:Z|[+-]\d\d:\d\d)")  # %cI
+
+
+def commit_ids(listed: str, path: str) -> list[str]:
+    """The commit ids of `git rev-list` output `listed` (one per line), each checked to be a commit id and to be
+    on `path` (the output of `git rev-list --first-parent HEAD`). OSError when a line is anything else."""
+    on_path = set(path.split())
+    ids = listed.split()
+    for sha in ids:
+        if not COMMIT_ID.fullmatch(sha) or sha not in on_path:
+            raise OSError(f"git rev-list gave {sha[:48]!r}, not a commit of HEAD's first-parent history")
+    return ids
+
+
+def parse_commit_records(raw: bytes, ids: list[str]) -> list[tuple[str, str]] | None:
+    """(date, subject) per id of `ids`, from `git log -z --format=%H%x00%cI%x00%s` output `raw` for those ids in
+    that order: NUL-separated fields, three per commit, each record naming its id and an ISO date. None when the
+    output is not exactly that (a subject that held a NUL): the caller reads each commit alone."""
+    fields = raw.split(b"\0")
+    if fields[-1:] == [b""]:
+        fields.pop()
+    if len(fields) != 3 * len(ids):
+        return None
+    out = []
+    for k, sha in enumerate(ids):
+        got, date, subject = (f.decode("utf-8", "replace") for f in fields[3 * k : 3 * k + 3])
+        if got != sha or not ISO_DATE.fullmatch(date):
+            return None
+        out.append((date, subject))
+    return out
+
+
+def first_parent_commits(top: Path, rel: str) -> list[tuple[str, str, str]]:
+    """(id, committer date, subject) of each commit of HEAD's first-parent history that changed `rel`, oldest
+    first: the ids alone first (hex, each on the first-parent path), then their dates and subjects, whose records
+    must name those ids in order (a commit's text cannot add, split or move one). OSError when git cannot."""
+    ids = commit_ids(
+        _git(top, "rev-list", "--first-parent", "HEAD", "--", rel or "."),
+        _git(top, "rev-list", "--first-parent", "HEAD"),
+    )
+    ids.reverse()
+    if not ids:
+        return []
+    fmt = "--format=%H%x00%cI%x00%s"
+    raw = _git(top, "log", "--no-walk=unsorted", "--stdin", "-z", fmt, binary=True, stdin="\n".join(ids).encode())
+    records = parse_commit_records(raw, ids)
+    if records is None:  # read each commit alone: its id is known, its date comes first
+        records = []
+        for sha in ids:
+            date, _, subject = _git(top, "show", "-s", "--format=%cI%x00%s", sha).partition("\0")
+            records.append((date.strip(), subject.rstrip("\n").replace("\0", " ")))
+    return [(sha, date, subject) for sha, (date, subject) in zip(ids, records)]
+
+
+def shallow_note(top: Path, where: str, n: int) -> str | None:
+    """One line when the repository is a shallow clone (its history is cut: the oldest points are missing), with
+    the fix; None for a full clone."""
+    try:
+        shallow = _git(top, "rev-parse", "--is-shallow-repository").strip() == "true"
+    except OSError:
+        return None
+    if not shallow:
+        return None
+    return (
+        f"{where}: the repository is a shallow clone, so the history holds only the {n} commit(s) fetched "
+        "(the older ones are missing); fix: fetch the full history (git fetch --unshallow; in GitHub Actions "
+        "actions/checkout with fetch-depth: 0)"
+    )
+
+
 # ---- a branch rewritten between two calls ---------------------------------------------------------------
-def _rewritten(key: str, where: str, shas: list[str], say, notes: list[str] | None) -> None:
+def rewritten(key: str, where: str, shas: list[str], say, notes: list[str] | None) -> None:
     """Compare the commits `shas` listed now for the source `key` with those listed by the call before (kept in
     the cache), say in one line which of those are gone (the branch was rewritten), and keep `shas`."""
     import hashlib
@@ -120,7 +196,7 @@ def git_versions(folder, work: Path, notes: list[str], say, said: list[str] | No
         )
     top, rel = place
     try:
-        log = _git(top, "log", "--first-parent", "--format=%H%x1f%cI%x1f%s%x1e", "HEAD", "--", rel or ".")
+        commits = first_parent_commits(top, rel)
     except OSError as exc:
         raise UserError(
             f"SOURCE {folder}: git cannot read the repository's history ({exc}); fix: commit the run folder first"
@@ -131,13 +207,11 @@ def git_versions(folder, work: Path, notes: list[str], say, said: list[str] | No
         dirty = ""
     if dirty:
         notes.append(f"{folder}: uncommitted changes there are ignored (the history reads commits only)")
-    commits = [c.strip("\n").split("\x1f") for c in log.split("\x1e") if c.strip()]
-    commits.reverse()
     try:
         branch = _git(top, "symbolic-ref", "-q", "HEAD").strip()
     except OSError:
         branch = "HEAD"  # detached
-    _rewritten(
+    rewritten(
         f"git\0{os.path.realpath(top)}\0{branch}\0{rel}",
         f"SOURCE {folder} ({branch.removeprefix('refs/heads/')})",
         [c[0] for c in commits],
@@ -146,6 +220,9 @@ def git_versions(folder, work: Path, notes: list[str], say, said: list[str] | No
     )
     if not commits:
         raise UserError(f"SOURCE {folder}: no commit of HEAD's history holds it; fix: commit the run folder first")
+    shallow = shallow_note(top, f"SOURCE {folder}", len(commits))
+    if shallow:
+        notes.append(shallow)
     out = []
     prefix = rel + "/" if rel else ""
     names = run_files()
@@ -172,92 +249,4 @@ def git_versions(folder, work: Path, notes: list[str], say, said: list[str] | No
         except OSError as exc:
             v.problem = f"git cannot read this commit ({exc})"
         out.append(v)
-    return out
-
-
-# ---- the Hub ----------------------------------------------------------------------------------------------
-def hub_versions(address: str, say, said: list[str] | None = None) -> list[Version]:
-    """The versions of a published run path: each commit that changed what the path holds, pulled."""
-    from pytest_pstbench.core.hub.commits import branch_log, path_state, remember, remembered
-    from pytest_pstbench.core.hub.pull import pull_runs
-    from pytest_pstbench.core.hub.uri import parse_uri
-    from pytest_pstbench.core.store.published import check_pulled
-
-    uri = parse_uri(address, "SOURCE")
-    log = branch_log(uri)
-    from pytest_pstbench.core.hub.runcache import endpoint_key
-
-    rev = uri.revision or "main"
-    _rewritten(
-        f"hub\0{endpoint_key()}\0{uri.repo_id}\0{rev}\0{uri.path}",
-        f"SOURCE {address} ({rev})",
-        [c.sha for c in log],
-        say,
-        said,
-    )
-    out, last, seen, verified = [], None, False, False
-    for i, c in enumerate(log, 1):
-        if i == 1 or i % 20 == 0 or i == len(log):
-            say(f"history: reading commit {i}/{len(log)} ({c.sha[:7]})")
-        v = Version(uri.text(c.sha), c.sha, c.date, c.message)
-        state = path_state(uri, c.sha)
-        if "problem" in state:
-            v.problem = state["problem"]
-            out.append(v)
-            continue
-        key = state.get("files")
-        if key is None:
-            if seen and last is not None:
-                v.problem = "the run path is not in this commit (deleted or moved)"
-                out.append(v)
-            last = None
-            continue
-        if len(key) != 1:
-            raise UserError(
-                f"SOURCE {address}: holds {len(key)} run folders at commit {c.sha[:7]} "
-                f"({', '.join(sorted(key)[:4])}); fix: name one run folder"
-            )
-        seen = True
-        if key == last:  # the commit did not change the run
-            if verified:
-                remember(uri, c.sha, state)
-            continue
-        last = key
-        known = remembered(uri, c.sha)
-        verified = False
-        if known is not None and "refused" in known:
-            v.problem, verified = known["refused"], True
-        else:
-            refused: list[str] = []
-
-            def check(folder, run_uri):
-                try:
-                    check_pulled(folder, run_uri, None)
-                except UserError as exc:  # the run itself (incomplete, invalid): refused for good
-                    refused.append(str(exc))
-                    raise
-
-            try:
-                v.folder = pull_runs(uri.text(c.sha), check=check, option="SOURCE").runs[0].path
-                verified = True
-            except UserError as exc:  # the Hub's answer, a digest, the network: asked again next time
-                v.problem = str(exc)
-                if refused:
-                    verified, state = True, {**state, "refused": str(exc)}
-            if verified:
-                remember(uri, c.sha, state)
-        out.append(v)
-    return out
-
-
-# ---- given in order ---------------------------------------------------------------------------------------
-def listed_versions(addresses, say) -> list[Version]:
-    """Run folders and Hub URIs in the order given, each one run (resolved by the run store)."""
-    from pytest_pstbench.core.store.backends import resolve_runs
-
-    out = []
-    for a in addresses:
-        sources = resolve_runs([a], option="SOURCE", one=True, progress=say)
-        s = sources[0]
-        out.append(Version(str(a), s.commit, None, None, s.path))
     return out

@@ -130,58 +130,12 @@ def download(f: WeightFile, spec: str, expected: str | None, source: str) -> tup
     part = dest.parent / f".{dest.name}.{os.getpid()}.part"
     where = f"{spec}: {f.name}"
     try:
-        h, total, end = hashlib.sha256(), 0, time.monotonic() + deadline
-        try:
-            req = urllib.request.Request(url, headers={"User-Agent": "pytest-pstbench"})
-            with urllib.request.urlopen(req, timeout=timeout) as resp, open(part, "wb") as fh:
-                length = resp.headers.get("Content-Length")
-                length = int(length) if length and length.strip().isdigit() else None
-                if length is not None and length > cap:
-                    raise UserError(
-                        f"{where}: {url} announces {length} bytes, over the limit of {cap}; nothing was "
-                        f"written; fix: check {f.host.url_env} (a mirror serving another file?), or raise "
-                        f"{MAX_BYTES_ENV}"
-                    )
-                while True:
-                    block = resp.read(1 << 20)
-                    if not block:
-                        break
-                    total += len(block)
-                    if total > cap:
-                        raise UserError(
-                            f"{where}: {url} sent more than {cap} bytes; nothing was written; fix: check "
-                            f"{f.host.url_env}, or raise {MAX_BYTES_ENV}"
-                        )
-                    if time.monotonic() > end:
-                        raise UserError(
-                            f"{where}: the download of {url} took longer than {deadline:g} s; nothing was "
-                            f"written; fix: set {DEADLINE_ENV} (seconds) to wait longer"
-                        )
-                    h.update(block)
-                    fh.write(block)
-                fh.flush()
-                os.fsync(fh.fileno())
-        except UserError:
-            raise
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            if isinstance(exc, OSError) and exc.filename is not None and str(part) in str(exc.filename):
-                raise UserError(
-                    f"{part.parent}: cannot write {f.name} ({exc.strerror or exc}); nothing was kept; fix: "
-                    "free some space, or set TORCH_HOME to a writable folder"
-                ) from None
-            what, fix = _network_line(exc, url, f, timeout)
-            raise UserError(f"{where}: {what}; nothing was written; fix: {fix}") from None
-        except Exception as exc:  # noqa: BLE001 - http.client's errors of a cut answer (IncompleteRead, ...)
-            raise UserError(
-                f"{where}: the connection to {url} was cut ({type(exc).__name__}); nothing was written; "
-                "fix: run the command again"
-            ) from None
+        got, total, length = _fetch_into(part, f, where, url, cap, deadline, timeout)
         if length is not None and total != length:
             raise UserError(
                 f"{where}: {url} sent {total} of its {length} bytes (the connection was cut); nothing was "
                 "written; fix: run the command again"
             )
-        got = h.hexdigest()
         if expected is not None and got != expected:
             raise UserError(
                 f"{where}: {url} sent a file with sha256 {got}, expected {expected} ({source}); refusing "
@@ -197,6 +151,66 @@ def download(f: WeightFile, spec: str, expected: str | None, source: str) -> tup
             pass
         except OSError:
             pass
+
+
+def _fetch_into(part: Path, f: WeightFile, where: str, url: str, cap: int, deadline: float, timeout: float):
+    """`url` written to `part` (flushed to disk), within `cap` bytes and `deadline` seconds -> (its sha256,
+    bytes received, the length its answer announced or None); every failure one UserError naming `where`."""
+    end = time.monotonic() + deadline
+    try:
+        req = urllib.request.Request(url, headers={"User-Agent": "pytest-pstbench"})
+        with urllib.request.urlopen(req, timeout=timeout) as resp, open(part, "wb") as fh:
+            length = resp.headers.get("Content-Length")
+            length = int(length) if length and length.strip().isdigit() else None
+            if length is not None and length > cap:
+                raise UserError(
+                    f"{where}: {url} announces {length} bytes, over the limit of {cap}; nothing was "
+                    f"written; fix: check {f.host.url_env} (a mirror serving another file?), or raise "
+                    f"{MAX_BYTES_ENV}"
+                )
+            got, total = _copy(resp, fh, f, where, url, cap, deadline, end)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except UserError:
+        raise
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        if isinstance(exc, OSError) and exc.filename is not None and str(part) in str(exc.filename):
+            raise UserError(
+                f"{part.parent}: cannot write {f.name} ({exc.strerror or exc}); nothing was kept; fix: "
+                "free some space, or set TORCH_HOME to a writable folder"
+            ) from None
+        what, fix = _network_line(exc, url, f, timeout)
+        raise UserError(f"{where}: {what}; nothing was written; fix: {fix}") from None
+    except Exception as exc:  # noqa: BLE001 - http.client's errors of a cut answer (IncompleteRead, ...)
+        raise UserError(
+            f"{where}: the connection to {url} was cut ({type(exc).__name__}); nothing was written; "
+            "fix: run the command again"
+        ) from None
+    return got, total, length
+
+
+def _copy(resp, fh, f: WeightFile, where: str, url: str, cap: int, deadline: float, end: float) -> tuple[str, int]:
+    """The answer's body copied to `fh` in 1 MiB blocks, within `cap` bytes and the `deadline` seconds that end
+    at `end` (monotonic clock) -> (its sha256, bytes)."""
+    h, total = hashlib.sha256(), 0
+    while True:
+        block = resp.read(1 << 20)
+        if not block:
+            break
+        total += len(block)
+        if total > cap:
+            raise UserError(
+                f"{where}: {url} sent more than {cap} bytes; nothing was written; fix: check "
+                f"{f.host.url_env}, or raise {MAX_BYTES_ENV}"
+            )
+        if time.monotonic() > end:
+            raise UserError(
+                f"{where}: the download of {url} took longer than {deadline:g} s; nothing was "
+                f"written; fix: set {DEADLINE_ENV} (seconds) to wait longer"
+            )
+        h.update(block)
+        fh.write(block)
+    return h.hexdigest(), total
 
 
 def fetch(

@@ -4,7 +4,7 @@ protocol is escaped (core.text.html_escape)."""
 
 from __future__ import annotations
 
-from pytest_pstbench.core.papertable import DAGGER, legend_lines
+from pytest_pstbench.core.paper_table import DAGGER, legend_lines
 from pytest_pstbench.core.text import html_escape as esc
 from pytest_pstbench.selection.human import coverage
 from pytest_pstbench.selection.report.answers import EXTRA_CSS as ANSWERS_CSS
@@ -72,7 +72,7 @@ def _summary(page, w) -> None:
             f'<p class="hint">Human row: {esc(human.get("experts"))} experts, '
             f"{esc(part or str(human.get('tasks')) + ' tasks (all of the track)')}.</p>"
         )
-    from pytest_pstbench.selection.pricing import cost_line
+    from pytest_pstbench.selection.ask.pricing import cost_line
 
     for j in page.judges:  # a model run's cost (summary.json `cost`, #40)
         said = cost_line(j.run.summary.get("cost"))

@@ -68,7 +68,7 @@ class Judge:
 class SelectionPage:
     runs: list
     judges: list[Judge]
-    table: object  # core.papertable.Table of `pstbench table`
+    table: object  # core.paper_table.Table of `pstbench table`
     params: object  # SelectionParams
     protocol_id: str
     protocol_sha256: str
@@ -118,12 +118,12 @@ def read_page(request) -> SelectionPage:
 
     if "--max-pairs" in request.given:
         raise UserError(
-            f"--max-pairs {request.max_pairs}: bounds the pairs of a page of paired runs, and these are "
+            f"--max-pairs {request.kind_options['max_pairs']}: bounds the pairs of a page of paired runs, and these are "
             "selection runs; fix: use --max-tasks N"
         )
     if "--worst" in request.given:
         raise UserError(
-            f"--worst {request.worst}: lists the pairs paired runs lost most on, and these are selection runs; "
+            f"--worst {request.kind_options['worst']}: lists the pairs paired runs lost most on, and these are selection runs; "
             "fix: leave --worst out (the page lists each judge's wrong tasks)"
         )
     if request.sensitivity is not None:
@@ -170,7 +170,8 @@ def read_page(request) -> SelectionPage:
         [s.uri is not None for s in request.sources],
     )
     attach_track(page, request.track_spec, request.progress, run_field(first, "dataset", "manifest"))  # track order
-    page.shown = page.task_ids if request.max_tasks == 0 else page.task_ids[: request.max_tasks]
+    max_tasks = request.kind_options["max_tasks"]
+    page.shown = page.task_ids if max_tasks == 0 else page.task_ids[:max_tasks]
     page.left_out = page.task_ids[len(page.shown) :]
     attach_answers(page)  # the shown tasks' answer texts of each model judge
     return page

@@ -1,0 +1,173 @@
+"""A run-wide budget for `pstbench vab run` (`--budget-tokens`, `--budget-cost` with a price): no request starts
+whose bound would take the run over it.
+
+What counts: every token the answers file records (earlier calls included: the budget caps the run, and a later
+call with a larger budget goes on from what is there), plus the bounds of the calls in flight. A line whose usage
+is not known (the server sent none) counts at its bound, never at zero.
+
+A call's bound is its prompt tokens plus the run's max_tokens (the most it can answer, not the hope):
+- the prompt tokens the server counted for the same task and prompt type (three trials show the same images and
+  the same text length: the count is exact),
+- else 1.5 times the largest prompt the server counted for a request of the same prompt type and as many images
+  (a margin for other images of the same size class),
+- else the request body's length in bytes (before the server has counted anything: an upper bound for any
+  tokenizer of the text and of the base64 images it carries).
+Only in the second case can a call cost more than its bound (an image over 1.5 times the tokens of every image of
+its class so far); the overshoot is then that call's excess, recorded as the run's spend like any other.
+A money budget prices the bound at the full prompt price (no cached discount: the bound) and what was spent as
+`pricing.call_cost` prices it.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+MARGIN = 1.5  # prompt bound of an unseen request: this times the largest prompt of its class
+
+
+@dataclass
+class Reservation:
+    tokens: int
+    key: tuple
+    shape: tuple
+    cost: float = 0.0
+
+
+class TokenBudget:
+    def __init__(
+        self,
+        limit: int | None,
+        max_tokens: int,
+        spent: int = 0,
+        seen: dict | None = None,
+        *,
+        cost_limit: float | None = None,
+        price=None,
+        spent_cost: float = 0.0,
+    ):
+        self.limit = int(limit) if limit else None
+        self.cost_limit, self.price = (cost_limit or None), price
+        self.spent_cost = float(spent_cost)
+        self.cost_in_flight = 0.0
+        self.max_tokens = int(max_tokens)
+        self.spent = int(spent)  # tokens recorded (answers file before the run, then every settled call)
+        self.in_flight = 0  # bounds of the calls not yet settled
+        self.unknown_calls = 0  # calls settled at their bound (no usage from the server)
+        self.exact: dict = {}  # (task_id, prompt_type) -> prompt tokens the server counted
+        self.largest: dict = {}  # (prompt_type, n_images) -> the largest prompt counted
+        self.refused: tuple | None = None  # (bound, key) of the first call that did not fit
+        self._lock = threading.Lock()
+        for (task_id, ptype, n_images), prompt in (seen or {}).items():
+            self._learn((task_id, ptype), (ptype, n_images), prompt)
+
+    def _learn(self, key, shape, prompt: int) -> None:
+        self.exact[key] = prompt
+        self.largest[shape] = max(prompt, self.largest.get(shape, 0))
+
+    def bound(self, key: tuple, shape: tuple, body_bytes: int) -> int:
+        if key in self.exact:
+            prompt = self.exact[key]
+        elif shape in self.largest:
+            prompt = int(self.largest[shape] * MARGIN) + 1
+        else:
+            prompt = body_bytes
+        return prompt + self.max_tokens
+
+    def reserve(self, key: tuple, shape: tuple, body_bytes: int) -> Reservation | None:
+        """A reservation for one call, or None when its bound would take the run over the budget."""
+        with self._lock:
+            tokens = self.bound(key, shape, body_bytes)
+            cost = self._bound_cost(tokens)
+            over_tokens = self.limit is not None and self.spent + self.in_flight + tokens > self.limit
+            over_cost = self.cost_limit is not None and self.spent_cost + self.cost_in_flight + cost > self.cost_limit
+            if over_tokens or over_cost:
+                if self.refused is None:
+                    self.refused = (tokens, key, cost, "tokens" if over_tokens else "cost")
+                return None
+            self.in_flight += tokens
+            self.cost_in_flight += cost
+            return Reservation(tokens, key, shape, cost)
+
+    def _bound_cost(self, tokens: int) -> float:
+        if self.price is None:
+            return 0.0
+        from pytest_pstbench.selection.ask.pricing import PER
+
+        return ((tokens - self.max_tokens) * self.price.in_ + self.max_tokens * self.price.out) / PER
+
+    def release(self, res: Reservation) -> None:
+        """The call was not answered (an API error: nothing billed)."""
+        with self._lock:
+            self.in_flight -= res.tokens
+            self.cost_in_flight -= res.cost
+
+    def settle(self, res: Reservation, usage: dict | None) -> None:
+        """The call was answered: its usage replaces its bound (a call without usage counts at its bound)."""
+        with self._lock:
+            self.in_flight -= res.tokens
+            self.cost_in_flight -= res.cost
+            if usage is None:
+                self.spent += res.tokens
+                self.spent_cost += res.cost
+                self.unknown_calls += 1
+            else:
+                self.spent += usage["prompt_tokens"] + usage["completion_tokens"]
+                self.spent_cost += self._cost(usage)
+                self._learn(res.key, res.shape, usage["prompt_tokens"])
+
+    def _cost(self, usage: dict) -> float:
+        if self.price is None:
+            return 0.0
+        from pytest_pstbench.selection.ask.pricing import call_cost
+
+        return call_cost(usage, self.price)
+
+    def reason(self) -> str:
+        bound, key, cost, which = self.refused or (0, ("?", "?"), 0.0, "tokens")
+        if which == "cost":
+            cur = self.price.currency
+            return (
+                f"cost budget of {self.cost_limit:g} {cur} reached: {self.spent_cost:.4f} {cur} spent, and the next "
+                f"request (task {key[0]}, {key[1]}) may cost up to {cost:.4f} {cur}"
+            )
+        return (
+            f"token budget of {self.limit:,} reached: {self.spent:,} tokens spent, and the next request "
+            f"(task {key[0]}, {key[1]}) may take up to {bound:,}"
+        )
+
+    def provenance(self) -> dict:
+        out = {"tokens": self.limit, "spent_tokens": self.spent, "stopped": self.refused is not None}
+        if self.cost_limit is not None:
+            out.update(cost=self.cost_limit, currency=self.price.currency, spent_cost=self.spent_cost)
+        if self.unknown_calls:
+            out["calls_counted_at_bound"] = self.unknown_calls
+        return out
+
+
+def budget_from_answers(
+    limit: int | None, max_tokens: int, answer_set, track, *, cost_limit: float | None = None, price=None
+) -> TokenBudget:
+    """A budget that starts from what the answers file already records: its tokens and their cost (a line without
+    known usage counts at max_tokens plus the largest prompt recorded, never zero) and the prompts the server counted."""
+    spent, unknown, seen, spent_cost = 0, 0, {}, 0.0
+    probe = TokenBudget(None, max_tokens, price=price)
+    tasks = {t.id: t for t in track.tasks}
+    for task_id, ptype, attempt, usage in answer_set.usage_requests if answer_set is not None else ():
+        if usage is None:
+            unknown += 1
+        elif isinstance(usage, dict):
+            spent += usage["prompt_tokens"] + usage["completion_tokens"]
+            spent_cost += probe._cost(usage)
+            if attempt == 1 and task_id in tasks:  # one answered call: its prompt count is the request's
+                seen[(task_id, ptype, tasks[task_id].k)] = usage["prompt_tokens"]
+    largest = max(seen.values(), default=0)
+    return TokenBudget(
+        limit,
+        max_tokens,
+        spent + unknown * (largest + max_tokens),
+        seen,
+        cost_limit=cost_limit,
+        price=price,
+        spent_cost=spent_cost + unknown * probe._bound_cost(largest + max_tokens),
+    )
