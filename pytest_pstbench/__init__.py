@@ -5,7 +5,7 @@ no numpy, no torch):
 
 - `score(track, outputs, name=None, ...)`: score a folder, "identity" or {pair id: array} on a track
   and write the run files -> the run's outcome (`.run_dir`, `.summary`, `.run`, `.complete`);
-- `compare(candidate, baseline, metrics=None, margins=None)`: the tests of `pstbench compare`;
+- `compare(baseline=B, candidate=C, metrics=None, margins=None)`: the tests of `pstbench compare BASELINE CANDIDATE`;
 - `load_run(run_dir)`: a run folder read back (`.summary`, `.run`, `.scores`);
 - `metric(name, protocol=None)`, `metric_names(protocol=None)`: one per-image metric with the
   protocol's parameters, a callable `(output, other) -> float`;

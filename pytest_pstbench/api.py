@@ -6,7 +6,7 @@ pytest_pstbench` imports neither numpy nor torch; they load on the first call th
 
     run = pst.score("demo", "results/demo/reinhard/outputs")      # a folder, "identity", or {pair id: array}
     run.summary["metrics"]["psnr"]["mean"]
-    pst.compare(run.run_dir, "results/demo/identity", margins={"lpips": 0.01}).worse
+    pst.compare(baseline="results/demo/identity", candidate=run.run_dir, margins={"lpips": 0.01}).worse
     pst.load_run("results/demo/reinhard").scores["demo-01"]["ssim"]
     pst.metric("ssim")(output, reference)                          # one metric under the protocol
     pst.vab_study("annotations.csv")["reproducibility"]["best"]     # the ranking-vs-scoring study
@@ -118,9 +118,9 @@ def score(
 
 
 def compare(
-    candidate: str | Path,
-    baseline: str | Path,
-    *,
+    *runs: str | Path,
+    baseline: str | Path | None = None,
+    candidate: str | Path | None = None,
     metrics: list[str] | None = None,
     margins: Mapping[str, float] | None = None,
 ):
@@ -129,7 +129,13 @@ def compare(
     `.worse` (the tests significantly worse than the baseline, beyond the margin where one is given),
     `.better`, `.to_json()`. `margins`: {metric: delta} non-inferiority margins in metrics.csv units,
     as `pstbench compare --margin` (paired runs only). Either run may be a published run
-    (`hf://datasets/OWNER/NAME@REVISION/PATH`, one run folder): pulled into the cache and verified first."""
+    (`hf://datasets/OWNER/NAME@REVISION/PATH`, one run folder): pulled into the cache and verified first.
+
+    Name the runs by keyword: `compare(baseline=B, candidate=C)`. A positional run takes the role the keywords
+    leave open (`compare(C, baseline=B)`, the old order, still works: it reads one way only). Two positional
+    runs read both ways (this function took `candidate, baseline`; the command takes BASELINE CANDIDATE) and
+    are refused unless they are the same run."""
+    baseline, candidate = _compare_roles(runs, baseline, candidate)
     from pytest_pstbench.core.kinds import kind_of_runs
     from pytest_pstbench.core.store.backends import run_paths
 
@@ -145,6 +151,30 @@ def compare(
         proto = protocol_for([kind.load(p) for p in (baseline, candidate)])
         margins = margins_to_apply(dict(margins), proto, option="compare(margins=...)", tested=metrics)
     return kind.compare_paths([baseline, candidate], metrics=metrics, margins=margins or None)[0]
+
+
+def _compare_roles(runs: tuple, baseline, candidate) -> tuple:
+    """(baseline, candidate) from `compare`'s arguments, by the rule its docstring states (docs/api.md)."""
+    from pytest_pstbench.core.errors import UserError
+
+    fix = (
+        "fix: name them, pst.compare(baseline=..., candidate=...) (the order of `pstbench compare BASELINE CANDIDATE`)"
+    )
+    open_roles = [role for role, v in (("candidate", candidate), ("baseline", baseline)) if v is None]
+    if len(runs) > len(open_roles):
+        raise UserError(f"pst.compare: {len(runs)} positional runs but {len(open_roles)} role(s) left open; {fix}")
+    if len(runs) == 2:
+        if Path(str(runs[0])).resolve() != Path(str(runs[1])).resolve():
+            raise UserError(
+                f"pst.compare({runs[0]}, {runs[1]}): two positional runs read both ways (this API took candidate, "
+                f"baseline; the command takes BASELINE CANDIDATE); {fix}"
+            )
+        return runs[0], runs[1]
+    roles = dict(zip(open_roles, runs))
+    baseline, candidate = roles.get("baseline", baseline), roles.get("candidate", candidate)
+    if baseline is None or candidate is None:
+        raise UserError(f"pst.compare: needs a baseline and a candidate run; {fix}")
+    return baseline, candidate
 
 
 def load_run(run_dir: str | Path, protocol: str | Path | None = None):

@@ -163,8 +163,8 @@ def add_board_command(sub) -> None:
 def cmd_board(args) -> int:
     import sys
 
-    from pytest_pstbench.core.text import one_line
     from pytest_pstbench.core.progress import stderr_line
+    from pytest_pstbench.core.text import one_line
 
     data = build_board(args.sources, args.out, metric=args.metric, protocol_spec=args.protocol, progress=stderr_line)
     for t in data["tracks"]:

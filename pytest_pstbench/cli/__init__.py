@@ -177,6 +177,7 @@ def add_shared_commands(sub) -> None:
     from pytest_pstbench.cli.data import add_data_commands
     from pytest_pstbench.cli.discover import add_discover_commands
     from pytest_pstbench.cli.history import add_history_command
+    from pytest_pstbench.cli.power import add_power_command
     from pytest_pstbench.cli.report import add_report_command
     from pytest_pstbench.cli.runs import add_runs_commands
     from pytest_pstbench.cli.table import add_table_command
@@ -189,6 +190,7 @@ def add_shared_commands(sub) -> None:
     from pytest_pstbench.board.build import add_board_command
 
     add_board_command(sub)  # pstbench board ...
+    add_power_command(sub)  # pstbench power ... (the runs' kind plans it)
     add_discover_commands(sub)  # pstbench ls ..., pstbench cache prune
     add_runs_commands(sub)  # pstbench runs pull|push|ls
     add_history_command(sub)  # pstbench history SOURCE...

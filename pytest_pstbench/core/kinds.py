@@ -76,6 +76,8 @@ class KindSpec:
     # pytest options (`--pstbench-NAME` and ini key, added after the shared table's; standard library only)
     # "module:function" (track spec, progress=None) -> the kind's track (`.id`, `.revision`, its items)
     resolve_track: str | None = None
+    # "module:function" (argparse namespace, run paths) -> exit code: `pstbench power` of the kind's runs (None: refused)
+    power: str | None = None
     commands: str | None = None
     score: str | None = None
     options: str | None = None

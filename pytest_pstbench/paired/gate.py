@@ -57,6 +57,11 @@ def detectable_line(comp, protocol) -> str | None:
     if not rows:
         return None
     info = rows[0].detectable
+    if all(r.detectable.get("unknown") for r in rows):  # identical runs: no tie threshold posing as an MDE
+        return (
+            f"the worse shifts this comparison can detect are not known from these runs: {info['unknown']} "
+            "(identical outputs?); plan them with `pstbench power BASELINE --noise-from RUN_A RUN_B` or --correlation R"
+        )
     parts = [
         f"{protocol.metrics[r.metric]['label']} {mde_text(r, 3)}"
         + (f" vs {r.baseline}" if len({x.baseline for x in rows}) > 1 else "")

@@ -143,14 +143,21 @@ def power(draws: np.ndarray, shift: float, plan: Plan) -> float:
     return float(detected(draws + worse, plan).mean())
 
 
+def nothing_detectable(n: int, plan: Plan) -> bool:
+    """Not even n differences all far on the worse side are detected (too few pairs for Holm's alpha): true of
+    every noise model, so it is known without one."""
+    return power(np.zeros((1, n)), 1e6 * max(plan.threshold, 1.0), plan) < 1.0
+
+
 def minimum_detectable_effect(residuals, n: int, plan: Plan, settings, *, steps: int = 40) -> float | None:
     """The smallest shift towards worse detected with power >= settings.target in n pairs (`settings`:
     core.protocol.PowerSection), to a relative 1e-3; None when no shift reaches it (too few pairs: even n
-    differences all worse are not significant after Holm's correction)."""
+    differences all worse are not significant after Holm's correction). Differences without spread (`constant`)
+    carry no noise to simulate: the MDE is not known from them, and callers check `constant` first
+    (`UNKNOWN`); here such residuals give None where nothing is detectable at n, else NaN."""
     e = np.asarray(residuals, dtype=np.float64)
-    if constant(e):  # every difference the same: a shift at the tie threshold is found in every draw, or none is
-        smallest = max(plan.threshold, np.finfo(float).tiny)
-        return plan.threshold if power(np.zeros((1, n)), smallest, plan) >= settings.target else None
+    if constant(e):  # no spread: not a tie threshold posing as an MDE (issue #53)
+        return None if nothing_detectable(n, plan) else float("nan")
     draws = noise(residuals, n, settings.simulations, settings.seed)
     scale = max(float(np.std(e)), plan.threshold)
     if power(draws, scale * 1e6, plan) < settings.target:
@@ -210,98 +217,213 @@ def detectable(comp, protocol) -> None:
         if row.margin is not None or diffs is None:
             continue
         plan = Plan(row.higher_is_better, cfg.tie(row.metric), cfg, m)
-        mde = minimum_detectable_effect(diffs, row.n, plan, settings)
-        row.detectable = {
-            "mde": mde,
-            "power": settings.target,
-            "simulations": settings.simulations,
-            "seed": settings.seed,
-            "tests": m,
-        }
+        row.detectable = mde_record(minimum_detectable_effect(diffs, row.n, plan, settings), settings, m)
 
 
-def mde_text(row, decimals: int) -> str:
-    """A row's MDE as the tables show it: the shift, `none at this n`, or `-` (not computed)."""
-    info = row.detectable
-    if not info:
-        return "-"
-    return "none at this n" if info["mde"] is None else f"{info['mde']:.{decimals}g}"
+#: Why an MDE is not known: the differences it would be simulated from are one value (identical runs, or one
+#: constant shift); `detectable["unknown"]` holds it and `mde` is None.
+UNKNOWN = "the per-pair differences have no spread"
 
 
-def planning_rows(
-    runs: list, protocol, metrics: list[str], *, pairs: int | None = None, effects: dict | None = None
-) -> list[dict]:
-    """`pstbench power`: per metric, the noise model (the observed differences when a candidate run is given,
-    else the baseline's values with `baseline_correlation`), the MDE at the run's n (and at `pairs`), and the
-    pairs each shift in `effects` needs. Holm's correction is over len(metrics) tests, as a gate on them."""
-    from pytest_pstbench.paired.aggregation import per_pair_higher_is_better
-
-    cfg = protocol.comparison
-    if cfg.test != "wilcoxon":  # the simulation is of the Wilcoxon test: no numbers for another test
-        from pytest_pstbench.core.errors import UserError
-
-        raise UserError(
-            f"{runs[0].path}: pstbench power simulates the paired Wilcoxon test, but protocol {protocol.id} "
-            f"tests with {cfg.test}; fix: plan with runs scored under the protocol without the variant"
-        )
-    settings = cfg.power
-    ids = list(runs[0].scores)
-    n = len(ids)
-    out = []
-    for m in metrics:
-        a = np.array([runs[0].scores[p][m] for p in ids], dtype=np.float64)
-        if len(runs) > 1:
-            residuals = np.array([runs[1].scores[p][m] for p in ids], dtype=np.float64) - a
-            model = "observed differences"
-        else:
-            residuals = baseline_residuals(a, settings.baseline_correlation)
-            model = f"baseline values, correlation {settings.baseline_correlation:g}"
-        plan = Plan(per_pair_higher_is_better(protocol, m), cfg.tie(m), cfg, len(metrics))
-        row = {
-            "metric": m,
-            "n": n,
-            "noise": model,
-            "sd": float(np.std(residuals)),
-            "tests": len(metrics),
-            "power": settings.target,
-            "simulations": settings.simulations,
-            "seed": settings.seed,
-            "mde": minimum_detectable_effect(residuals, n, plan, settings),
-        }
-        if pairs is not None:
-            row["pairs"] = pairs
-            row["mde_at_pairs"] = minimum_detectable_effect(residuals, pairs, plan, settings)
-        if effects and m in effects:
-            row["effect"] = effects[m]
-            row["pairs_needed"] = pairs_needed(residuals, effects[m], plan, settings)
-        out.append(row)
+def mde_record(mde: float | None, settings, tests: int) -> dict:
+    """A row's `detectable`: the MDE (None: none at this n), or `unknown` where it cannot be known (NaN)."""
+    out = {"mde": mde, "power": settings.target, "simulations": settings.simulations, "seed": settings.seed}
+    out["tests"] = tests
+    if mde is not None and mde != mde:
+        out["mde"], out["unknown"] = None, UNKNOWN
     return out
 
 
-def planning_text(rows: list[dict], runs: list, protocol) -> str:
-    """What `pstbench power` prints: one line per metric."""
+def mde_text(row, decimals: int) -> str:
+    """A row's MDE as the tables show it: the shift, `none at this n`, `unknown (no spread)` (differences without
+    spread: never the tie threshold), or `-` (not computed)."""
+    info = row.detectable
+    if not info:
+        return "-"
+    if info.get("unknown"):
+        return "unknown (no spread)"
+    return "none at this n" if info["mde"] is None else f"{info['mde']:.{decimals}g}"
+
+
+@dataclass(frozen=True)
+class Noise:
+    """Where `pstbench power`'s noise model comes from (the first line it prints says it): the observed
+    differences of a candidate (`candidate`), the differences of two other runs (`noise_runs`: A, B), or the
+    baseline's values with a correlation (`correlation`: given, else the protocol's assumed one), with per-metric
+    spreads of the differences where given (`difference_sd`)."""
+
+    candidate: object = None
+    noise_runs: tuple | None = None
+    correlation: float | None = None
+    difference_sd: dict | None = None
+
+    def source(self, runs, settings) -> str:
+        if self.candidate is not None:
+            return (
+                f"the observed per-pair differences {self.candidate.path} - {runs[0].path} (as compare computes them)"
+            )
+        if self.noise_runs:
+            a, b = self.noise_runs
+            return (
+                f"the per-pair differences {b.path} - {a.path} over {len(shared_ids(a, b))} shared pairs (--noise-from)"
+            )
+        given = " (--difference-sd for " + ", ".join(self.difference_sd) + ")" if self.difference_sd else ""
+        if self.correlation is not None:
+            return f"{runs[0].path}'s values, the two runs' per-pair values correlating by {self.correlation:g} (--correlation){given}"
+        return (
+            f"{runs[0].path}'s values, ASSUMING the two runs' per-pair values correlate by {settings.baseline_correlation:g} "
+            f"(the protocol's comparison.power.baseline_correlation, not measured){given}; fix: measure it with "
+            "--noise-from RUN_A RUN_B (e.g. the baseline and a previous commit's run) or give --correlation R"
+        )
+
+    def residuals(self, runs, metric: str, settings) -> tuple[np.ndarray, str, list | None]:
+        """(residuals, a short label, the residuals' pair ids or None: the planned run's)."""
+        base = np.array([runs[0].scores[p][metric] for p in runs[0].scores], dtype=np.float64)
+        if self.candidate is not None:
+            return (
+                np.array([self.candidate.scores[p][metric] for p in runs[0].scores]) - base,
+                "observed differences",
+                None,
+            )
+        if self.noise_runs:
+            a, b = self.noise_runs
+            ids = shared_ids(a, b)
+            x = np.array([a.scores[p][metric] for p in ids], dtype=np.float64)
+            y = np.array([b.scores[p][metric] for p in ids], dtype=np.float64)
+            r = np.corrcoef(x, y)[0, 1] if x.std() > 0 and y.std() > 0 else float("nan")
+            return y - x, f"differences of two runs, correlation {r:.3g}", ids
+        if self.difference_sd and metric in self.difference_sd:
+            c = base - base.mean()
+            if constant(c):  # no shape to keep: normal quantiles
+                from scipy.stats import norm
+
+                c = norm.ppf((np.arange(base.size) + 0.5) / base.size)
+            return c / c.std() * self.difference_sd[metric], "given difference sd", None
+        rho = settings.baseline_correlation if self.correlation is None else self.correlation
+        return baseline_residuals(base, rho), f"baseline values, correlation {rho:g}", None
+
+
+def shared_ids(a, b) -> list[str]:
+    """The pairs two runs both scored, in the first run's order."""
+    return [p for p in a.scores if p in b.scores]
+
+
+def planning_rows(
+    runs: list, protocol, metrics: list[str], *, pairs: int | None = None, effects: dict | None = None, noise=None
+) -> list[dict]:
+    """`pstbench power`: per metric, the noise model (`Noise`: a candidate's observed differences, two named runs'
+    differences, or the baseline's values with a correlation), the MDE at the run's n (and at `pairs`), and the
+    pairs each shift in `effects` needs. Holm's correction is over len(metrics) tests, as a gate on them. Under a
+    protocol that tests cluster means (`cluster_sign_flip`) the simulation is of that test (paired/cluster_power.py)."""
+    from pytest_pstbench.paired.aggregation import per_pair_higher_is_better
+    from pytest_pstbench.paired.clusters import SIGN_FLIP
+
+    cfg = protocol.comparison
+    noise = noise or Noise(candidate=runs[1] if len(runs) > 1 else None)
+    clustered = cfg.test == SIGN_FLIP
+    settings = cfg.power
+    n = len(runs[0].scores)
+    out = []
+    for m in metrics:
+        residuals, model, ids = noise.residuals(runs, m, settings)
+        plan = Plan(per_pair_higher_is_better(protocol, m), cfg.tie(m), cfg, len(metrics))
+        row = {"metric": m, "n": n, "noise": model, "sd": float(np.std(residuals)), "tests": len(metrics)}
+        row.update(power=settings.target, simulations=settings.simulations, seed=settings.seed)
+        if clustered:
+            row.update(cluster_plan(runs, noise, residuals, ids, plan, settings, pairs, (effects or {}).get(m)))
+        else:
+            row["mde"] = minimum_detectable_effect(residuals, n, plan, settings)
+            if pairs is not None:
+                row["pairs"] = pairs
+                row["mde_at_pairs"] = minimum_detectable_effect(residuals, pairs, plan, settings)
+            if effects and m in effects:
+                row["effect"] = effects[m]
+                row["pairs_needed"] = pairs_needed(residuals, effects[m], plan, settings)
+        out.append(unknown_fields(row, constant(residuals)))
+    return out
+
+
+def unknown_fields(row: dict, no_spread: bool) -> dict:
+    """Residuals without spread: no MDE or pairs needed is known from them (never the tie threshold); they
+    become None with `unknown` saying why."""
+    if no_spread:
+        row["unknown"] = UNKNOWN
+        for key in ("mde", "mde_at_pairs", "pairs_needed", "clusters_needed"):
+            if key in row:
+                row[key] = None
+    return row
+
+
+def cluster_plan(runs, noise, residuals, ids, plan, settings, pairs, effect) -> dict:
+    """A clustered row's plan: the MDE with the planned run's K clusters, with about `pairs` pairs (clusters of the
+    observed mean size) and the clusters (and pairs) a shift of `effect` needs."""
+    from pytest_pstbench.paired import cluster_power
+    from pytest_pstbench.paired.clusters import clusters_of
+
+    base = runs[0]
+    k = len(set(clusters_of(base, list(base.scores))))
+    source = noise.noise_runs[0] if noise.noise_runs else base
+    labels = clusters_of(source, ids if ids is not None else list(base.scores))
+    size = len(base.scores) / k
+    row = {"clusters": k, "mde": cluster_power.minimum_detectable_effect(residuals, labels, k, plan, settings)}
+    if pairs is not None:
+        at = max(2, round(pairs / size))
+        row.update(pairs=pairs, clusters_at_pairs=at)
+        row["mde_at_pairs"] = cluster_power.minimum_detectable_effect(residuals, labels, at, plan, settings)
+    if effect is not None and not constant(residuals):
+        need = cluster_power.clusters_needed(residuals, labels, effect, plan, settings, MAX_CLUSTERS)
+        row.update(effect=effect, clusters_needed=need, pairs_needed=None if need is None else round(need * size))
+    elif effect is not None:
+        row.update(effect=effect, clusters_needed=None, pairs_needed=None)
+    return row
+
+
+#: `pstbench power --effect` under a clustered protocol: the most clusters it searches.
+MAX_CLUSTERS = 512
+
+
+def planning_text(rows: list[dict], runs: list, protocol, noise=None) -> str:
+    """What `pstbench power` prints: the noise model's source first, the settings, then one line per metric."""
+    settings = protocol.comparison.power
+    noise = noise or Noise(candidate=runs[1] if len(runs) > 1 else None)
 
     def shift(v):
         return "none (no shift is detectable at this n)" if v is None else f"{v:.4g}"
 
     s = runs[0].summary
     first = rows[0]
+    unit = f"n={first['n']}" + (f" in {first['clusters']} clusters" if "clusters" in first else "")
+    test = "the sign-flip test of cluster means" if "clusters" in first else "the Wilcoxon test"
     lines = [
-        f"track: {s.get('track')}   protocol: {protocol.id}   n={first['n']}   alpha={protocol.comparison.alpha}   "
-        f"power target {first['power'] * 100:g}% ({first['simulations']} simulations, seed {first['seed']}; "
-        f"Holm over {first['tests']} tests)"
+        f"noise model: {noise.source(runs, settings)}",
+        f"track: {s.get('track')}   protocol: {protocol.id}   {unit}   alpha={protocol.comparison.alpha}   "
+        f"power target {first['power'] * 100:g}% ({first['simulations']} simulations of {test}, seed "
+        f"{first['seed']}; Holm over {first['tests']} tests)",
     ]
     for r in rows:
         label = protocol.metrics[r["metric"]]["label"]
+        if r.get("unknown"):
+            lines.append(
+                f"{label} ({r['metric']}): minimum detectable worse shift unknown: {r['unknown']} (identical runs?), "
+                "so nothing can be simulated from them; fix: plan with --correlation R or --noise-from RUN_A RUN_B"
+            )
+            continue
         text = f"{label} ({r['metric']}): minimum detectable worse shift {shift(r['mde'])} at n={r['n']}"
         if "pairs" in r:
             text += f"; {shift(r['mde_at_pairs'])} at n={r['pairs']}"
+            text += f" ({r['clusters_at_pairs']} clusters)" if "clusters_at_pairs" in r else ""
         if "effect" in r:
-            need = r["pairs_needed"]
-            text += (
-                f"; a shift of {r['effect']:g} needs {need} pairs"
-                if need is not None
-                else f"; a shift of {r['effect']:g} needs more than {MAX_PAIRS} pairs"
-            )
+            text += effect_text(r)
         lines.append(f"{text}   [noise: {r['noise']}, sd {r['sd']:.4g}]")
     return "\n".join(lines)
+
+
+def effect_text(r: dict) -> str:
+    need = r["pairs_needed"]
+    if "clusters_needed" in r:
+        if r["clusters_needed"] is None:
+            return f"; a shift of {r['effect']:g} needs more than {MAX_CLUSTERS} clusters"
+        return f"; a shift of {r['effect']:g} needs {r['clusters_needed']} clusters (about {need} pairs)"
+    if need is None:
+        return f"; a shift of {r['effect']:g} needs more than {MAX_PAIRS} pairs"
+    return f"; a shift of {r['effect']:g} needs {need} pairs"

@@ -184,17 +184,19 @@ def pytest_collection_modifyitems(session, config, items) -> None:
 
 @pytest.fixture
 def pstbench_compare():
-    """`pstbench_compare(candidate_run_dir, baseline_run_dir, metrics=None, margins=None)` -> a Comparison.
+    """`pstbench_compare(baseline=RUN_DIR, candidate=RUN_DIR, metrics=None, margins=None)` -> a Comparison.
 
     The same tests with Holm correction as `pstbench compare` (paired Wilcoxon; exact McNemar for
     selection runs); use `assert not result.worse` (the tests significantly worse than the baseline,
     beyond the margin for a metric of `margins`, {metric: delta}, as `pstbench compare --margin`).
+    The runs are named as `pst.compare` names them (a positional run takes the role left open; two different
+    positional runs are refused: they read both ways).
     """
 
-    def compare(candidate, baseline, metrics=None, margins=None):
+    def compare(*runs, baseline=None, candidate=None, metrics=None, margins=None):
         from pytest_pstbench.api import compare as api_compare  # the public API's `compare`
 
-        return api_compare(candidate, baseline, metrics=metrics, margins=margins)
+        return api_compare(*runs, baseline=baseline, candidate=candidate, metrics=metrics, margins=margins)
 
     return compare
 

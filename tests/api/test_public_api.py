@@ -112,10 +112,20 @@ def test_score_arrays_and_compare_with_margins(small):
     }
     dark = pst.score(track, darker, protocol=proto, name="dark")
     assert dark.complete and dark.summary["metrics"]["psnr"]["mean"] < good.summary["metrics"]["psnr"]["mean"]
-    comp = pst.compare(dark.run_dir, good.run_dir, metrics=["psnr"])
-    assert [r.metric for r in comp.rows] == ["psnr"]
+    comp = pst.compare(baseline=good.run_dir, candidate=dark.run_dir, metrics=["psnr"])
+    assert [r.metric for r in comp.rows] == ["psnr"] and comp.rows[0].baseline == "good"
+    # issue #53: the CLI's order by keyword; a positional run takes the open role (the old candidate-first call
+    # with baseline= reads one way only); two different positional runs read both ways and are refused
+    old_order = pst.compare(dark.run_dir, baseline=good.run_dir, metrics=["psnr"])
+    assert old_order.to_json() == comp.to_json()
+    assert pst.compare(good.run_dir, candidate=dark.run_dir, metrics=["psnr"]).to_json() == comp.to_json()
+    with pytest.raises(
+        pst.UserError, match=r"read both ways .*fix: name them, pst.compare\(baseline=..., candidate=...\)"
+    ):
+        pst.compare(dark.run_dir, good.run_dir)
     assert not pst.compare(good.run_dir, good.run_dir).worse
-    assert pst.compare(dark.run_dir, good.run_dir, metrics=["psnr"], margins={"psnr": 1000.0}).worse == []
+    margin = pst.compare(baseline=good.run_dir, candidate=dark.run_dir, metrics=["psnr"], margins={"psnr": 1000.0})
+    assert margin.worse == []
     partial = pst.score(track, lambda pair: darker[pair.id] if pair.id != "p03" else None, protocol=proto, name="part")
     assert partial.complete is False and [f["pair"] for f in partial.run["failures"]] == ["p03"]
 

@@ -170,7 +170,8 @@ def test_compare_table_report_and_api_read_a_hub_uri_as_the_local_folder(hub, ru
     import pytest_pstbench as pst
 
     assert pst.load_run(hubbed[0]).scores == pst.load_run(runs["a"]).scores
-    a, b = pst.compare(hubbed[1], hubbed[0]), pst.compare(runs["b"], runs["a"])
+    a = pst.compare(baseline=hubbed[0], candidate=hubbed[1])
+    b = pst.compare(baseline=runs["a"], candidate=runs["b"])
     assert a.to_json() == b.to_json()
     code, out, err = cli(capsys, "runs", "ls", "hf://datasets/me/board@main/t", "--against", runs["a"])
     assert code == 0, err

@@ -360,13 +360,3 @@ def test_scoring_warns_once_on_stderr_and_writes_no_cluster_field(tmp_path, caps
     run = json.loads((tmp_path / "res/shared/a/run.json").read_text())
     summary = (tmp_path / "res/shared/a/summary.json").read_text()
     assert "clusters" not in run and "cluster" not in summary
-
-
-def test_power_refuses_runs_of_a_cluster_test():
-    """`pstbench power` simulates the Wilcoxon test: a protocol that tests clusters gets one line, not Wilcoxon numbers."""
-    from pytest_pstbench.paired.power import planning_rows
-
-    run = SimpleNamespace(path=Path("base"), scores={"p1": {"psnr": 1.0}})
-    with pytest.raises(UserError, match="simulates the paired Wilcoxon test, but protocol pstbench\\+clustered") as exc:
-        planning_rows([run], CLUSTERED, ["psnr"])
-    assert "\n" not in str(exc.value)

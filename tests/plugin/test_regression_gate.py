@@ -94,7 +94,7 @@ def test_pstbench_compare_fixture(pytester, gate_setup):
     pytester.makepyfile(
         test_cmp=f"""
         def test_not_worse(pstbench_compare):
-            result = pstbench_compare(r"{pytester.path / "results" / "small" / "bad"}", r"{baseline}")
+            result = pstbench_compare(candidate=r"{pytester.path / "results" / "small" / "bad"}", baseline=r"{baseline}")
             assert [r.metric for r in result.worse] == ["psnr", "ssim", "delta_e00", "hcorr_gt"]
 
         def test_same(pstbench_compare):

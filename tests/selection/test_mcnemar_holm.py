@@ -423,7 +423,7 @@ def test_pstbench_compare_fixture_on_selection_runs(pytester, gate_setup, demo, 
     pytester.makepyfile(
         test_cmp=f"""
         def test_worse(pstbench_compare):
-            result = pstbench_compare(r"{worse}", r"{baseline}")
+            result = pstbench_compare(candidate=r"{worse}", baseline=r"{baseline}")
             assert [(r.metric, r.outcome) for r in result.worse] == [("bot1", "pass^3"), ("bot1", "ap@1")]
 
         def test_same(pstbench_compare):

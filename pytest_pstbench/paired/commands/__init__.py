@@ -1,5 +1,5 @@
 """The paired kind's `pstbench` commands (its KindSpec's `commands` hook adds them to the parser): demo,
-baseline, sensitivity, power; and its `score` hook (`pstbench score` of a paired track). Each module parses
+baseline, sensitivity; its `power` hook (`pstbench power` of paired runs); and its `score` hook (`pstbench score` of a paired track). Each module parses
 its command line only and imports the engine when the command runs."""
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from pytest_pstbench.options import add_to_argparse, add_workers_option
 def add_commands(sub) -> None:
     """Register the paired kind's commands on `pstbench`'s subparsers."""
     from pytest_pstbench.paired.commands.baselines import add_baseline_command
-    from pytest_pstbench.paired.commands.power import add_power_command
     from pytest_pstbench.paired.commands.score import cmd_demo
     from pytest_pstbench.paired.commands.sensitivity import add_sensitivity_command
 
@@ -26,4 +25,3 @@ def add_commands(sub) -> None:
     p.set_defaults(func=cmd_demo)
     add_baseline_command(sub)  # pstbench baseline METHOD ...
     add_sensitivity_command(sub)  # pstbench sensitivity ...
-    add_power_command(sub)  # pstbench power ...

@@ -1,27 +1,24 @@
-"""`pstbench power RUN [CANDIDATE]`: what a comparison on this track can detect, and how many pairs a given
-shift needs (docs/cli.md "pstbench power"; computed by paired/power.py, as the gate and `compare` report it)."""
+"""`pstbench power` on paired runs (the paired KindSpec's `power` hook, called by cli/power.py): what a comparison on
+this track can detect, and how many pairs a given shift needs (docs/cli.md "pstbench power"; computed by
+paired/power.py, as the gate and `compare` report it)."""
 
 from __future__ import annotations
 
 
-def cmd_power(args) -> int:
+def plan(args, paths) -> int:
+    """`pstbench power` on paired runs (its KindSpec's `power` hook): the minimum detectable effects and pairs needed."""
     import json
     import math
 
     from pytest_pstbench.core.compare import check_metric_names, checked_runs
     from pytest_pstbench.core.errors import UserError
     from pytest_pstbench.core.gate import parse_number_items
-    from pytest_pstbench.core.kinds import kind_of_runs
     from pytest_pstbench.paired.compare import PAIRED_RUNS
     from pytest_pstbench.paired.power import planning_rows
 
-    paths = [args.run] + ([args.candidate] if args.candidate else [])
-    kind = kind_of_runs(paths)
-    if kind is not PAIRED_RUNS:
-        raise UserError(
-            f"{args.run}: a {kind.name} run; pstbench power plans paired comparisons (Wilcoxon over pairs) "
-            "only; fix: give a paired run folder (results/<track>/<method>)"
-        )
+    kind = PAIRED_RUNS
+    if args.discordance is not None:
+        raise UserError("--discordance: plans selection runs (McNemar); fix: drop it, or give a selection run")
     runs = [kind.load(p) for p in paths]
     protocol = checked_runs(kind, runs, protocol_spec=args.protocol, comparable=len(runs) > 1)
     metrics = check_metric_names(
@@ -48,69 +45,59 @@ def cmd_power(args) -> int:
         check=positive,
         noun="shifts",
     )
-    rows = planning_rows(runs, protocol, metrics, pairs=args.pairs, effects=effects)
+    noise = noise_of(args, kind, runs, protocol, metrics, parse_number_items)
+    rows = planning_rows(runs, protocol, metrics, pairs=args.pairs, effects=effects, noise=noise)
     if args.json:
-        print(json.dumps({"protocol": protocol.id, "alpha": protocol.comparison.alpha, "metrics": rows}, indent=2))
+        source = noise.source(runs, protocol.comparison.power)
+        out = {"protocol": protocol.id, "alpha": protocol.comparison.alpha, "noise_source": source, "metrics": rows}
+        print(json.dumps(out, indent=2))
         return 0
     from pytest_pstbench.paired.power import planning_text
 
-    print(planning_text(rows, runs, protocol))
+    print(planning_text(rows, runs, protocol, noise))
     return 0
 
 
-def pair_count(text: str) -> int:
-    """argparse type of --pairs: a whole number >= 2 (argparse names the option in its one-line error)."""
-    import argparse
+def noise_of(args, kind, runs, protocol, metrics, parse_number_items):
+    """The noise model the options name (paired/power.Noise): a candidate, --noise-from, --correlation and
+    --difference-sd; a candidate or --noise-from excludes the rest (one source of noise)."""
+    import math
 
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid count {text[:60]!r}: expected a whole number >= 2") from None
-    if not 2 <= value <= 1_000_000:
-        raise argparse.ArgumentTypeError(f"invalid count {value}: expected a whole number from 2 to 1000000")
-    return value
+    from pytest_pstbench.core.compare import checked_runs
+    from pytest_pstbench.core.errors import UserError
+    from pytest_pstbench.paired.power import Noise, shared_ids
 
+    given = [o for o, v in (("--correlation", args.correlation), ("--difference-sd", args.difference_sd)) if v]
+    if (len(runs) > 1 or args.noise_from) and (given or (len(runs) > 1 and args.noise_from)):
+        what = ["CANDIDATE_DIR"] * (len(runs) > 1) + ["--noise-from"] * bool(args.noise_from) + given
+        raise UserError(
+            f"pstbench power: {' and '.join(what)} each name the noise model; fix: give one of them "
+            "(a candidate's or two runs' observed differences, or the baseline with --correlation/--difference-sd)"
+        )
+    if len(runs) > 1:
+        return Noise(candidate=runs[1])
+    if args.noise_from:
+        pair = [kind.load(p) for p in args.noise_from]
+        checked_runs(kind, pair, protocol=protocol, comparable=True)
+        if len(shared_ids(*pair)) < 2:
+            raise UserError(
+                f"--noise-from {args.noise_from[0]} {args.noise_from[1]}: fewer than 2 shared pairs; fix: name two runs of one track"
+            )
+        return Noise(noise_runs=tuple(pair))
 
-def add_power_command(sub) -> None:
-    p = sub.add_parser(
-        "power",
-        help="paired runs: the smallest worse shift of each metric a comparison detects with the "
-        "protocol's power target (minimum detectable effect), and the pairs a given shift needs",
+    def non_negative(item, name, value, number):
+        if not math.isfinite(number) or number < 0:
+            raise UserError(
+                f"--difference-sd {item!r}: a spread must be a finite number >= 0; fix: give e.g. {name}=0.3"
+            )
+
+    sds = parse_number_items(
+        args.difference_sd,
+        "--difference-sd",
+        metrics,
+        example="METRIC=SD, e.g. psnr=0.3; fix: name a metric and the sd of its per-pair differences",
+        unknown=lambda name: f"{name} is not among the planned metrics ({', '.join(metrics)})",
+        check=non_negative,
+        noun="spreads",
     )
-    p.add_argument("run", metavar="RUN_DIR", help="a baseline run folder (results/<track>/<method>)")
-    p.add_argument(
-        "candidate",
-        nargs="?",
-        default=None,
-        metavar="CANDIDATE_DIR",
-        help="a candidate run of the same track: its observed per-pair differences replace the baseline-only "
-        "noise model (as compare and the gate compute it)",
-    )
-    p.add_argument(
-        "--metrics",
-        nargs="+",
-        default=None,
-        help="metrics to plan for (default: the protocol's ranked metrics); Holm's correction is over as many tests",
-    )
-    p.add_argument(
-        "--pairs",
-        type=pair_count,
-        default=None,
-        metavar="N",
-        help="the minimum detectable effect with N pairs instead of the run's n",
-    )
-    p.add_argument(
-        "--effect",
-        action="append",
-        default=None,
-        metavar="METRIC=SHIFT",
-        help="repeatable: the fewest pairs in which a worse shift of SHIFT (metrics.csv units) is detected "
-        "with the protocol's power target",
-    )
-    p.add_argument(
-        "--protocol",
-        default=None,
-        help="protocol id or YAML path the run was made under (default: found by its sha256)",
-    )
-    p.add_argument("--json", action="store_true", help="print the results as JSON")
-    p.set_defaults(func=cmd_power)
+    return Noise(correlation=args.correlation, difference_sd=sds or None)
