@@ -72,10 +72,13 @@ def bootstrap_problem(
             return f"{key} lacks '{k}'"
     if "method" in boot and boot["method"] not in methods:
         return f"{key}.method must be {' or '.join(methods)} (got {boot['method']!r})"
+    if "min_clusters" in boot and boot.get("unit") != "cluster":
+        return f"{key}.min_clusters applies only with {key}.unit cluster"
     return (
         number_problem(boot["confidence"], f"{key}.confidence", low=0, high=1, low_open=True, high_open=True)
         or integer_problem(boot["resamples"], f"{key}.resamples", low=1, high=MAX_RESAMPLES)
         or integer_problem(boot["seed"], f"{key}.seed", low=0, high=MAX_SEED)
+        or integer_problem(boot.get("min_clusters", 1), f"{key}.min_clusters", low=1, high=MAX_RESAMPLES)
     )
 
 
@@ -209,6 +212,9 @@ class BootstrapSection:
     unit: str = (
         "pair"  # what is resampled: `pair`, or `cluster` (whole clusters of pairs; stats.cluster_bootstrap_mean_ci)
     )
+    # With unit cluster: the fewest clusters an interval may rest on (the variant `clustered` says why its value);
+    # over fewer, no interval is given and the entry says why (`too_few_clusters`). None: the protocol sets none.
+    min_clusters: int | None = None
 
     @classmethod
     def of(cls, d: dict) -> BootstrapSection:
@@ -218,11 +224,21 @@ class BootstrapSection:
             int(d["seed"]),
             str(d.get("method", "percentile")),
             str(d.get("unit", "pair")),
+            int(d["min_clusters"]) if "min_clusters" in d else None,
         )
 
     @property
     def clustered(self) -> bool:
         return self.unit == "cluster"
+
+    def too_few_clusters(self, k: int) -> str | None:
+        """Why an interval over `k` clusters is not given (fewer than `min_clusters`), or None."""
+        if not self.clustered or self.min_clusters is None or k >= self.min_clusters:
+            return None
+        return (
+            f"no interval: {k} cluster{'s' if k != 1 else ''}, fewer than the {self.min_clusters} a cluster "
+            "bootstrap needs (bootstrap.min_clusters)"
+        )
 
     def kwargs(self) -> dict:
         """The keyword arguments of `stats.bootstrap_mean_ci` / `stats.bootstrap_ci`."""

@@ -32,8 +32,8 @@ class MetricComparison:
     mean_baseline: float
     mean_candidate: float
     mean_diff: float  # candidate - baseline
-    diff_ci_low: float
-    diff_ci_high: float
+    diff_ci_low: float | None  # None: no interval over fewer clusters than comparison.bootstrap.min_clusters
+    diff_ci_high: float | None
     wins: int  # pairs where the candidate is better (beyond the tie threshold)
     ties: int
     losses: int
@@ -202,7 +202,7 @@ def compare_two(
     import numpy as np
     from scipy.stats import rankdata
 
-    from pytest_pstbench.core.stats import bootstrap_mean_ci, cluster_bootstrap_mean_ci, tie_differences
+    from pytest_pstbench.core.stats import MeanCI, bootstrap_mean_ci, cluster_bootstrap_mean_ci, tie_differences
     from pytest_pstbench.paired.aggregation import per_pair_higher_is_better
 
     cfg = protocol.comparison
@@ -228,7 +228,9 @@ def compare_two(
         else:
             tested, alternative = d, cfg.alternative
         test = _paired_test(tested, alternative, cfg, clusters)
-        if cfg.bootstrap.clustered:
+        if cfg.bootstrap.clustered and cfg.bootstrap.too_few_clusters(len(set(clusters))):
+            ci = MeanCI(float((b - a).mean()), None, None)  # no interval over too few clusters (min_clusters)
+        elif cfg.bootstrap.clustered:
             ci = cluster_bootstrap_mean_ci(b - a, clusters, **cfg.bootstrap.kwargs())
         else:
             ci = bootstrap_mean_ci(b - a, **cfg.bootstrap.kwargs())

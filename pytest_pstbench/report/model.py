@@ -152,6 +152,7 @@ def build_page(runs, max_pairs: int, protocol) -> Page:
         confidence=confidence,
         interval=(
             f"cluster bootstrap CI over {'/'.join(map(str, clustered))} clusters of pairs that share an input image"
+            + _no_interval(runs)
             if clustered
             else ""
         ),
@@ -291,3 +292,16 @@ def entry_value(entry: dict):
     from pytest_pstbench.paired.aggregation import entry_value as value_of
 
     return value_of(entry)
+
+
+def _no_interval(runs) -> str:
+    """'; no interval: ...' where a run's summary gives a mean without its interval (too few clusters)."""
+    why = sorted(
+        {
+            str(e["no_interval"])
+            for r in runs
+            for e in (r.summary.get("metrics") or {}).values()
+            if isinstance(e, dict) and e.get("no_interval")
+        }
+    )
+    return "".join(f"; {w}" for w in why)
