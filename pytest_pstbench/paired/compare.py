@@ -83,6 +83,23 @@ def _row_json(row: MetricComparison) -> dict:
     return d
 
 
+def _check_counts(run: Run, csv_path, complete: bool, fix: str) -> None:
+    """run.json's n_pairs against metrics.csv's rows, and its n_scored a count from 0 to n_pairs (n_pairs when
+    complete): a count a page shows is never negative (issue #54, found by tests/core/test_run_files_properties.py)."""
+    n_pairs = run.run.get("n_pairs")
+    if (
+        not isinstance(n_pairs, int)
+        or isinstance(n_pairs, bool)
+        or (n_pairs != len(run.scores) if complete else n_pairs < len(run.scores))
+    ):
+        raise UserError(f"{csv_path}: has {len(run.scores)} pair rows but run.json n_pairs is {n_pairs!r}; {fix}")
+    n_scored = run.run.get("n_scored", n_pairs)
+    if not isinstance(n_scored, int) or isinstance(n_scored, bool) or not 0 <= n_scored <= n_pairs:
+        raise UserError(f"{run.path / 'run.json'}: n_scored is {n_scored!r}, not a count from 0 to n_pairs; {fix}")
+    if complete and n_scored != n_pairs:
+        raise UserError(f"{run.path / 'run.json'}: complete, but n_scored {n_scored} is not n_pairs {n_pairs}; {fix}")
+
+
 def validate_run(run: Run, protocol) -> None:
     """Refuse a paired run folder that this kit would not have written under `protocol` (baselines, table
     rows and report pages are held to the rules of new runs: an edited or foreign file must not be read as
@@ -108,13 +125,7 @@ def validate_run(run: Run, protocol) -> None:
             f"({', '.join(names)}); {fix}"
         )
     complete = run.run.get("complete") is True
-    n_pairs = run.run.get("n_pairs")
-    if (
-        not isinstance(n_pairs, int)
-        or isinstance(n_pairs, bool)
-        or (n_pairs != len(run.scores) if complete else n_pairs < len(run.scores))
-    ):
-        raise UserError(f"{csv_path}: has {len(run.scores)} pair rows but run.json n_pairs is {n_pairs!r}; {fix}")
+    _check_counts(run, csv_path, complete, fix)
     for pid, values in run.scores.items():
         empty = [m for m, v in values.items() if v is None]
         for m, v in values.items():
