@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from pathlib import Path
 
 
@@ -49,3 +50,32 @@ def file_sha256(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+#: A cache entry's file name: its key (64 hex digits) and `.json` (the score and the response caches).
+CACHE_ENTRY = re.compile(r"[0-9a-f]{64}\.json")
+
+
+def files_within(root: Path, name: re.Pattern | None = None) -> list[Path]:
+    """Every regular file below `root` (sorted) whose name `name` fully matches (every one without it), found
+    without following a symbolic link: a linked folder is not entered and a link is not listed, so whatever a
+    prune removes lies within `root` (issue #54: a link in the response cache made `cache prune --responses`
+    delete the files it pointed at)."""
+    out: list[Path] = []
+    stack = [Path(root)]
+    while stack:
+        folder = stack.pop()
+        try:
+            with os.scandir(folder) as it:
+                entries = list(it)
+        except OSError:
+            continue
+        for e in entries:
+            try:
+                if e.is_dir(follow_symlinks=False):
+                    stack.append(Path(e.path))
+                elif e.is_file(follow_symlinks=False) and (name is None or name.fullmatch(e.name)):
+                    out.append(Path(e.path))
+            except OSError:
+                continue
+    return sorted(out)

@@ -72,10 +72,13 @@ def bootstrap_problem(
             return f"{key} lacks '{k}'"
     if "method" in boot and boot["method"] not in methods:
         return f"{key}.method must be {' or '.join(methods)} (got {boot['method']!r})"
+    if "min_clusters" in boot and boot.get("unit") != "cluster":
+        return f"{key}.min_clusters applies only with {key}.unit cluster"
     return (
         number_problem(boot["confidence"], f"{key}.confidence", low=0, high=1, low_open=True, high_open=True)
         or integer_problem(boot["resamples"], f"{key}.resamples", low=1, high=MAX_RESAMPLES)
         or integer_problem(boot["seed"], f"{key}.seed", low=0, high=MAX_SEED)
+        or integer_problem(boot.get("min_clusters", 1), f"{key}.min_clusters", low=1, high=MAX_RESAMPLES)
     )
 
 

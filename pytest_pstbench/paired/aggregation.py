@@ -60,7 +60,8 @@ def _pooled_psnr(mse: float, params: dict) -> float:
 def summary_entry(values, protocol, metric: str, clusters=None) -> dict:
     """summary.json's entry for one metric over the scored pairs (`values` may be empty). Under a protocol whose
     bootstrap resamples clusters (`aggregation.bootstrap.unit: cluster`, statistic mean) `clusters` holds each
-    value's cluster, and the entry adds `interval: cluster bootstrap` and `clusters` (their count)."""
+    value's cluster, and the entry adds `interval: cluster bootstrap` and `clusters` (their count); over fewer
+    clusters than `bootstrap.min_clusters` the interval fields are null and `no_interval` says why."""
     from pytest_pstbench.core.stats import bootstrap_ci, bootstrap_mean_ci, cluster_bootstrap_mean_ci
 
     params = protocol.metrics[metric]
@@ -71,10 +72,15 @@ def summary_entry(values, protocol, metric: str, clusters=None) -> dict:
         if clusters is None or len(clusters) != len(values):
             raise ValueError("a protocol that resamples clusters needs one cluster per value")
         entry = {"mean": None, "ci_low": None, "ci_high": None, "pm": None}
-        if len(values):
+        refused = boot.too_few_clusters(len(set(clusters))) if len(values) else None
+        if refused:  # the mean stands; an interval over too few clusters would claim a precision it lacks
+            entry["mean"] = float(np.mean(np.asarray(values, dtype=np.float64)))
+        elif len(values):
             ci = cluster_bootstrap_mean_ci(values, clusters, **kw)
             entry = {"mean": ci.mean, "ci_low": ci.ci_low, "ci_high": ci.ci_high, "pm": ci.pm}
         entry.update(interval="cluster bootstrap", clusters=len(set(clusters)))
+        if refused:
+            entry["no_interval"] = refused
     elif statistic == MEAN:
         entry = {"mean": None, "ci_low": None, "ci_high": None, "pm": None}
         if len(values):

@@ -92,10 +92,13 @@ def scored_clusters(track, protocol, pair_ids) -> list[str] | None:
     return [labels[p] for p in pair_ids]
 
 
-def run_clusters(track) -> dict:
-    """run.json's `clusters` under a protocol that resamples clusters: their source, count and each pair's."""
+def run_clusters(track, protocol=None) -> dict:
+    """run.json's `clusters` under a protocol that resamples clusters: their source, count and each pair's, and
+    `no_interval` (why) where they are fewer than the protocol's `aggregation.bootstrap.min_clusters`."""
     labels, source = track_clusters(track)
-    return {"source": source, "n": len(set(labels.values())), "pairs": labels}
+    n = len(set(labels.values()))
+    why = protocol.aggregation.bootstrap.too_few_clusters(n) if protocol is not None else None
+    return {"source": source, "n": n, "pairs": labels, **({"no_interval": why} if why else {})}
 
 
 def clusters_of(run, pair_ids) -> list[str]:

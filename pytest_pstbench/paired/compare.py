@@ -32,8 +32,8 @@ class MetricComparison:
     mean_baseline: float
     mean_candidate: float
     mean_diff: float  # candidate - baseline
-    diff_ci_low: float
-    diff_ci_high: float
+    diff_ci_low: float | None  # None: no interval over fewer clusters than comparison.bootstrap.min_clusters
+    diff_ci_high: float | None
     wins: int  # pairs where the candidate is better (beyond the tie threshold)
     ties: int
     losses: int
@@ -83,6 +83,23 @@ def _row_json(row: MetricComparison) -> dict:
     return d
 
 
+def _check_counts(run: Run, csv_path, complete: bool, fix: str) -> None:
+    """run.json's n_pairs against metrics.csv's rows, and its n_scored a count from 0 to n_pairs (n_pairs when
+    complete): a count a page shows is never negative (issue #54, found by tests/core/test_run_files_properties.py)."""
+    n_pairs = run.run.get("n_pairs")
+    if (
+        not isinstance(n_pairs, int)
+        or isinstance(n_pairs, bool)
+        or (n_pairs != len(run.scores) if complete else n_pairs < len(run.scores))
+    ):
+        raise UserError(f"{csv_path}: has {len(run.scores)} pair rows but run.json n_pairs is {n_pairs!r}; {fix}")
+    n_scored = run.run.get("n_scored", n_pairs)
+    if not isinstance(n_scored, int) or isinstance(n_scored, bool) or not 0 <= n_scored <= n_pairs:
+        raise UserError(f"{run.path / 'run.json'}: n_scored is {n_scored!r}, not a count from 0 to n_pairs; {fix}")
+    if complete and n_scored != n_pairs:
+        raise UserError(f"{run.path / 'run.json'}: complete, but n_scored {n_scored} is not n_pairs {n_pairs}; {fix}")
+
+
 def validate_run(run: Run, protocol) -> None:
     """Refuse a paired run folder that this kit would not have written under `protocol` (baselines, table
     rows and report pages are held to the rules of new runs: an edited or foreign file must not be read as
@@ -108,13 +125,7 @@ def validate_run(run: Run, protocol) -> None:
             f"({', '.join(names)}); {fix}"
         )
     complete = run.run.get("complete") is True
-    n_pairs = run.run.get("n_pairs")
-    if (
-        not isinstance(n_pairs, int)
-        or isinstance(n_pairs, bool)
-        or (n_pairs != len(run.scores) if complete else n_pairs < len(run.scores))
-    ):
-        raise UserError(f"{csv_path}: has {len(run.scores)} pair rows but run.json n_pairs is {n_pairs!r}; {fix}")
+    _check_counts(run, csv_path, complete, fix)
     for pid, values in run.scores.items():
         empty = [m for m, v in values.items() if v is None]
         for m, v in values.items():
@@ -202,7 +213,7 @@ def compare_two(
     import numpy as np
     from scipy.stats import rankdata
 
-    from pytest_pstbench.core.stats import bootstrap_mean_ci, cluster_bootstrap_mean_ci, tie_differences
+    from pytest_pstbench.core.stats import MeanCI, bootstrap_mean_ci, cluster_bootstrap_mean_ci, tie_differences
     from pytest_pstbench.paired.aggregation import per_pair_higher_is_better
 
     cfg = protocol.comparison
@@ -228,7 +239,9 @@ def compare_two(
         else:
             tested, alternative = d, cfg.alternative
         test = _paired_test(tested, alternative, cfg, clusters)
-        if cfg.bootstrap.clustered:
+        if cfg.bootstrap.clustered and cfg.bootstrap.too_few_clusters(len(set(clusters))):
+            ci = MeanCI(float((b - a).mean()), None, None)  # no interval over too few clusters (min_clusters)
+        elif cfg.bootstrap.clustered:
             ci = cluster_bootstrap_mean_ci(b - a, clusters, **cfg.bootstrap.kwargs())
         else:
             ci = bootstrap_mean_ci(b - a, **cfg.bootstrap.kwargs())

@@ -201,6 +201,9 @@ def cluster_notes(protocols: list, tracks: list[dict], runs_by_track: dict, conf
         f"Mean ± half the {confidence * 100:g}% cluster bootstrap CI over {counts}: whole clusters of pairs that share "
         "a content or style image resampled; the protocol's decimals."
     )
+    refused = sorted({str(rec["no_interval"]) for _, rec in recs if rec.get("no_interval")})
+    if refused:  # too few clusters for the protocol's bootstrap.min_clusters: the mean alone
+        values += f" A mean alone: {'; '.join(refused)}."
     sign_flip = any(p.comparison.test == "cluster_sign_flip" for p in protocols)
     test = (
         (

@@ -367,6 +367,9 @@ class BootstrapSection:
     unit: str = (
         "pair"  # what is resampled: `pair`, or `cluster` (whole clusters of pairs; stats.cluster_bootstrap_mean_ci)
     )
+    # With unit cluster: the fewest clusters an interval may rest on (the variant `clustered` says why its value);
+    # over fewer, no interval is given and the entry says why (`too_few_clusters`). None: the protocol sets none.
+    min_clusters: int | None = None
 
     @classmethod
     def of(cls, d: dict) -> BootstrapSection:
@@ -376,11 +379,21 @@ class BootstrapSection:
             int(d["seed"]),
             str(d.get("method", "percentile")),
             str(d.get("unit", "pair")),
+            int(d["min_clusters"]) if "min_clusters" in d else None,
         )
 
     @property
     def clustered(self) -> bool:
         return self.unit == "cluster"
+
+    def too_few_clusters(self, k: int) -> str | None:
+        """Why an interval over `k` clusters is not given (fewer than `min_clusters`), or None."""
+        if not self.clustered or self.min_clusters is None or k >= self.min_clusters:
+            return None
+        return (
+            f"no interval: {k} cluster{'s' if k != 1 else ''}, fewer than the {self.min_clusters} a cluster "
+            "bootstrap needs (bootstrap.min_clusters)"
+        )
 
     def kwargs(self) -> dict:
         """The keyword arguments of `stats.bootstrap_mean_ci` / `stats.bootstrap_ci`."""

@@ -60,7 +60,7 @@ def run_record(session, order: list[str], complete: bool, n_scored: int) -> dict
         ],
         "deviations": deviations,
         **(
-            {"clusters": run_clusters(session.track)} if _clustered(session.protocol) else {}
+            {"clusters": run_clusters(session.track, session.protocol)} if _clustered(session.protocol) else {}
         ),  # what the bootstrap resampled
         "failures": [{"pair": r.pair_id, "message": r.error} for r in results if not r.ok],
         "outputs_dir": str(session.outputs_dir) if session.outputs_dir else None,
@@ -111,10 +111,10 @@ def _clustered(protocol) -> bool:
     return boot is not None and boot.clustered
 
 
-def run_clusters(track) -> dict:
+def run_clusters(track, protocol=None) -> dict:
     from pytest_pstbench.paired.clusters import run_clusters as clusters
 
-    return clusters(track)
+    return clusters(track, protocol)
 
 
 PACKAGES = ("numpy", "scikit-image", "pillow", "torch", "lpips")  # what a paired run computes with

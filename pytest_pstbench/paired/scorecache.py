@@ -23,13 +23,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.files.jsonfile import loads, read_json
-from pytest_pstbench.core.paths import cache_dir
+from pytest_pstbench.core.paths import CACHE_ENTRY, cache_dir, files_within
+
+#: What prune may remove: an entry (its key and `.json`) or a writer's temporary file (`.NAME.XXXX.tmp`).
+_OWN_FILE = re.compile(rf"{CACHE_ENTRY.pattern}|\..+\.tmp")
 
 # The key's format: 3 adds `read_as` and `weights` (an entry of format 2 may hold another weights' values,
 # or a value of bytes read under the dataset's rules, so none of them is hit again).
@@ -112,7 +116,8 @@ def prune(
     differ from any this installation computes), unreadable entries and leftover temporary files; with
     `older_than_days`, also entries not written for that many days; with `everything`, every entry.
     `dry_run`: count only. Other cache contents (LPIPS weights, fetched datasets, packages, run locks) are
-    not touched: `pstbench weights` / `pstbench data` manage them."""
+    not touched: `pstbench weights` / `pstbench data` manage them; nor are files not named as the cache names
+    its own, and no link is followed (`core.paths.files_within`)."""
     import time
 
     root = Path(root) if root is not None else cache_dir() / "scores"
@@ -121,9 +126,7 @@ def prune(
         return report
     now = time.time() if now is None else now
     current = loads(json.dumps(made_by()))  # as read back from JSON
-    for path in sorted(root.rglob("*")):
-        if not path.is_file():
-            continue
+    for path in files_within(root, _OWN_FILE):  # entries and temporary files; no link followed, no foreign file
         try:
             st = path.stat()
         except OSError:

@@ -12,6 +12,9 @@ def _fmt(entry: dict, decimals: int) -> str:
     value = entry_value(entry)
     if value is None:
         return "-"
+    if entry.get("pm") is None and entry.get("no_interval"):  # too few clusters (summary.json says why)
+        k = entry.get("clusters")
+        return f"{value:.{decimals}f} (no CI: {k} cluster{'s' if k != 1 else ''})"
     return f"{value:.{decimals}f} ± {entry['pm']:.{decimals}f}"
 
 
@@ -72,7 +75,9 @@ def comparison_table(comp, protocol, tablefmt: str = "simple") -> str:
                 cell(r.baseline, tablefmt),
                 cell(r.candidate, tablefmt),
                 *([f"{r.margin:g}" if r.margin is not None else "-"] if with_margin else []),
-                f"{r.mean_diff:+.{dec}f} [{r.diff_ci_low:+.{dec}f}, {r.diff_ci_high:+.{dec}f}]",
+                f"{r.mean_diff:+.{dec}f} [{r.diff_ci_low:+.{dec}f}, {r.diff_ci_high:+.{dec}f}]"
+                if r.diff_ci_low is not None
+                else f"{r.mean_diff:+.{dec}f} (no CI: {r.clusters or 'too few'} clusters)",
                 f"{r.wins}/{r.ties}/{r.losses}",
                 f"{r.statistic:g}",
                 f"{r.pvalue:.4g}",

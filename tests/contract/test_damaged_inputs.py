@@ -1345,3 +1345,32 @@ def test_a_mistyped_option_names_the_closest_and_the_command_help(command, optio
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err, err
     assert f"did you mean {option}?" in err and err.rstrip().endswith(f"fix: see `pstbench {command} --help`"), err
+
+
+# ---- the hostile cache folder (issue #54): pruning never leaves its folder -----------------------------------
+PRUNE_FORMS = {
+    "scores-dry-run": (("cache", "prune", "--dry-run"), None),
+    "scores": (("cache", "prune"), None),
+    "scores-older-than": (("cache", "prune", "--older-than", "1"), "scores"),
+    "scores-all": (("cache", "prune", "--all"), "scores"),
+    "responses-dry-run": (("cache", "prune", "--responses", "--all", "--dry-run"), None),
+    "responses-older-than": (("cache", "prune", "--responses", "--older-than", "1"), "responses"),
+    "responses-all": (("cache", "prune", "--responses", "--all"), "responses"),
+}
+
+
+@pytest.mark.parametrize("form", list(PRUNE_FORMS))
+def test_cache_prune_in_a_hostile_cache_folder(form, tmp_path, monkeypatch):
+    """A cache holding links out of it (a linked entry folder, a linked entry file, dangling and looping links) and
+    foreign files: each `cache prune` form exits 0, removes at most the cache's own (old) entries of the cache it
+    prunes, and leaves every link, every foreign file and everything outside the cache as it was. Before the fix
+    `--responses` entered the linked folder and deleted the user's 3 files named like entries."""
+    hostile = dw.hostile_cache(tmp_path)
+    monkeypatch.setenv("PSTBENCH_CACHE", str(hostile.cache))
+    argv, pruned = PRUNE_FORMS[form]
+    before = snapshot(tmp_path)
+    code, out, err = dw.cli(*argv)
+    assert code == 0 and "Traceback" not in out + err, (out, err)
+    gone = sorted(os.path.relpath(e, tmp_path) for e in hostile.entries if pruned and f"/{pruned}/" in str(e))
+    assert changes(before, snapshot(tmp_path)) == [f"removed: {g}" for g in gone]
+    assert all(os.path.islink(p) for p in hostile.links) and all(p.is_file() for p in hostile.foreign)

@@ -123,6 +123,32 @@ def test_without_a_digest_nothing_is_fetched_unless_asked(world, capsys):
     assert server.requests == [] and leftovers(folder) == []
 
 
+def test_trust_on_first_use_does_not_trust_a_file_found_in_place(world, tmp_path, capsys):
+    """Issue #54 (11): a 1,234-byte file found at the weight's path was recorded in the lock with 0 requests to the
+    source, and `weights verify` passed it afterwards. Trust on first use records only what it downloads now: the
+    source is asked, and a file in place that differs from what it serves is refused in one line and kept."""
+    server, folder = world
+    folder.mkdir(parents=True)
+    planted = b"x" * 1234
+    (folder / MUSIQ).write_bytes(planted)
+    argv = ["weights", "fetch", "pyiqa:musiq", "--pyiqa-version", "0.1.16", "--trust-on-first-use"]
+    lock = tmp_path / "cache" / "weights" / "pyiqa-weights.lock.json"
+    assert main(argv) == 2
+    line = error_line(capsys)
+    served = sha(server.files[f"/{MUSIQ}"])
+    assert str(folder / MUSIQ) in line and sha(planted) in line and served in line and "delete" in line
+    assert server.requests == [f"/{MUSIQ}"]  # the source was asked
+    assert not lock.exists() and (folder / MUSIQ).read_bytes() == planted and leftovers(folder) == [MUSIQ]
+    assert main(["weights", "verify", "pyiqa:musiq", "--pyiqa-version", "0.1.16"]) == 2  # still nothing to check
+    error_line(capsys)
+    # the file in place equal to what the source serves: recorded, after one request
+    (folder / MUSIQ).write_bytes(server.files[f"/{MUSIQ}"])
+    assert main(argv) == 0
+    assert read_json(lock)["files"][f"pyiqa/{MUSIQ}"]["sha256"] == served
+    assert server.requests == [f"/{MUSIQ}"] * 2
+    assert main(["weights", "verify", "pyiqa:musiq", "--pyiqa-version", "0.1.16"]) == 0
+
+
 def test_a_tampered_file_is_refused_in_one_line(world, capsys):
     server, folder = world
     argv = ["weights", "fetch", "pyiqa:musiq", "--pyiqa-version", "0.1.16", "--trust-on-first-use"]

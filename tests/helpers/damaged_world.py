@@ -522,3 +522,61 @@ def build(root: Path, hub) -> World:
     world.git = _hostile_git(root)
     (root / "out").mkdir()
     return world
+
+
+# ---- the hostile cache folder (issue #54): links out of the cache and foreign files, for `cache prune` ----------
+def _entry_name(i: int) -> str:
+    return f"{hashlib.sha256(f'entry {i}'.encode()).hexdigest()}.json"
+
+
+@dataclass
+class HostileCache:
+    """A $PSTBENCH_CACHE whose score and response caches hold entries of their own beside links out of the cache
+    (a linked entry folder, a linked entry file, a dangling link, a link looping back) and foreign files, and the
+    user's folder the links point at (`outside`, holding files named like entries)."""
+
+    cache: Path
+    outside: Path
+    entries: list[Path]  # the caches' own entries (old: older than any --older-than)
+    foreign: list[Path]  # files that are not entries, inside the cache
+    links: list[Path]  # links inside the cache
+
+
+def hostile_cache(root: Path) -> HostileCache:
+    from pytest_pstbench.paired.scorecache import made_by
+
+    cache, outside = root / "cache", root / "user-files"
+    (outside / "sub").mkdir(parents=True)
+    for i in range(3):  # a user's files, named as cache entries are
+        (outside / _entry_name(100 + i)).write_text(json.dumps({"mine": i}))
+    (outside / "sub" / "notes.json").write_text('{"mine": "notes"}')
+    entries, foreign, links = [], [], []
+    for i, (kind, folder) in enumerate([("scores", cache / "scores"), ("responses", cache / "responses")]):
+        name = _entry_name(i)
+        path = folder / name[:2] / name
+        path.parent.mkdir(parents=True)
+        key = name.removesuffix(".json")
+        body = (
+            {"key": key, "made_by": made_by(), "metrics": {"psnr": 30.0}, "notes": {}}
+            if kind == "scores"
+            else {"format": 1, "key": key, "message": {"content": "A"}, "usage": None, "usage_problem": None}
+        )
+        path.write_text(json.dumps(body))
+        entries.append(path)
+        for rel, target in [
+            ("ee", outside),  # a linked entry folder: the glob `??/*.json` used to enter it
+            (f"{name[:2]}/{_entry_name(200)}", outside / _entry_name(100)),  # a linked entry file
+            (f"{name[:2]}/{_entry_name(201)}", outside / "gone.json"),  # dangling
+            ("ff", folder),  # looping back
+            ("sub", outside / "sub"),
+        ]:
+            (folder / rel).symlink_to(target)
+            links.append(folder / rel)
+        for rel in ("README.txt", f"{name[:2]}/notes.json", f"{name[:2]}/.hidden", "mine/keep.txt"):
+            (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+            (folder / rel).write_text("the user's own file\n")
+            foreign.append(folder / rel)
+    old = time.time() - 400 * 86400
+    for path in [*entries, *foreign, *outside.rglob("*")]:  # all older than any --older-than here
+        os.utime(path, (old, old))
+    return HostileCache(cache, outside, entries, foreign, links)

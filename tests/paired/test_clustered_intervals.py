@@ -6,6 +6,7 @@ enumeration of sign patterns, scipy.stats.permutation_test."""
 
 from __future__ import annotations
 
+import csv
 import itertools
 import json
 from pathlib import Path
@@ -152,10 +153,10 @@ def test_compare_under_the_variant_tests_cluster_means():
     tied differences (a plain enumeration), the cluster bootstrap of the mean difference, the clusters counted."""
     from pytest_pstbench.paired.compare import compare_two, finish_comparison
 
-    ids = [f"p{i:02d}" for i in range(10)]
+    ids = [f"p{i:02d}" for i in range(20)]
     labels = {p: f"c{i // 2}" for i, p in enumerate(ids)}
-    a = np.linspace(20, 21, 10)
-    d = np.array([0.5, 0.7, -0.2, 0.1, 0.9, 1.2, 0.0004, 0.3, 0.6, 0.4])
+    a = np.linspace(20, 21, 20)
+    d = np.array([0.5, 0.7, -0.2, 0.1, 0.9, 1.2, 0.0004, 0.3, 0.6, 0.4] * 2) * np.repeat([1.0, -0.5], 10)
 
     def mk(name, vals):
         return SimpleNamespace(
@@ -168,13 +169,13 @@ def test_compare_under_the_variant_tests_cluster_means():
     row = compare_two(mk("base", a), mk("cand", a + d), CLUSTERED, ["psnr"])[0]
     tied = (a + d) - a
     tied[np.abs(tied) < CLUSTERED.comparison.tie("psnr")] = 0
-    cm = [tied[2 * c : 2 * c + 2].mean() for c in range(5)]
-    assert row.clusters == 5 and row.n == 10
+    cm = [tied[2 * c : 2 * c + 2].mean() for c in range(10)]
+    assert row.clusters == 10 and row.n == 20
     assert row.pvalue == plain_sign_flip(cm, "two-sided") and row.statistic == pytest.approx(np.mean(cm))
     ci = cluster_bootstrap_mean_ci((a + d) - a, [labels[p] for p in ids], **CLUSTERED.comparison.bootstrap.kwargs())
     assert (row.diff_ci_low, row.diff_ci_high) == (ci.ci_low, ci.ci_high)
     comp = finish_comparison([row], CLUSTERED)
-    assert comp.to_json()["tests"][0]["clusters"] == 5
+    assert comp.to_json()["tests"][0]["clusters"] == 10
     # the default protocol's JSON has no `clusters` key
     plain = compare_two(mk("base", a), mk("cand", a + d), load_protocol(), ["psnr"])[0]
     assert "clusters" not in finish_comparison([plain], load_protocol()).to_json()["tests"][0]
@@ -297,22 +298,35 @@ def test_score_compare_and_table_under_the_variant(tmp_path, capsys):
     api.score(m, "identity", results=tmp_path / "res", protocol=spec, use_cache=False)
     run = json.loads((tmp_path / "res/shared/a/run.json").read_text())
     assert run["protocol"]["id"] == "pstbench+clustered"  # the copy keeps the id pstbench; --protocol finds its file
+    why = "no interval: 3 clusters, fewer than the 10 a cluster bootstrap needs (bootstrap.min_clusters)"
     assert run["clusters"] == {
         "source": "declared",
         "n": 3,
         "pairs": {"p1": "x", "p2": "x", "p3": "x", "p4": "x", "p5": "y", "p6": "z"},
+        "no_interval": why,  # issue #54 (10): 3 clusters are fewer than the variant's min_clusters (10)
     }
-    entry = json.loads((tmp_path / "res/shared/a/summary.json").read_text())["metrics"]["psnr"]
-    assert entry["interval"] == "cluster bootstrap" and entry["clusters"] == 3
+    summary = json.loads((tmp_path / "res/shared/a/summary.json").read_text())
+    entry = summary["metrics"]["psnr"]
+    assert entry["interval"] == "cluster bootstrap" and entry["clusters"] == 3 and entry["no_interval"] == why
+    assert (entry["ci_low"], entry["ci_high"], entry["pm"]) == (None, None, None)
+    scores = [float(r["psnr"]) for r in csv.DictReader(open(tmp_path / "res/shared/a/metrics.csv"))]
+    assert entry["mean"] == pytest.approx(np.mean(scores), rel=1e-12)  # the mean stands
+    from pytest_pstbench.paired.tables import run_table
+
+    table = run_table(load_protocol(spec), [("a", summary)])
+    assert f"{entry['mean']:.2f} (no CI: 3 clusters)" in table and "±" not in table
     capsys.readouterr()
     code = main(["compare", str(tmp_path / "res/shared/a"), str(tmp_path / "res/shared/b"), "--protocol", spec])
     captured = capsys.readouterr()
     out = captured.out
-    assert code == 0 and "95% cluster CI" in out and "T (cluster mean)" in out
+    assert code == 0 and "95% cluster CI" in out and "T (cluster mean)" in out and "(no CI: 3 clusters)" in out
     assert "with 3 clusters (6 pairs) per test the smallest p-value a test can give is 0.25" in captured.err + out
     code = main(["table", str(tmp_path / "res/shared/a"), str(tmp_path / "res/shared/b"), "--protocol", spec])
     out = capsys.readouterr().out
-    assert code == 0 and "95% cluster bootstrap CI over 3 clusters (declared)" in out
+    flat = " ".join(out.split()).replace("\\_", "_")  # the notes are wrapped Markdown
+    assert (
+        code == 0 and "95% cluster bootstrap CI over 3 clusters (declared)" in flat and f"A mean alone: {why}" in flat
+    )
     code = main(
         [
             "report",
@@ -325,7 +339,7 @@ def test_score_compare_and_table_under_the_variant(tmp_path, capsys):
         ]
     )
     page = (tmp_path / "page" / "index.html").read_text()
-    assert code == 0 and "half the width of the 95% cluster bootstrap CI over 3 clusters" in page
+    assert code == 0 and "half the width of the 95% cluster bootstrap CI over 3 clusters" in page and why in page
     # the gate: b (the better run) as the baseline of a: the sign-flip test over 3 clusters cannot reach alpha
     from pytest_pstbench.core.compare import gate_against_baselines
     from pytest_pstbench.core.gate import GateResult
@@ -360,3 +374,114 @@ def test_scoring_warns_once_on_stderr_and_writes_no_cluster_field(tmp_path, caps
     run = json.loads((tmp_path / "res/shared/a/run.json").read_text())
     summary = (tmp_path / "res/shared/a/summary.json").read_text()
     assert "clusters" not in run and "cluster" not in summary
+
+
+# ---- issue #54 (10): an interval over too few clusters is refused, with the protocol's reason ----------------
+def test_min_clusters_is_the_variants_data_and_its_reason_holds():
+    """The floor is read from the variant file (never code), and it is what its description argues: the smallest K
+    at which the nominal 95% percentile cluster bootstrap of normal cluster means covers at least 90%, i.e.
+    P(|t_(K-1)| < z sqrt((K-1)/K)) >= 0.90 (computed here with scipy)."""
+    raw = yaml.safe_load(Path(CLUSTERED.path).read_text())["changes"]
+    floor = raw["aggregation"]["bootstrap"]["min_clusters"]
+    assert raw["comparison"]["bootstrap"]["min_clusters"] == floor
+    assert CLUSTERED.aggregation.bootstrap.min_clusters == floor == CLUSTERED.comparison.bootstrap.min_clusters
+    z = scipy.stats.norm.ppf(0.975)
+
+    def coverage(k):
+        return 2 * scipy.stats.t.cdf(z * np.sqrt((k - 1) / k), k - 1) - 1
+
+    assert coverage(floor) >= 0.90 > coverage(floor - 1)
+    assert load_protocol().aggregation.bootstrap.min_clusters is None  # the base protocol resamples pairs
+
+
+def _protocol_with_floor(floor):
+    from dataclasses import replace
+
+    boot = replace(CLUSTERED.aggregation.bootstrap, min_clusters=floor)
+    return SimpleNamespace(
+        aggregation=SimpleNamespace(bootstrap=boot, statistic_of=CLUSTERED.aggregation.statistic_of),
+        metrics=CLUSTERED.metrics,
+    )
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 9, 10, 12])
+def test_summary_entry_gives_no_interval_over_fewer_clusters_than_the_floor(k):
+    """One cluster used to give `19.98 ± 0.00` (a zero-width interval, exit 0, no word): now below the protocol's
+    floor the entry keeps the mean and says why instead of an interval; at or above it, the cluster bootstrap."""
+    from pytest_pstbench.paired.aggregation import summary_entry
+    from pytest_pstbench.paired.tables import run_table
+
+    floor = CLUSTERED.aggregation.bootstrap.min_clusters
+    rng = np.random.default_rng(k)
+    values = 19.98 + rng.normal(0, 1, 3 * k)
+    labels = [f"c{i % k}" for i in range(3 * k)]
+    entry = summary_entry(values, CLUSTERED, "psnr", labels)
+    assert entry["mean"] == pytest.approx(values.mean(), rel=1e-12) and entry["clusters"] == k
+    if k < floor:
+        assert (entry["ci_low"], entry["ci_high"], entry["pm"]) == (None, None, None)
+        assert entry["no_interval"] == (
+            f"no interval: {k} cluster{'s' if k > 1 else ''}, fewer than the {floor} a cluster bootstrap needs "
+            "(bootstrap.min_clusters)"
+        )
+        summary = {"metrics": {"psnr": entry}}
+        assert f"(no CI: {k} cluster{'s' if k > 1 else ''})" in run_table(CLUSTERED, [("m", summary)])
+        # the floor is the protocol's: a protocol with a lower one gives the interval
+        lower = summary_entry(values, _protocol_with_floor(k), "psnr", labels)
+        assert "no_interval" not in lower and lower["pm"] is not None
+    else:
+        ci = cluster_bootstrap_mean_ci(values, labels, **CLUSTERED.aggregation.bootstrap.kwargs())
+        assert (entry["ci_low"], entry["ci_high"]) == (ci.ci_low, ci.ci_high) and "no_interval" not in entry
+
+
+def test_compare_gives_no_difference_interval_over_too_few_clusters():
+    from pytest_pstbench.paired.compare import compare_two
+
+    ids = [f"p{i}" for i in range(8)]
+    labels = {p: "one" for p in ids}  # every pair in one declared cluster
+
+    def mk(name, vals):
+        return SimpleNamespace(
+            name=name,
+            path=Path(name),
+            run={"clusters": {"pairs": labels}},
+            scores={p: {"psnr": v} for p, v in zip(ids, vals)},
+        )
+
+    a = np.linspace(19, 21, 8)
+    row = compare_two(mk("base", a), mk("cand", a + 0.5), CLUSTERED, ["psnr"])[0]
+    assert (row.diff_ci_low, row.diff_ci_high) == (None, None) and row.mean_diff == pytest.approx(0.5)
+    assert row.clusters == 1
+
+
+@pytest.mark.parametrize(
+    "boot, rule",
+    [
+        ({"unit": "pair", "min_clusters": 5}, "aggregation.bootstrap.min_clusters applies only with"),
+        ({"unit": "cluster", "min_clusters": 0}, "aggregation.bootstrap.min_clusters must be an integer >= 1"),
+        ({"unit": "cluster", "min_clusters": "10"}, "aggregation.bootstrap.min_clusters must be an integer"),
+    ],
+)
+def test_bad_min_clusters_is_refused(tmp_path, boot, rule):
+    data = yaml.safe_load(load_protocol().path.read_text())
+    data["aggregation"]["bootstrap"].update(boot)
+    p = tmp_path / "p.yaml"
+    p.write_text(yaml.safe_dump(data))
+    with pytest.raises(UserError, match=rule) as exc:
+        load_protocol(p)
+    assert "\n" not in str(exc.value)
+
+
+def test_a_singleton_cluster_named_like_its_pair_keeps_the_declaration(tmp_path):
+    """A pair alone in a cluster named after itself (`cluster: p5` on pair p5) is a declaration like any other: the
+    track's clusters are the declared ones, not those of its shared input files (which would join p1..p4 and split
+    p3 from x: a plausible bug that reads `cluster == id` as `no cluster`)."""
+    from pytest_pstbench.paired import clusters
+    from pytest_pstbench.paired.tracks import load_manifest
+
+    declared = ["x", "x", "y", "y", "p5", "z"]
+    track = load_manifest(shared_track(tmp_path, declared))
+    labels, source = clusters.track_clusters(track)
+    assert (labels, source) == ({f"p{i}": c for i, c in enumerate(declared, start=1)}, clusters.DECLARED)
+    assert clusters.run_clusters(track, CLUSTERED)["n"] == 4
+    assert clusters.scored_clusters(track, CLUSTERED, ["p1", "p3", "p5"]) == ["x", "y", "p5"]
+    assert clusters.shared_note(track, load_protocol()) is None  # declared: no warning about shared files

@@ -4,7 +4,9 @@ folders pyiqa reads, each checked against a sha256: the kit's (shipped in the ta
 `--trust-on-first-use`, the digest of what arrives now, recorded in the lock and checked from then on.
 
 A file already in place whose digest matches is used as it is: no request is made. One that does not match is
-refused (one line: the file, both digests, the fix), never replaced silently. A download is bounded (the table's
+refused (one line: the file, both digests, the fix), never replaced silently. A file in place with no digest to
+check it against is never trusted for being there: `--trust-on-first-use` downloads what the source serves now and
+records it only if the two are equal (else it refuses, keeping the file). A download is bounded (the table's
 size, else $PSTBENCH_WEIGHTS_MAX_BYTES; each network wait $PSTBENCH_NETWORK_TIMEOUT seconds; the whole download
 $PSTBENCH_WEIGHTS_DEADLINE seconds), streamed into a hidden `.NAME.PID.part` file beside its place, checked
 (length and digest) and only then renamed into place; on any failure the part file is removed.
@@ -108,8 +110,9 @@ def _network_line(exc: BaseException, url: str, f: WeightFile, timeout: float) -
     return what, fix
 
 
-def download(f: WeightFile, spec: str, expected: str | None, source: str) -> tuple[str, int]:
-    """`f` into its place (see the module's docstring); (sha256, size) of what was put there."""
+def download(f: WeightFile, spec: str, expected: str | None, source: str, fix: str | None = None) -> tuple[str, int]:
+    """`f` into its place (see the module's docstring); (sha256, size) of what was put there. `fix`: the advice of
+    the line that refuses a file whose digest is not `expected` (else: check the mirror or the lock)."""
     from pytest_pstbench.core.hub.client import network_timeout
 
     url, dest = f.url(), f.dest()
@@ -139,8 +142,12 @@ def download(f: WeightFile, spec: str, expected: str | None, source: str) -> tup
         if expected is not None and got != expected:
             raise UserError(
                 f"{where}: {url} sent a file with sha256 {got}, expected {expected} ({source}); refusing "
-                f"it, nothing was written; fix: check {f.host.url_env} (a mirror serving another file?), "
-                "or, if the file changed upstream on purpose, delete its entry from the lock"
+                f"it, nothing was written; fix: "
+                + (
+                    fix
+                    or f"check {f.host.url_env} (a mirror serving another file?), or, if the file changed upstream "
+                    "on purpose, delete its entry from the lock"
+                )
             )
         os.replace(part, dest)
         return got, total
@@ -213,6 +220,23 @@ def _copy(resp, fh, f: WeightFile, where: str, url: str, cap: int, deadline: flo
     return h.hexdigest(), total
 
 
+def _compare_with_source(f: WeightFile, spec: str, dest: Path, present: str, progress: Progress) -> str:
+    """Trust on first use of a file already at `dest` (no digest to check it against): what the source serves now
+    is downloaded and must equal it (issue #54: a file put there by anyone was recorded with no request); a
+    different file is refused and the one in place kept. The digest to record."""
+    _say(progress, f"{spec}: {f.name} present with no digest to check it against; downloading {f.url()} to compare")
+    got, _ = download(
+        f,
+        spec,
+        present,
+        f"the file in place, {dest}",
+        fix=f"the file in place is not what the source serves: delete {dest} and run `pstbench weights fetch "
+        f"{spec} --trust-on-first-use` again, or --pin {f.name}=SHA256 with a digest you trust",
+    )
+    _say(progress, f"{spec}: {f.name} present, sha256 {got[:16]}... equals what {f.url()} serves: recorded now")
+    return got
+
+
 def fetch(
     specs: list[str],
     version: str | None,
@@ -270,11 +294,12 @@ def fetch(
                     f"{dest}: {spec}'s file has no digest to check it against (neither the kit's nor your "
                     f"lock {lock_path()}'s); fix: run `pstbench weights fetch {spec} --trust-on-first-use` to record it"
                 )
-            _say(
-                progress,
-                f"{spec}: {f.name} present, sha256 {got[:16]}... matches {source if expected else 'nothing yet: recorded now'}",
-            )
-            results.append(FileResult(spec, f, dest, got, source, False))
+            if expected is None:  # trust on first use: only what arrives now, never a file found in place
+                got = _compare_with_source(f, spec, dest, got, progress)
+                results.append(FileResult(spec, f, dest, got, source, True))
+            else:
+                _say(progress, f"{spec}: {f.name} present, sha256 {got[:16]}... matches {source}")
+                results.append(FileResult(spec, f, dest, got, source, False))
         elif not download_missing:
             raise UserError(f"{dest}: {spec}'s file {f.name} is missing; fix: run `pstbench weights fetch {spec}`")
         else:

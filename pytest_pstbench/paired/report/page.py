@@ -128,6 +128,7 @@ def build_page(runs, max_pairs: int, protocol) -> Page:
         confidence=confidence,
         interval=(
             f"cluster bootstrap CI over {'/'.join(map(str, clustered))} clusters of pairs that share an input image"
+            + _no_interval(runs)
             if clustered
             else ""
         ),
@@ -161,3 +162,16 @@ def swatch(page: Page, name: str) -> str:
     """The colour swatch (HTML) of a run or method, as the figures draw it."""
     color = page.colors.get(name)
     return f'<span class="swatch" style="background:{esc(color)}"></span>' if color else ""
+
+
+def _no_interval(runs) -> str:
+    """'; no interval: ...' where a run's summary gives a mean without its interval (too few clusters)."""
+    why = sorted(
+        {
+            str(e["no_interval"])
+            for r in runs
+            for e in (r.summary.get("metrics") or {}).values()
+            if isinstance(e, dict) and e.get("no_interval")
+        }
+    )
+    return "".join(f"; {w}" for w in why)

@@ -25,7 +25,7 @@ from pathlib import Path
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.files.jsonfile import read_json
 from pytest_pstbench.core.files.write import dumps_json, write_atomic
-from pytest_pstbench.core.paths import cache_dir
+from pytest_pstbench.core.paths import CACHE_ENTRY, cache_dir, files_within
 from pytest_pstbench.selection.ask.usage import line_problem
 
 FORMAT = 1
@@ -123,7 +123,7 @@ def prune_responses(
     if not root.is_dir():
         return 0, 0
     cutoff = None if older_than_days is None else time.time() - older_than_days * 86400
-    for path in sorted(root.glob("??/*.json")):
+    for path in (p for p in files_within(root, CACHE_ENTRY) if p.parent == root / p.name[:2]):  # no link followed
         try:
             st = path.stat()
         except OSError:
