@@ -841,3 +841,16 @@ if __name__ == "__main__":  # python tests/project/test_layout.py: print the cyc
         print("cycle with function-level imports:", " ".join(map(short, comp)))
     for a, b in sorted(cycle_closing_edges(top, deferred)):
         print(f"  function-level {short(a)} -> {short(b)}")
+
+
+def test_every_package_is_in_the_wheel():
+    """pyproject.toml lists the packages a wheel holds by name ([tool.setuptools] packages): a folder of the package
+    that is missing there is missing from every installed copy (issue #51's moves added five; two were left out)."""
+    tomllib = pytest.importorskip("tomllib")
+    listed = set(
+        tomllib.loads((ROOT.parent / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"]
+    )
+    folders = {".".join(p.parent.relative_to(ROOT.parent).parts) for p in ROOT.rglob("__init__.py")}
+    assert not folders - listed, "packages missing from pyproject.toml [tool.setuptools] packages: " + ", ".join(
+        sorted(folders - listed)
+    )
