@@ -148,6 +148,8 @@ def _ask(args, track, protocol, settings, answers_path: Path):
     )
     notes = {k: counts[k] for k in ("budget", "cache", "stopped") if k in counts}
     if "stopped" in counts:
+        if not args.quiet and not args.batch and counts["ok"] + counts["unparseable"] + counts["error"]:
+            print(file=sys.stderr)  # the bar stopped short of its total: end its line
         print(
             f"pstbench: stopped: {counts['stopped']}; answers so far are in {answers_path}; fix: run the same command "
             "with a larger --budget-tokens / --budget-cost to go on (nothing answered is asked again)",
