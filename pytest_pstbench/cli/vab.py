@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from pytest_pstbench.cli.vab_common import load_selection, print_outcome
+from pytest_pstbench.cli.vab_common import add_show_options, load_selection, print_outcome, shown_sections
 from pytest_pstbench.data.progress import stderr_line as _progress
 from pytest_pstbench.options import add_to_argparse
 
@@ -167,7 +167,7 @@ def cmd_score(args) -> int:
     outcome = score_all(
         session, answer_set=answer_set, judge=chosen.judge, progress=_progress if args.verbose else None
     )
-    print_outcome(outcome, track, chosen.label, params, extras=args.extras)
+    print_outcome(outcome, track, chosen.label, params, extras=args.extras, show=shown_sections(args))
     if set0 is not None:
         session0 = SelectionSession(
             track,
@@ -445,7 +445,13 @@ def add_vab_commands(subparsers) -> None:
         action="store_true",
         help="also print TB-1's best-only / worst-only accuracy and each metric's trial-0 accuracy",
     )
-    s.add_argument("-v", "--verbose", action="store_true", help="print one progress line per task")
+    s.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="print every section in full (--show all) and one progress line per task",
+    )
+    add_show_options(s, verbose=False)
     s.set_defaults(func=cmd_score)
 
     from pytest_pstbench.cli.vab_run import add_price_options, add_run_parser

@@ -28,7 +28,7 @@ def _model_options(args, **fixed):
 
 def cmd_run(args) -> int:
     """Ask a model (OpenAI-compatible chat completions), append its answers, then score them."""
-    from pytest_pstbench.cli.vab_common import load_selection, print_outcome
+    from pytest_pstbench.cli.vab_common import load_selection, print_outcome, shown_sections
     from pytest_pstbench.selection.answers import ERROR
     from pytest_pstbench.selection.ask.pricing import table_from_args, with_cost
     from pytest_pstbench.selection.ask.settings import redact_command
@@ -69,7 +69,7 @@ def cmd_run(args) -> int:
         stopped=counts.get("stopped"),
     )
     outcome = score_all(session, answer_set=chosen.answer_set)
-    print_outcome(outcome, track, chosen.label, params, extras=args.extras)
+    print_outcome(outcome, track, chosen.label, params, extras=args.extras, show=shown_sections(args))
     if "stopped" in counts:
         return 1
     errors = sum(1 for e in chosen.answer_set.entries.values() if e[1] == ERROR)
@@ -237,6 +237,9 @@ def add_run_parser(sub) -> None:
     r.add_argument("--results", default="results", help="results root (default: results)")
     r.add_argument("--protocol", default=None, help="selection protocol id or YAML path (default: vab)")
     r.add_argument("--extras", action="store_true", help="also print TB-1 best-only / worst-only and trial-0 accuracy")
+    from pytest_pstbench.cli.vab_common import add_show_options
+
+    add_show_options(r)
     _add_batch_options(r)
     _add_budget_options(r)
     add_price_options(r)

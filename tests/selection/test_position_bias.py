@@ -234,7 +234,7 @@ def test_run_reports_and_the_loader_recomputes_position_bias(tmp_path, monkeypat
 
     demo = resolve_selection_track("vab-demo")
     monkeypatch.setattr(sr, "write_answers", lambda path, track, params, _c: _slot_answers(path, track, params))
-    run_dir = score(tmp_path, "slot", demo, PARAMS, None)
+    run_dir = score(tmp_path, "slot", demo, PARAMS, None, "-v")
     out = capsys.readouterr().out
     assert "position bias (picked rate per displayed position" in out and "human row: not measured" in out
     summary = json.loads((run_dir / "summary.json").read_text())
