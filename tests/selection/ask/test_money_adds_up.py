@@ -99,8 +99,8 @@ def test_a_refused_connection_is_not_billed():
 
 def test_a_budget_stopped_run_with_429s_resumed_has_the_servers_bill(tmp_path, capsys):
     track = make_selection_track(tmp_path / "track", ks=(3, 4, 3))
-    budget = everything(track, tmp_path) / 2
-    server = OpenAIServer(rate_per_s=4.0, burst=1, retry_after=0.0)
+    budget = everything(track, tmp_path) * 0.9  # stops near the end, after the rate limit has answered 429s
+    server = OpenAIServer(rate_per_s=1.0, burst=1, retry_after=0.0)  # a few calls a second: 429s at any load
     try:
         assert run(track, server.base, tmp_path / "o", "-q", "--budget-cost", repr(budget)) == 1
         assert "cost budget of" in capsys.readouterr().err
