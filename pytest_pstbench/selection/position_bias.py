@@ -13,12 +13,17 @@ and picks x_s (s in T) therefore expects at position p the count (1/|T|) * sum_{
 where the consensus best sits in dataset order (trial 0 shows dataset order) is not called biased; a judge
 that picks the same image in every order expects exactly what it shows (no evidence either way).
 
-The test: Pearson's chi-square goodness of fit of the observed counts against the expected ones
-(`scipy.stats.chi2`, df = positions with a non-zero expectation - 1; per k, and `all_k`: the chi-squares and
-df summed over k), its p-value, Cohen's w = sqrt(chi2 / n) as the effect size, and `biased` when p is below the
-protocol's `comparison.alpha`. Under the null the trials of a task vary less than the multinomial the
-chi-square assumes, so the test is conservative (its false-positive rate stays at most alpha; checked by
-simulation in tests/selection/test_position_bias.py).
+The test: the exact conditional (permutation) test of Pearson's chi-square statistic of the observed counts
+against the expected ones (over the positions with a non-zero expectation; df = those positions - 1, shown, not
+used). Under the null each task's picks are equally likely to have fallen on its answered trials in any
+assignment, independently across tasks; the p-value is the probability, over those assignments, of a chi-square
+at least the observed one (per k; `all_k`: the chi-squares summed over k, every task reassigned together). It is
+computed exactly (the distribution of the summed counts built task by task) where building that distribution takes at
+most `EXACT_WORK` steps, else from `DRAWS` seeded random assignments as (1 + draws at least as extreme) / (1 +
+DRAWS), which is also a valid p-value. The trials of a task vary less than a multinomial around the expectation,
+so the chi-square distribution would be conservative (a false-positive rate of 0-1.5% at a nominal 5%); the
+permutation distribution is the statistic's own (benchmarks/bench_position_bias.py measures both rates). Cohen's
+w = sqrt(chi2 / n) is the effect size, and `biased` is p below the protocol's `comparison.alpha`.
 
 Also per role and k: position consistency over the tasks with every trial answered (`same_image`: the same
 candidate picked in every order; `same_slot`: the same position in every order while the candidate changed,
@@ -37,7 +42,13 @@ ROLES = (
     ("bw_best", "pick_best_and_worst", "best"),
     ("bw_worst", "pick_best_and_worst", "worst"),
 )
-TEST = "chi-square goodness of fit against the position-blind expectation (trials exchangeable within a task)"
+TEST = (
+    "exact conditional permutation test of the chi-square statistic against the position-blind expectation "
+    "(each task's picks reassigned to its answered trials)"
+)
+EXACT_WORK = 10_000  # the most (outcome so far x task outcome) pairs the exact distribution may combine
+DRAWS = 10_000  # random assignments where there are more
+SEED = 20_250_046  # the draws' seed: a run's p-values are reproducible (the loader recomputes them)
 HUMAN_WHY = (
     "not measured: a votes file records each expert's best and worst but not the display order the expert "
     "saw (one vote per task), so no position can be read from it"
@@ -76,20 +87,133 @@ def chi_square(obs: list[int], exp: list[float]) -> tuple[float, int]:
     return float(sum((o - e) ** 2 / e for o, e in cells)), max(len(cells) - 1, 0)
 
 
-def _p(chi2: float, df: int) -> float | None:
-    if df < 1:
-        return None
-    from scipy.stats import chi2 as chi2_dist
-
-    return float(chi2_dist.sf(chi2, df))
+MAX_ENUMERATED_TRIALS = 7  # a task with more answered trials is drawn by random permutations, not enumerated
 
 
-def _entry(
-    k: int, obs: list[int], exp: list[float], tasks: int, same_image: int, same_slot: int, alpha, labels
-) -> dict:
+def _positions(orders: list[tuple[int, ...]], picks: dict[int, int]) -> list[list[int]]:
+    """pos[i][j]: the position at which the i-th answered trial's order shows the j-th pick (the null reassigns
+    the picks to the answered trials)."""
+    return [[orders[t].index(x) for x in picks.values()] for t in picks]
+
+
+def _assignment_counts(k: int, pos: list[list[int]]) -> list[tuple[int, ...]]:
+    """The count vector of every assignment of a task's picks to its answered trials (m! of them, equally likely)."""
+    import itertools
+
+    out = []
+    for perm in itertools.permutations(range(len(pos))):
+        c = [0] * k
+        for i, j in enumerate(perm):
+            c[pos[i][j]] += 1
+        out.append(tuple(c))
+    return out
+
+
+def _exact(k: int, tasks: list[list[list[int]]], exp: list[float]) -> dict[float, float] | None:
+    """chi-square -> probability under the null, built task by task over the summed count vectors; None when a
+    task has too many trials to enumerate or building it would take more than EXACT_WORK steps."""
+    states = {tuple([0] * k): 1.0}
+    work = 0
+    for pos in tasks:
+        if len(pos) > MAX_ENUMERATED_TRIALS:
+            return None
+        counts = _assignment_counts(k, pos)
+        share = 1.0 / len(counts)
+        step: dict[tuple[int, ...], float] = {}
+        for c in counts:
+            step[c] = step.get(c, 0.0) + share
+        work += len(states) * len(step)
+        if work > EXACT_WORK:
+            return None
+        new: dict[tuple[int, ...], float] = {}
+        for s, p in states.items():
+            for c, q in step.items():
+                key = tuple(a + b for a, b in zip(s, c))
+                new[key] = new.get(key, 0.0) + p * q
+        states = new
+    dist: dict[float, float] = {}
+    for s, p in states.items():
+        v = chi_square(list(s), exp)[0]
+        dist[v] = dist.get(v, 0.0) + p
+    return dist
+
+
+def _convolve(dists: list[dict[float, float]]) -> dict[float, float] | None:
+    """The distribution of the sum of independent chi-squares (None past EXACT_WORK steps)."""
+    total = {0.0: 1.0}
+    work = 0
+    for d in dists:
+        work += len(total) * len(d)
+        if work > EXACT_WORK:
+            return None
+        new: dict[float, float] = {}
+        for a, p in total.items():
+            for b, q in d.items():
+                key = round(a + b, 9)
+                new[key] = new.get(key, 0.0) + p * q
+        total = new
+    return total
+
+
+def _drawn(k: int, tasks: list[list[list[int]]], exp: list[float], rng):
+    """The chi-square of DRAWS random reassignments (every task's picks to its answered trials, independently)."""
+    import numpy as np
+
+    counts = np.zeros((DRAWS, k), dtype=np.int64)
+    for pos in tasks:
+        m = len(pos)
+        if m <= MAX_ENUMERATED_TRIALS:
+            table = np.array(_assignment_counts(k, pos), dtype=np.int64)
+            counts += table[rng.integers(0, len(table), size=DRAWS)]
+        else:
+            perms = rng.permuted(np.tile(np.arange(m), (DRAWS, 1)), axis=1)
+            shown = np.asarray(pos)[np.arange(m), perms]  # (DRAWS, m): the position of trial i's reassigned pick
+            for p in range(k):
+                counts[:, p] += (shown == p).sum(axis=1)
+    e = np.asarray(exp)
+    keep = e > 1e-12
+    return (((counts[:, keep] - e[keep]) ** 2) / e[keep]).sum(axis=1)
+
+
+def _at_least(dist: dict[float, float], chi2: float) -> float:
+    floor = chi2 - 1e-9 * max(1.0, chi2)
+    return min(1.0, sum(p for v, p in dist.items() if v >= floor))
+
+
+def _drawn_p(draws, chi2: float) -> float:
+    floor = chi2 - 1e-9 * max(1.0, chi2)
+    return float((1 + int((draws >= floor).sum())) / (1 + DRAWS))
+
+
+def permutation_p(groups: dict[int, dict]) -> tuple[dict[int, float | None], float | None]:
+    """The per-k and all-k p-values of the conditional test. groups: k -> {"tasks": per task the positions
+    (`_positions`), "obs", "exp"}. A k whose chi-square has df < 1 has no p-value (nothing can vary)."""
+    import numpy as np
+
+    stat = {k: chi_square(g["obs"], g["exp"]) for k, g in groups.items()}
+    exact = {k: _exact(k, g["tasks"], g["exp"]) for k, g in groups.items()}
+    draws = None
+    if any(d is None for d in exact.values()) or (all_k := _convolve(list(exact.values()))) is None:
+        rng = np.random.default_rng(SEED)
+        draws = {k: _drawn(k, groups[k]["tasks"], groups[k]["exp"], rng) for k in sorted(groups)}
+    per_k = {}
+    for k, (chi2, df) in stat.items():
+        if df < 1:
+            per_k[k] = None
+        else:
+            per_k[k] = _at_least(exact[k], chi2) if exact[k] is not None else _drawn_p(draws[k], chi2)
+    chi2_all = sum(c for c, _ in stat.values())
+    if sum(df for _, df in stat.values()) < 1:
+        return per_k, None
+    if draws is None:
+        return per_k, _at_least(all_k, chi2_all)
+    return per_k, _drawn_p(sum(draws.values()), chi2_all)
+
+
+def _entry(k: int, acc: dict, p: float | None, alpha, labels) -> dict:
+    obs, exp, tasks = acc["obs"], acc["exp"], acc["tasks_all"]
     n = sum(obs)
     chi2, df = chi_square(obs, exp)
-    p = _p(chi2, df)
     rates = [o / n for o in obs] if n else [None] * k
     expected = [e / n for e in exp] if n else [None] * k
     excess = [r - e for r, e in zip(rates, expected)] if n else []
@@ -110,51 +234,54 @@ def _entry(
         "favoured": labels[top] if top is not None else None,
         "excess": excess[top] if top is not None else None,
         "tasks_all_trials": tasks,
-        "same_image": same_image / tasks if tasks else None,
-        "same_slot": same_slot / tasks if tasks else None,
+        "same_image": acc["image"] / tasks if tasks else None,
+        "same_slot": acc["slot"] / tasks if tasks else None,
     }
+
+
+def _accumulate(tasks, answers, orders, params, ptype: str, which: str) -> dict[int, dict]:
+    """k -> the role's summed observed and expected counts, each task's positions (for the test) and the
+    consistency counts over the tasks with every trial answered."""
+    trials = params.trials
+    by_k: dict[int, dict] = {}
+    for task, a, order in zip(tasks, answers, orders):
+        if ptype not in params.prompt_types_for(task.k):
+            continue  # k = 2 best+worst: derived from pick_best, not an answer of its own
+        picks = _picks(a, ptype, which, trials)
+        obs, exp = task_counts(task.k, order, picks)
+        acc = by_k.setdefault(
+            task.k, {"obs": [0] * task.k, "exp": [0.0] * task.k, "tasks": [], "tasks_all": 0, "image": 0, "slot": 0}
+        )
+        acc["obs"] = [x + y for x, y in zip(acc["obs"], obs)]
+        acc["exp"] = [x + y for x, y in zip(acc["exp"], exp)]
+        if picks:
+            acc["tasks"].append(_positions(order, picks))
+        if len(picks) == trials:
+            acc["tasks_all"] += 1
+            same_image = len(set(picks.values())) == 1
+            acc["image"] += same_image
+            acc["slot"] += (not same_image) and len({order[t].index(x) for t, x in picks.items()}) == 1
+    return by_k
 
 
 def position_bias(tasks, answers: list[dict], orders: list[list[tuple[int, ...]]], params, alpha) -> dict:
     """summary.json `position_bias` from the scored tasks (each with `.k`), their answers (prompt type -> per
     trial {best, worst, status}) and their display orders, in the same order."""
-    labels = params.labels
-    trials = params.trials
     roles = {}
     for role, ptype, which in ROLES:
-        by_k: dict[int, dict] = {}
-        for task, a, order in zip(tasks, answers, orders):
-            if ptype not in params.prompt_types_for(task.k):
-                continue  # k = 2 best+worst: derived from pick_best, not an answer of its own
-            picks = _picks(a, ptype, which, trials)
-            obs, exp = task_counts(task.k, order, picks)
-            acc = by_k.setdefault(
-                task.k, {"obs": [0] * task.k, "exp": [0.0] * task.k, "tasks": 0, "image": 0, "slot": 0}
-            )
-            acc["obs"] = [x + y for x, y in zip(acc["obs"], obs)]
-            acc["exp"] = [x + y for x, y in zip(acc["exp"], exp)]
-            if len(picks) == trials:
-                acc["tasks"] += 1
-                same_image = len(set(picks.values())) == 1
-                acc["image"] += same_image
-                acc["slot"] += (not same_image) and len({order[t].index(x) for t, x in picks.items()}) == 1
+        by_k = _accumulate(tasks, answers, orders, params, ptype, which)
         if not by_k:
             continue
-        entries = {
-            str(k): _entry(k, v["obs"], v["exp"], v["tasks"], v["image"], v["slot"], alpha, labels)
-            for k, v in sorted(by_k.items())
-        }
-        chi2 = sum(e["chi2"] for e in entries.values())
-        df = sum(e["df"] for e in entries.values())
-        p = _p(chi2, df)
+        p_k, p_all = permutation_p(by_k)
+        entries = {str(k): _entry(k, v, p_k[k], alpha, params.labels) for k, v in sorted(by_k.items())}
         roles[role] = {
             "by_k": entries,
             "all_k": {
                 "n": sum(e["n"] for e in entries.values()),
-                "chi2": chi2,
-                "df": df,
-                "p": p,
-                "biased": None if p is None or alpha is None else bool(p < alpha),
+                "chi2": sum(e["chi2"] for e in entries.values()),
+                "df": sum(e["df"] for e in entries.values()),
+                "p": p_all,
+                "biased": None if p_all is None or alpha is None else bool(p_all < alpha),
             },
         }
     return {"test": TEST, "alpha": alpha, "roles": roles}

@@ -67,7 +67,7 @@ def human_tables(summary: dict, params, decimals: int = 3, tablefmt: str = "simp
             row = [
                 cell_text(_cell_name(cell), tablefmt),
                 str(cell["n_experts"]),
-                str(n) if total in (None, n) else f"{n} of {total}",
+                str(n) if total is None or n >= total else f"{n} of {total}",  # an incomplete run's cell: fewer
             ]
             for m in params.metrics:
                 e = cell["metrics"][m][agg]

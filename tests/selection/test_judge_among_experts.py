@@ -58,7 +58,7 @@ def test_vab_score_and_table_place_the_judge(tmp_path, capsys):
     from pytest_pstbench.selection.paper_table import build_selection_table
 
     demo = resolve_selection_track("vab-demo")
-    run = score(tmp_path, "good", demo, PARAMS, pattern(1, {"top1": 0.9, "bot1": 0.85, "tb1": 0.8}))
+    run = score(tmp_path, "good", demo, PARAMS, pattern(1, {"top1": 0.9, "bot1": 0.85, "tb1": 0.8}), "-v")
     out = capsys.readouterr().out
     assert "the judge among the experts" in out and "free-marginal kappa" in out
     notes = build_selection_table([run], metrics=None, against="best", protocol_spec=None).notes

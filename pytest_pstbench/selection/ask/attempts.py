@@ -5,7 +5,9 @@ rounds): what an attempt's outcome writes to the answers file, and whether the o
 unless its status is not retried, and a status in `stop_run_statuses` (or a redirect) stops the run; an answered
 call is parsed, and asked again while unparseable; the last attempt's line stays. `Spent` is what a request's
 answered calls cost (`usage.add` over its attempts): the line's `usage`, or `usage: null` and `usage_note` when a
-call's usage was not sent or damaged (never zero); answers taken from the response cache cost nothing now
+call's usage was not sent or damaged (never zero); an API error that is never billed (`chat_api.unbilled_reason`:
+a 429, a 5xx without a body, a refused connection) on a request with no answered call costs zero tokens, its
+`usage_note` saying why; answers taken from the response cache cost nothing now
 (`cached`: how many; no `usage` when all were). A batch run keeps it between rounds (`state`).
 """
 
@@ -56,6 +58,8 @@ def answer_line(
     att = params.attempts
     if isinstance(outcome, ApiError):
         result = {**line, "attempt": attempt, "error": str(outcome), **spent.fields()}
+        if "usage" not in result and outcome.unbilled and not cached:  # nothing answered, and this was never billed
+            result.update(usage={"prompt_tokens": 0, "completion_tokens": 0}, usage_note=outcome.unbilled)
         stop = outcome.status in att["stop_run_statuses"] or outcome.kind == "redirect"
         retry = not stop and "error" in att["retry_on"] and outcome.status not in att["not_retried_statuses"]
         return result, retry and not last, stop

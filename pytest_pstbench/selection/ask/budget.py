@@ -61,10 +61,11 @@ class TokenBudget:
         self.max_tokens = int(max_tokens)
         self.spent = int(spent)  # tokens recorded (answers file before the run, then every settled call)
         self.in_flight = 0  # bounds of the calls not yet settled
+        self.calls_in_flight = 0
         self.unknown_calls = 0  # calls settled at their bound (no usage from the server)
         self.exact: dict = {}  # (task_id, prompt_type) -> prompt tokens the server counted
         self.largest: dict = {}  # (prompt_type, n_images) -> the largest prompt counted
-        self.refused: tuple | None = None  # (bound, key) of the first call that did not fit
+        self.refused: dict | None = None  # the first call that did not fit, and what the budget held then
         self.completion_seen = int(completion_seen)  # the largest completion billed for one call
         self.known = bool(seen) or self.completion_seen > 0  # a call has been answered: no more probing
         self.probing = False  # a probe is in flight (the others wait for it)
@@ -101,10 +102,21 @@ class TokenBudget:
             over_cost = self.cost_limit is not None and self.spent_cost + self.cost_in_flight + cost > self.cost_limit
             if over_tokens or over_cost:
                 if self.refused is None:
-                    self.refused = (tokens, key, cost, "tokens" if over_tokens else "cost")
+                    self.refused = {
+                        "bound": tokens,
+                        "key": key,
+                        "cost": cost,
+                        "which": "tokens" if over_tokens else "cost",
+                        "spent": self.spent,
+                        "spent_cost": self.spent_cost,
+                        "in_flight": self.in_flight,
+                        "cost_in_flight": self.cost_in_flight,
+                        "calls": self.calls_in_flight,
+                    }
                 return None
             self.in_flight += tokens
             self.cost_in_flight += cost
+            self.calls_in_flight += 1
             probe = not self.known
             self.probing = self.probing or probe
             return Reservation(tokens, key, shape, cost, probe)
@@ -121,6 +133,7 @@ class TokenBudget:
     def _ended(self, res: Reservation) -> None:
         self.in_flight -= res.tokens
         self.cost_in_flight -= res.cost
+        self.calls_in_flight -= 1
         if res.probe:
             self.probing = False
         self._lock.notify_all()
@@ -153,16 +166,22 @@ class TokenBudget:
         return call_cost(usage, self.price)
 
     def reason(self) -> str:
-        bound, key, cost, which = self.refused or (0, ("?", "?"), 0.0, "tokens")
-        if which == "cost":
+        """Why the run stopped, in numbers that add up: what was spent, what the calls in flight may still cost (their
+        bounds) and the next request's bound, against the budget (as they stood when the request was refused)."""
+        r = self.refused or {"bound": 0, "key": ("?", "?"), "cost": 0.0, "which": "tokens", "spent": self.spent}
+        r = {"spent_cost": self.spent_cost, "in_flight": 0, "cost_in_flight": 0.0, "calls": 0, **r}
+        key, calls = r["key"], r["calls"]
+        held = f"{calls} call{'s' if calls != 1 else ''} in flight"
+        if r["which"] == "cost":
             cur = self.price.currency
             return (
-                f"cost budget of {self.cost_limit:g} {cur} reached: {self.spent_cost:.4f} {cur} spent, and the next "
-                f"request (task {key[0]}, {key[1]}) may cost up to {cost:.4f} {cur}"
+                f"cost budget of {self.cost_limit:g} {cur} reached: {r['spent_cost']:.4f} {cur} spent, "
+                f"{held} may cost up to {r['cost_in_flight']:.4f} {cur}, and the next request (task {key[0]}, "
+                f"{key[1]}) may cost up to {r['cost']:.4f} {cur}"
             )
         return (
-            f"token budget of {self.limit:,} reached: {self.spent:,} tokens spent, and the next request "
-            f"(task {key[0]}, {key[1]}) may take up to {bound:,}"
+            f"token budget of {self.limit:,} reached: {r['spent']:,} tokens spent, {held} may take up to "
+            f"{r['in_flight']:,}, and the next request (task {key[0]}, {key[1]}) may take up to {r['bound']:,}"
         )
 
     def provenance(self) -> dict:
@@ -190,7 +209,8 @@ def budget_from_answers(
             spent += usage["prompt_tokens"] + usage["completion_tokens"]
             spent_cost += probe._cost(usage)
             longest = max(longest, usage["completion_tokens"])
-            if attempt == 1 and task_id in tasks:  # one answered call: its prompt count is the request's
+            if attempt == 1 and task_id in tasks and usage["prompt_tokens"]:  # one answered call (not an unbilled
+                # error's zero): its prompt count is the request's
                 seen[(task_id, ptype, tasks[task_id].k)] = usage["prompt_tokens"]
     largest = max(seen.values(), default=0)
     probe.completion_seen = longest

@@ -25,14 +25,33 @@ pause = time.sleep  # every wait of a model run (HTTP backoff, the official dela
 
 class ApiError(Exception):
     def __init__(
-        self, message: str, *, status: int | None = None, kind: str = "http", retry_after: float | None = None
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        kind: str = "http",
+        retry_after: float | None = None,
+        unbilled: str | None = None,
     ):
         super().__init__(message)
         self.status = status
+        self.unbilled = unbilled  # why the call was never billed (`unbilled_reason`); None: it may have been
         self.kind = (
             kind  # "http" (a status), "timeout", "connection", "body" (a 200 without a usable answer), "redirect"
         )
         self.retry_after = retry_after
+
+
+def unbilled_reason(status: int | None, has_body: bool, refused: bool = False) -> str | None:
+    """Why an API error was never billed, or None when it may have been: a rate-limit refusal (429), a server error
+    without a body (5xx: nothing was generated), a refused connection (nothing reached the server)."""
+    if refused:
+        return "not billed: the connection was refused"
+    if status == 429:
+        return "not billed: HTTP 429 (rate limited)"
+    if status is not None and status >= 500 and not has_body:
+        return f"not billed: HTTP {status} without a body"
+    return None
 
 
 @dataclass(frozen=True)
@@ -184,7 +203,10 @@ def _post(url: str, body: bytes, headers: dict, timeout: float, max_bytes: int, 
         except (OSError, http.client.HTTPException, ValueError) as exc:  # refused, dropped, cut short, timed out
             if cut.is_set() or isinstance(exc, TimeoutError):
                 raise ApiError(f"timed out after {timeout:g} s (--timeout)", kind="timeout") from None
-            raise ApiError(f"{type(exc).__name__}: {exc}", kind="connection") from None
+            refused = isinstance(exc, ConnectionRefusedError)
+            raise ApiError(
+                f"{type(exc).__name__}: {exc}", kind="connection", unbilled=unbilled_reason(None, False, refused)
+            ) from None
         finally:
             timer.cancel()
             conn.close()
@@ -194,7 +216,10 @@ def _post(url: str, body: bytes, headers: dict, timeout: float, max_bytes: int, 
         if status >= 300:
             text = _snippet(raw, secrets)  # a server may repeat the key it was sent: redacted before the cut
             raise ApiError(
-                f"HTTP {status} {reason}" + (f": {text}" if text else ""), status=status, retry_after=retry_after
+                f"HTTP {status} {reason}" + (f": {text}" if text else ""),
+                status=status,
+                retry_after=retry_after,
+                unbilled=unbilled_reason(status, bool(raw.strip())),
             )
         return _reply(raw, max_bytes, secrets)
     raise ApiError(f"more than {_MAX_REDIRECTS} redirects", kind="redirect")
@@ -282,6 +307,7 @@ def call(
     answers.attempts.http (as litellm's OpenAI-compatible path does inside one eval.py attempt). `send`: what
     makes each HTTP call instead of `post` (`pacing.AdaptiveLimiter.send`, --concurrency auto)."""
     statuses = http_rules["retry_statuses"]
+    billed = False  # a failed try of this attempt that may have been billed: the attempt's error is not "unbilled"
     for i in range(http_rules["retries"] + 1):
         if count is not None:
             count()
@@ -290,6 +316,9 @@ def call(
                 return send(post, url, body, headers, timeout, max_bytes)
             return post(url, body, headers, timeout, max_bytes)
         except ApiError as exc:
+            billed = billed or exc.unbilled is None
+            if billed:
+                exc.unbilled = None
             if exc.kind == "http":
                 again = exc.status in statuses or ("5xx" in statuses and exc.status >= 500)
             else:

@@ -298,8 +298,9 @@ class _Asker:
 
 
 def _ask_all(asker: _Asker, todo: list, writer, progress) -> None:
-    """Every request of `todo` on `settings.concurrency` threads, each line appended as it finishes. Ctrl-C: nothing
-    new starts; the calls in flight end and every answer that arrived is kept."""
+    """Every request of `todo` on `settings.concurrency` threads, each line appended as it finishes (`progress(lines
+    written, requests to ask)`: a stopped run's bar ends at what was asked). Ctrl-C: nothing new starts; the calls
+    in flight end and every answer that arrived is kept."""
     n = len(todo)
     finished = 0
     say = progress or (lambda _d, _n: None)
@@ -311,10 +312,12 @@ def _ask_all(asker: _Asker, todo: list, writer, progress) -> None:
                 pending.discard(fut)
                 if fut.cancelled():  # not started before the run was stopped: nothing was asked
                     continue
-                with asker.lock:
-                    asker.record(writer, fut.result())
-                    finished += 1
-                say(finished, n)
+                result = fut.result()
+                if result is not None:  # None: started after the run stopped, nothing asked (not on the bar)
+                    with asker.lock:
+                        asker.record(writer, result)
+                        finished += 1
+                    say(finished, n)
                 if asker.stop.is_set():
                     for f in futures:
                         f.cancel()

@@ -11,7 +11,12 @@ from pathlib import Path
 
 from pytest_pstbench.core.progress import stderr_line as _progress
 from pytest_pstbench.options import add_to_argparse
-from pytest_pstbench.selection.commands.vab_common import load_selection, print_outcome
+from pytest_pstbench.selection.commands.vab_common import (
+    add_show_options,
+    load_selection,
+    print_outcome,
+    shown_sections,
+)
 
 
 def cmd_export(args) -> int:
@@ -174,7 +179,7 @@ def cmd_score(args) -> int:
     outcome = score_all(
         session, answer_set=answer_set, judge=chosen.judge, progress=_progress if args.verbose else None
     )
-    print_outcome(outcome, track, chosen.label, params, extras=args.extras)
+    print_outcome(outcome, track, chosen.label, params, extras=args.extras, show=shown_sections(args))
     if set0 is not None:
         outcome0 = score_all(_session(args, track, protocol, f"{name}@t0", set0.provenance()), answer_set=set0)
         print()
@@ -469,7 +474,13 @@ def _add_score_parser(sub) -> None:
         action="store_true",
         help="also print TB-1's best-only / worst-only accuracy and each metric's trial-0 accuracy",
     )
-    s.add_argument("-v", "--verbose", action="store_true", help="print one progress line per task")
+    s.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="print every section in full (--show all) and one progress line per task",
+    )
+    add_show_options(s, verbose=False)
     s.set_defaults(func=cmd_score)
 
     from pytest_pstbench.selection.commands.vab_run import add_price_options

@@ -31,7 +31,7 @@ def cmd_run(args) -> int:
     from pytest_pstbench.selection.answers import ERROR
     from pytest_pstbench.selection.ask.pricing import table_from_args, with_cost
     from pytest_pstbench.selection.ask.settings import redact_command
-    from pytest_pstbench.selection.commands.vab_common import load_selection, print_outcome
+    from pytest_pstbench.selection.commands.vab_common import load_selection, print_outcome, shown_sections
     from pytest_pstbench.selection.run_judge import answers_judge, model_run_name
     from pytest_pstbench.selection.session import SelectionSession, score_all, votes_and_human
 
@@ -69,7 +69,7 @@ def cmd_run(args) -> int:
         stopped=counts.get("stopped"),
     )
     outcome = score_all(session, answer_set=chosen.answer_set)
-    print_outcome(outcome, track, chosen.label, params, extras=args.extras)
+    print_outcome(outcome, track, chosen.label, params, extras=args.extras, show=shown_sections(args))
     if "stopped" in counts:
         return 1
     errors = sum(1 for e in chosen.answer_set.entries.values() if e[1] == ERROR)
@@ -148,6 +148,8 @@ def _ask(args, track, protocol, settings, answers_path: Path):
     )
     notes = {k: counts[k] for k in ("budget", "cache", "stopped") if k in counts}
     if "stopped" in counts:
+        if not args.quiet and not args.batch and counts["ok"] + counts["unparseable"] + counts["error"]:
+            print(file=sys.stderr)  # the bar stopped short of its total: end its line
         print(
             f"pstbench: stopped: {counts['stopped']}; answers so far are in {answers_path}; fix: run the same command "
             "with a larger --budget-tokens / --budget-cost to go on (nothing answered is asked again)",
@@ -235,6 +237,9 @@ def add_run_parser(sub) -> None:
     r.add_argument("--results", default="results", help="results root (default: results)")
     r.add_argument("--protocol", default=None, help="selection protocol id or YAML path (default: vab)")
     r.add_argument("--extras", action="store_true", help="also print TB-1 best-only / worst-only and trial-0 accuracy")
+    from pytest_pstbench.selection.commands.vab_common import add_show_options
+
+    add_show_options(r)
     _add_batch_options(r)
     _add_budget_options(r)
     add_price_options(r)

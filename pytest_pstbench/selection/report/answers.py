@@ -103,6 +103,22 @@ def attach_answers(page) -> None:
         )
 
 
+def task_cost(run: dict, tid: str) -> str | None:
+    """The task's cost as run.json judge.cost records it (per trial; None without a cost): "cost of this task:
+    0.0012 USD (trials 0.0004, 0.0004, 0.0004)", or "unknown" where a trial's line had no usage."""
+    from pytest_pstbench.selection.ask.pricing import money
+
+    judge = run.get("judge") if isinstance(run, dict) else None
+    cost = judge.get("cost") if isinstance(judge, dict) else None
+    trials = (cost.get("per_task") or {}).get(tid) if isinstance(cost, dict) else None
+    if not isinstance(trials, list) or not trials:
+        return None
+    cur = cost.get("currency", "")
+    total = None if any(c is None for c in trials) else sum(trials)
+    shown = ", ".join("unknown" if c is None else f"{c:.4g}" for c in trials)
+    return f"cost of this task: {money(total, cur)} (trials {shown})"
+
+
 def render_answers(page, judge, ji: int, tid: str, k: int, w) -> None:
     """The task's answers of one judge: a `<details>` per trial and prompt type asked."""
     got = judge.answers
@@ -112,6 +128,9 @@ def render_answers(page, judge, ji: int, tid: str, k: int, w) -> None:
         f'<div class="answers" data-judge="{ji + 1}" data-task="{esc(tid)}"><span class="hint">answers of '
         f"{esc(judge.label)} ({esc(got.path.name)}; each cut to its first {ANSWER_BOUND:,} characters)</span>"
     )
+    said_cost = task_cost(judge.run.run, tid)
+    if said_cost:
+        w(f'<p class="hint cost" data-judge="{ji + 1}" data-task="{esc(tid)}">{esc(said_cost)}</p>')
     for t in range(page.params.trials):
         for ptype in page.params.prompt_types_for(k):
             key = (tid, t, ptype)

@@ -1,7 +1,7 @@
 """The Position bias section of a selection report: per judge, a small figure of how often each displayed position
 is picked as best and as worst (pick_best and pick_worst answers) against the rate a position-blind judge shows
 under the track's permutations, one panel per k, and the numbers as text: per answer role and k the observed and
-expected rates, the chi-square test (chi2, df, p-value), Cohen's w, the tvd and favoured position, and position
+expected rates, the chi-square statistic and its permutation test (chi2, df, p-value), Cohen's w, the tvd and favoured position, and position
 consistency (same image / same slot over the tasks with every trial answered); per role the all-k test.
 
 The numbers are summary.json's `position_bias` as `selection.position_bias.rows` gives them; the run's reader has
@@ -103,8 +103,9 @@ def render_bias(page, w) -> None:
     w(
         '<section id="bias" class="bias"><h2>Position bias</h2><p class="hint">Per judge, how often each displayed '
         "position (A, B, …) is picked as best (green) and as worst (red) against the rate of a position-blind judge "
-        "under the track's permutations (black line). Test: chi-square goodness of fit against that expectation (per "
-        "k; all k: chi-squares and df summed); w: Cohen's effect size; tvd: total variation distance of the rates; "
+        "under the track's permutations (black line). Test: the exact conditional (permutation) test of the "
+        "chi-square statistic against that expectation, each task's picks reassigned to its answered trials (per k; "
+        "all k: chi-squares summed); w: Cohen's effect size; tvd: total variation distance of the rates; "
         "same image / same slot: share of the tasks answered in every order whose pick stayed on one image / followed "
         "one position. From summary.json position_bias (checked against per_task.csv when read).</p>"
     )

@@ -117,7 +117,8 @@ def test_the_numbers_are_position_bias_pys(runs, built):
 def test_one_judges_numbers_against_scipy(runs, built):
     """An independent computation for the model judge, roles best and worst: the observed position counts from
     per_task.csv's picks and the track's display orders, the position-blind expectation as the docstring of
-    position_bias.py states it (a plain loop), scipy's chi-square test."""
+    position_bias.py states it (a plain loop), scipy's chi-square statistic (its permutation p-value is checked
+    against a brute-force enumeration in tests/selection/test_position_bias.py)."""
     from scipy.stats import chisquare
 
     from pytest_pstbench.core.protocol import load_protocol
@@ -147,11 +148,11 @@ def test_one_judges_numbers_against_scipy(runs, built):
                     for s in picks:
                         exp[orders[s].index(x)] += 1 / len(picks)
             keep = [i for i in range(k) if exp[i] > 1e-12]
-            stat, p = chisquare([obs[i] for i in keep], [exp[i] for i in keep])
+            stat = chisquare([obs[i] for i in keep], [exp[i] for i in keep]).statistic
             n = sum(obs)
             assert shown[(role, str(k), "n")] == n
             assert shown[(role, str(k), "chi2")] == pytest.approx(stat, rel=1e-9, abs=1e-12)
-            assert shown[(role, str(k), "p")] == pytest.approx(p, rel=1e-9)
+            assert 0 < shown[(role, str(k), "p")] <= 1
             assert shown[(role, str(k), "effect_w")] == pytest.approx(math.sqrt(stat / n), rel=1e-9, abs=1e-12)
             checked += 1
     assert checked >= 4
