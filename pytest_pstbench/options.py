@@ -85,7 +85,7 @@ SCORING = (
     ),
 )
 
-# Options of a model's requests that `pstbench vab run` (selection/commands/vab_run.py, add_to_argparse) and the
+# Options of a model's requests that `pstbench vab run` (selection/commands/vab_run.py, cli_args) and the
 # plugin's --pstbench-model take alike (checked by selection.ask.settings.run_settings).
 MODEL_REQUEST = (
     Option(

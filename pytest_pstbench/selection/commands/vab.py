@@ -12,6 +12,7 @@ from pathlib import Path
 from pytest_pstbench.core.progress import stderr_line as _progress
 from pytest_pstbench.options import Arg, add_args, cli_args
 from pytest_pstbench.selection.commands.vab_common import load_selection, print_outcome
+from pytest_pstbench.selection.commands.vab_run import PRICE_OPTIONS
 
 
 def cmd_export(args) -> int:
@@ -472,6 +473,7 @@ SCORE_ARGS = (
         help="also print TB-1's best-only / worst-only accuracy and each metric's trial-0 accuracy",
     ),
     Arg("-v", "--verbose", action="store_true", help="print one progress line per task"),
+    *PRICE_OPTIONS,
 )
 
 
@@ -479,10 +481,6 @@ def _add_score_parser(sub) -> None:
     s = sub.add_parser("score", help="score a judge on a selection track: an answers file or a scoring function")
     add_args(s, SCORE_ARGS)
     s.set_defaults(func=cmd_score)
-
-    from pytest_pstbench.selection.commands.vab_run import add_price_options
-
-    add_price_options(s)
 
 
 CONSENSUS_ARGS = (

@@ -11,6 +11,8 @@ from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.options import Arg, add_args, cli_args
+from pytest_pstbench.selection.ask.pacing import DEFAULT_MAX
+from pytest_pstbench.selection.ask.settings import MAX_CONCURRENCY, ModelOptions
 
 
 def _model_options(args, **fixed):
@@ -189,6 +191,7 @@ def _estimate(args, track, protocol, settings, answers_path, prices) -> int:
     return 0
 
 
+# The price table of a model run's cost (`selection.ask.pricing`): `vab run` and `vab score`.
 PRICE_OPTIONS = (
     Arg(
         "--price-in",
@@ -221,105 +224,7 @@ PRICE_OPTIONS = (
 )
 
 
-def add_price_options(p) -> None:
-    """The price table of a model run's cost (`selection.ask.pricing`): `vab run` and `vab score`."""
-    add_args(p, PRICE_OPTIONS)
-
-
-RUN_ARGS = (
-    Arg("--track", required=True, help="vab-demo, or the path to a local selection track.yaml"),
-    Arg("--model", required=True, help="model name sent to the endpoint"),
-    Arg("--api-base", required=True, help="endpoint base URL; requests go to API_BASE/chat/completions"),
-)
-
-RUN_ARGS_2 = (
-    Arg("--name", default=None, help="run name (default: the model name's last part)"),
-    Arg("--results", default="results", help="results root (default: results)"),
-    Arg("--protocol", default=None, help="selection protocol id or YAML path (default: vab)"),
-    Arg("--extras", action="store_true", help="also print TB-1 best-only / worst-only and trial-0 accuracy"),
-)
-
-RUN_ARGS_3 = (
-    Arg(
-        "--estimate",
-        action="store_true",
-        help="print the request count, expected tokens and cost (with an interval) and stop: "
-        "no request sent (or the --calibrate sample), no run folder written",
-    ),
-    Arg(
-        "--calibrate",
-        type=int,
-        default=None,
-        metavar="N",
-        help="with --estimate: ask N requests (appended to the answers "
-        "file; they count towards the run) and estimate from their usage",
-    ),
-    Arg("-q", "--quiet", action="store_true", help="no progress bar (no batch progress lines)"),
-)
-
-
-def add_run_parser(sub) -> None:
-    """Add `vab run` to `vab`'s subcommands (its defaults are the ask wing's, `selection.ask.settings.ModelOptions`)."""
-    r = sub.add_parser(
-        "run",
-        help="ask a model behind an OpenAI-compatible chat-completions endpoint (official prompts, retries), then score it",
-    )
-    add_args(r, RUN_ARGS)
-    _add_request_options(r)
-    add_args(r, RUN_ARGS_2)
-    _add_batch_options(r)
-    _add_budget_options(r)
-    add_price_options(r)
-    add_args(r, RUN_ARGS_3)
-    r.set_defaults(func=cmd_run)
-
-
-def _add_request_options(r) -> None:
-    """The key, the answers file, the calls in flight, the timeout, the headers and body fields, the sampling."""
-    from pytest_pstbench.selection.ask.pacing import DEFAULT_MAX
-    from pytest_pstbench.selection.ask.settings import MAX_CONCURRENCY, ModelOptions
-
-    add_args(
-        r,
-        (
-            Arg(
-                "--api-key-env",
-                default=ModelOptions.api_key_env,
-                help=f"environment variable holding the API key (default: {ModelOptions.api_key_env}; sent as a Bearer token, never written)",
-            ),
-            Arg(
-                "--answers",
-                default=None,
-                help="answers file to append to and resume from (default: RESULTS/<track>/<name>.answers.jsonl)",
-            ),
-            Arg(
-                "--concurrency",
-                default=ModelOptions.concurrency,
-                metavar="N|auto",
-                help=f"requests in flight at once (default: {ModelOptions.concurrency}, the official pipeline's rules as they are); `auto`: "
-                "adapt to the endpoint's rate limit (grow while answered, cut on 429/503; rate-limit answers are "
-                "waited out and sent again) up to --max-concurrency; the limit over time is recorded in run.json",
-            ),
-            Arg(
-                "--max-concurrency",
-                default=ModelOptions.max_concurrency,
-                metavar="M",
-                help=f"with --concurrency auto: the ceiling of the adaptive limit (default: {DEFAULT_MAX}; at most {MAX_CONCURRENCY})",
-            ),
-            Arg(
-                "--timeout",
-                type=float,
-                default=ModelOptions.timeout,
-                help="seconds one whole API call may take (connect, send, answer; a call cut at the limit is retried as a "
-                f"timeout) (default: {ModelOptions.timeout:g})",
-            ),
-            *cli_args("header", "extra-body", "votes"),
-            Arg("--temperature", type=float, default=None, help="sampling temperature (default: the protocol's, 1.0)"),
-            Arg("--max-tokens", type=int, default=None, help="max_tokens (default: the protocol's, 8192)"),
-        ),
-    )
-
-
+# --batch and how it polls and splits.
 BATCH_OPTIONS = (
     Arg(
         "--batch",
@@ -346,11 +251,7 @@ BATCH_OPTIONS = (
 )
 
 
-def _add_batch_options(r) -> None:
-    """--batch and how it polls and splits."""
-    add_args(r, BATCH_OPTIONS)
-
-
+# The run's budget and the response cache.
 BUDGET_OPTIONS = (
     Arg(
         "--budget-tokens",
@@ -378,6 +279,81 @@ BUDGET_OPTIONS = (
 )
 
 
-def _add_budget_options(r) -> None:
-    """The run's budget and the response cache."""
-    add_args(r, BUDGET_OPTIONS)
+# The key, the answers file, the calls in flight, the timeout, the headers and body fields, the sampling (the
+# defaults are the ask wing's, `selection.ask.settings.ModelOptions`).
+REQUEST_OPTIONS = (
+    Arg(
+        "--api-key-env",
+        default=ModelOptions.api_key_env,
+        help=f"environment variable holding the API key (default: {ModelOptions.api_key_env}; sent as a Bearer token, never written)",
+    ),
+    Arg(
+        "--answers",
+        default=None,
+        help="answers file to append to and resume from (default: RESULTS/<track>/<name>.answers.jsonl)",
+    ),
+    Arg(
+        "--concurrency",
+        default=ModelOptions.concurrency,
+        metavar="N|auto",
+        help=f"requests in flight at once (default: {ModelOptions.concurrency}, the official pipeline's rules as they are); `auto`: "
+        "adapt to the endpoint's rate limit (grow while answered, cut on 429/503; rate-limit answers are "
+        "waited out and sent again) up to --max-concurrency; the limit over time is recorded in run.json",
+    ),
+    Arg(
+        "--max-concurrency",
+        default=ModelOptions.max_concurrency,
+        metavar="M",
+        help=f"with --concurrency auto: the ceiling of the adaptive limit (default: {DEFAULT_MAX}; at most {MAX_CONCURRENCY})",
+    ),
+    Arg(
+        "--timeout",
+        type=float,
+        default=ModelOptions.timeout,
+        help="seconds one whole API call may take (connect, send, answer; a call cut at the limit is retried as a "
+        f"timeout) (default: {ModelOptions.timeout:g})",
+    ),
+    *cli_args("header", "extra-body", "votes"),
+    Arg("--temperature", type=float, default=None, help="sampling temperature (default: the protocol's, 1.0)"),
+    Arg("--max-tokens", type=int, default=None, help="max_tokens (default: the protocol's, 8192)"),
+)
+
+
+RUN_ARGS = (
+    Arg("--track", required=True, help="vab-demo, or the path to a local selection track.yaml"),
+    Arg("--model", required=True, help="model name sent to the endpoint"),
+    Arg("--api-base", required=True, help="endpoint base URL; requests go to API_BASE/chat/completions"),
+    *REQUEST_OPTIONS,
+    Arg("--name", default=None, help="run name (default: the model name's last part)"),
+    Arg("--results", default="results", help="results root (default: results)"),
+    Arg("--protocol", default=None, help="selection protocol id or YAML path (default: vab)"),
+    Arg("--extras", action="store_true", help="also print TB-1 best-only / worst-only and trial-0 accuracy"),
+    *BATCH_OPTIONS,
+    *BUDGET_OPTIONS,
+    *PRICE_OPTIONS,
+    Arg(
+        "--estimate",
+        action="store_true",
+        help="print the request count, expected tokens and cost (with an interval) and stop: "
+        "no request sent (or the --calibrate sample), no run folder written",
+    ),
+    Arg(
+        "--calibrate",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --estimate: ask N requests (appended to the answers "
+        "file; they count towards the run) and estimate from their usage",
+    ),
+    Arg("-q", "--quiet", action="store_true", help="no progress bar (no batch progress lines)"),
+)
+
+
+def add_run_parser(sub) -> None:
+    """Add `vab run` to `vab`'s subcommands (its defaults are the ask wing's, `selection.ask.settings.ModelOptions`)."""
+    r = sub.add_parser(
+        "run",
+        help="ask a model behind an OpenAI-compatible chat-completions endpoint (official prompts, retries), then score it",
+    )
+    add_args(r, RUN_ARGS)
+    r.set_defaults(func=cmd_run)
