@@ -85,7 +85,7 @@ SCORING = (
     ),
 )
 
-# Options of a model's requests that `pstbench vab run` (selection/commands/vab_run.py, add_to_argparse) and the
+# Options of a model's requests that `pstbench vab run` (selection/commands/vab_run.py, cli_args) and the
 # plugin's --pstbench-model take alike (checked by selection.ask.settings.run_settings).
 MODEL_REQUEST = (
     Option(
@@ -245,9 +245,43 @@ def add_to_pytest(parser, group, kinds_own: tuple = ()) -> None:
             parser.addini(o.dest, o.ini_help or help_text, **({"type": ini_type} if ini_type else {}), default=default)
 
 
-def add_to_argparse(parser, *names: str, required: tuple[str, ...] = ()) -> None:
-    """The options `names` (entries of the table) as `--NAME` arguments of an argparse (sub)parser;
-    those in `required` must be given."""
+class Arg:
+    """One argument of a `pstbench` command, declared in the command's table (a tuple of these beside the
+    command): the option strings or positional name, then add_argument's keywords (help, type, nargs, default,
+    choices, metavar, action, required, dest, const). Only the keywords given reach argparse, so an entry reads
+    as the argument it makes; `add_args` is the one place that makes them."""
+
+    KEYWORDS = frozenset(
+        {"help", "type", "nargs", "default", "choices", "metavar", "action", "required", "dest", "const", "version"}
+    )
+    __slots__ = ("flags", "keywords")
+
+    def __init__(self, *flags: str, **keywords) -> None:
+        unknown = set(keywords) - self.KEYWORDS
+        if not flags or unknown:
+            raise TypeError(f"Arg{flags}: needs a name and takes only {sorted(self.KEYWORDS)} (not {sorted(unknown)})")
+        self.flags = flags
+        self.keywords = keywords
+
+    def __getattr__(self, name: str):
+        if name in Arg.KEYWORDS:
+            return self.keywords.get(name)
+        raise AttributeError(name)
+
+    def __repr__(self) -> str:
+        return f"Arg{self.flags}"
+
+
+def add_args(parser, table) -> None:
+    """Every entry of `table` (a tuple of `Arg`), in order, as an argument of the argparse (sub)parser."""
+    for arg in table:
+        parser.add_argument(*arg.flags, **arg.keywords)
+
+
+def cli_args(*names: str, required: tuple[str, ...] = ()) -> tuple[Arg, ...]:
+    """The options `names` (entries of the table above) as `--NAME` entries of a command's table; those in
+    `required` must be given."""
+    out = []
     for name in names:
         o = BY_NAME[name]
         kw: dict = {"help": o.help + o.cli_note}
@@ -263,19 +297,19 @@ def add_to_argparse(parser, *names: str, required: tuple[str, ...] = ()) -> None
             kw["default"] = o.cli_default
             if o.cli_nargs:
                 kw["nargs"] = o.cli_nargs
-        parser.add_argument(f"--{o.name}", **kw)
+        out.append(Arg(f"--{o.name}", **kw))
+    return tuple(out)
 
 
-def add_workers_option(parser) -> None:
-    """`-j/--workers N` of the commands that score pairs (CLI only)."""
-    parser.add_argument(
-        "-j",
-        "--workers",
-        default=None,
-        metavar="N",
-        help="threads that read and decode the next pairs' images while the current pair's metrics are "
-        "computed (default: the machine's CPU count); the values do not depend on it",
-    )
+# `-j/--workers N` of the commands that score pairs (CLI only).
+WORKERS = Arg(
+    "-j",
+    "--workers",
+    default=None,
+    metavar="N",
+    help="threads that read and decode the next pairs' images while the current pair's metrics are "
+    "computed (default: the machine's CPU count); the values do not depend on it",
+)
 
 
 def option_value(config, name: str):

@@ -21,6 +21,7 @@ from pytest_pstbench.board.page import (
 )
 from pytest_pstbench.board.ranks import is_reference, primary_metric, rank
 from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.options import Arg, add_args
 
 SELECTION_NOTE = (
     "The random baseline and human reference rows of a selection track are not shown on the board yet; "
@@ -129,6 +130,31 @@ def build_board(sources, out, *, metric: str | None = None, protocol_spec: str |
     return json.loads(board_json(data, left_out))
 
 
+BOARD_ARGS = (
+    Arg(
+        "sources",
+        nargs="+",
+        metavar="SOURCE",
+        help="run folders, results folders (results/<track>/<name>) or published paths "
+        "(hf://datasets/OWNER/NAME[@REV]/PATH holding one or many runs)",
+    ),
+    Arg("--out", required=True, metavar="DIR", help="folder to write the site into (replaced whole)"),
+    Arg(
+        "--metric",
+        default=None,
+        metavar="M",
+        help="the metric the ranks rest on (default: the protocol's first ranked metric; selection: METRIC.OUTCOME, "
+        "e.g. top1.pass^3)",
+    ),
+    Arg(
+        "--protocol",
+        default=None,
+        metavar="P",
+        help="protocol id or YAML path the runs were made under (default: found by the runs' sha256)",
+    ),
+)
+
+
 def add_board_command(sub) -> None:
     """Register `pstbench board`."""
     p = sub.add_parser(
@@ -136,27 +162,7 @@ def add_board_command(sub) -> None:
         help="write a static leaderboard site (index.html per track, board.json, board.csv) from runs, with rank "
         "groups the paired tests support and each row's provenance",
     )
-    p.add_argument(
-        "sources",
-        nargs="+",
-        metavar="SOURCE",
-        help="run folders, results folders (results/<track>/<name>) or published paths "
-        "(hf://datasets/OWNER/NAME[@REV]/PATH holding one or many runs)",
-    )
-    p.add_argument("--out", required=True, metavar="DIR", help="folder to write the site into (replaced whole)")
-    p.add_argument(
-        "--metric",
-        default=None,
-        metavar="M",
-        help="the metric the ranks rest on (default: the protocol's first ranked metric; selection: METRIC.OUTCOME, "
-        "e.g. top1.pass^3)",
-    )
-    p.add_argument(
-        "--protocol",
-        default=None,
-        metavar="P",
-        help="protocol id or YAML path the runs were made under (default: found by the runs' sha256)",
-    )
+    add_args(p, BOARD_ARGS)
     p.set_defaults(func=cmd_board)
 
 

@@ -12,7 +12,7 @@ import sys
 
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.frame.parsing import Parser, positive_int
-from pytest_pstbench.options import add_to_argparse, add_workers_option
+from pytest_pstbench.options import WORKERS, Arg, add_args, cli_args
 
 
 def cmd_compare(args) -> int:
@@ -89,46 +89,45 @@ def cmd_score(args) -> int:
     return kind.load("score")(args)
 
 
+SCORE_ARGS = (
+    *cli_args("track", "outputs", "name", "allow-resize", "method-info", "allow-outside-links", required=("track",)),
+    *cli_args("results", "device", "protocol", "no-cache", "verify-cache"),
+    WORKERS,
+)
+
+
 def add_score_command(sub) -> None:
     p = sub.add_parser("score", help="score an outputs folder on a track")
-    add_to_argparse(
-        p, "track", "outputs", "name", "allow-resize", "method-info", "allow-outside-links", required=("track",)
-    )
-    add_to_argparse(p, "results", "device", "protocol", "no-cache", "verify-cache")
-    add_workers_option(p)
+    add_args(p, SCORE_ARGS)
     p.set_defaults(func=cmd_score)
 
 
-def add_compare_command(sub) -> None:
-    p = sub.add_parser(
-        "compare",
-        help="tests between runs, Holm-corrected: paired Wilcoxon (paired tracks) or exact McNemar (selection tracks)",
-    )
-    p.add_argument(
+COMPARE_ARGS = (
+    Arg(
         "runs",
         nargs="+",
         metavar="RUN_DIR",
         help="run folders (results/<track>/<name>) or published runs "
         "(hf://datasets/OWNER/NAME@REVISION/PATH: one run, or a folder of runs); at least two",
-    )
-    p.add_argument(
+    ),
+    Arg(
         "--against-first",
         action="store_true",
         help="compare each run with the first only (default: every pair of runs; the later run is the candidate)",
-    )
-    p.add_argument(
+    ),
+    Arg(
         "--metrics",
         nargs="+",
         default=None,
         help="metrics to test (default: the protocol's ranked metrics; selection runs: top1 bot1 tb1)",
-    )
-    p.add_argument("--json", action="store_true", help="print the results as JSON")
-    p.add_argument(
+    ),
+    Arg("--json", action="store_true", help="print the results as JSON"),
+    Arg(
         "--protocol",
         default=None,
         help="protocol id or YAML path the runs were made under (default: found by the runs' sha256)",
-    )
-    p.add_argument(
+    ),
+    Arg(
         "--margin",
         action="append",
         default=None,
@@ -136,22 +135,31 @@ def add_compare_command(sub) -> None:
         help="non-inferiority margin (repeatable; paired runs): a one-sided Wilcoxon test of the per-pair "
         "differences shifted by DELTA (metrics.csv units); verdicts worse beyond margin / within margin / "
         "better; 0 (default): no margin",
-    )
-    p.add_argument(
+    ),
+    Arg(
         "--worst",
         type=positive_int,
         default=None,
         metavar="N",
         help="paired runs: list, per tested metric and run pair, the N pairs the candidate lost most on "
         "(both values, the loss, the pair's content and style files when the track is here); JSON: `worst`",
-    )
-    p.add_argument(
+    ),
+    Arg(
         "--fail-on-worse",
         action="store_true",
         help="exit 1 when the gate would fail: a test is significantly worse (beyond its margin), or the "
         "comparison has too few pairs/tasks to find one after Holm's correction; each reason on stderr",
+    ),
+    *cli_args("strict-environment"),
+)
+
+
+def add_compare_command(sub) -> None:
+    p = sub.add_parser(
+        "compare",
+        help="tests between runs, Holm-corrected: paired Wilcoxon (paired tracks) or exact McNemar (selection tracks)",
     )
-    add_to_argparse(p, "strict-environment")
+    add_args(p, COMPARE_ARGS)
     p.set_defaults(func=cmd_compare)
 
 
@@ -161,7 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     from pytest_pstbench.core.kinds import registered
 
     parser = Parser(prog="pstbench", description="Score photorealistic style transfer outputs under a fixed protocol.")
-    parser.add_argument("--version", action="version", version=f"pstbench {VERSION} (pytest-pstbench)")
+    add_args(parser, (Arg("--version", action="version", version=f"pstbench {VERSION} (pytest-pstbench)"),))
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_score_command(sub)
     add_compare_command(sub)

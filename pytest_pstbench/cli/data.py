@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from pytest_pstbench.options import Arg, add_args
+
 
 def _reporter(args):
     """Progress on stderr: one bar on a terminal, a line every 5% otherwise (CI logs); per-file lines with -v."""
@@ -160,6 +162,66 @@ def cmd_data_list(args) -> int:
     return 0
 
 
+FETCH_ARGS = (
+    Arg(
+        "name",
+        nargs="?",
+        default=None,
+        help="dataset name: pst50, acetone or vab (vab: its tasks are then extracted into a selection track)",
+    ),
+    Arg(
+        "--track",
+        default=None,
+        metavar="T",
+        help="fetch the dataset and splits track T needs instead of naming them "
+        "(the demo or a local track: nothing to fetch, exit 0)",
+    ),
+    Arg(
+        "--splits",
+        nargs="+",
+        default=None,
+        metavar="SPLIT",
+        help="splits to fetch (default: the manifest's default_splits; for pst50 those pst50-paired needs)",
+    ),
+    Arg(
+        "--from",
+        dest="from_dir",
+        default=None,
+        metavar="DIR",
+        help="register a copy you already have (verified against the Hub's metadata first)",
+    ),
+    Arg(
+        "--revision",
+        default=None,
+        help="a branch, tag, commit or commit prefix to fetch, resolved to a full commit; "
+        "needed for an unpinned dataset (acetone: --revision main); for a pinned one, another revision needs "
+        "--allow-other-revision; recorded as a deviation in the lock and every run.json",
+    ),
+    Arg(
+        "--allow-other-revision",
+        action="store_true",
+        help="accept --revision other than the pinned one; recorded as a deviation",
+    ),
+    Arg(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="one line per file (default: one progress bar on a terminal, a line every 5%% elsewhere, and a summary)",
+    ),
+)
+
+VERIFY_ARGS = (
+    Arg("name", help="dataset name: pst50, acetone or vab (vab: also the extracted images)"),
+    Arg(
+        "-v", "--verbose", action="store_true", help="one line per file (default: one progress bar or a line every 5%%)"
+    ),
+)
+
+REVISION_ARGS = (
+    Arg("track", help="a remote track (its manifest's pin), demo or a local track manifest (the track's revision)"),
+)
+
+
 def add_data_commands(sub) -> None:
     """Add `pstbench data fetch|verify|list` to the top-level subparsers `sub`."""
     p = sub.add_parser("data", help="fetch, verify and list remote benchmark data (PST50, AceTone-Bench, VAB)")
@@ -168,66 +230,17 @@ def add_data_commands(sub) -> None:
     f = dsub.add_parser(
         "fetch", help="fetch a dataset at its pinned revision into $PSTBENCH_DATA, verified file by file"
     )
-    f.add_argument(
-        "name",
-        nargs="?",
-        default=None,
-        help="dataset name: pst50, acetone or vab (vab: its tasks are then extracted into a selection track)",
-    )
-    f.add_argument(
-        "--track",
-        default=None,
-        metavar="T",
-        help="fetch the dataset and splits track T needs instead of naming them "
-        "(the demo or a local track: nothing to fetch, exit 0)",
-    )
-    f.add_argument(
-        "--splits",
-        nargs="+",
-        default=None,
-        metavar="SPLIT",
-        help="splits to fetch (default: the manifest's default_splits; for pst50 those pst50-paired needs)",
-    )
-    f.add_argument(
-        "--from",
-        dest="from_dir",
-        default=None,
-        metavar="DIR",
-        help="register a copy you already have (verified against the Hub's metadata first)",
-    )
-    f.add_argument(
-        "--revision",
-        default=None,
-        help="a branch, tag, commit or commit prefix to fetch, resolved to a full commit; "
-        "needed for an unpinned dataset (acetone: --revision main); for a pinned one, another revision needs "
-        "--allow-other-revision; recorded as a deviation in the lock and every run.json",
-    )
-    f.add_argument(
-        "--allow-other-revision",
-        action="store_true",
-        help="accept --revision other than the pinned one; recorded as a deviation",
-    )
-    f.add_argument(
-        "-v",
-        "--verbose",
-        action="store_true",
-        help="one line per file (default: one progress bar on a terminal, a line every 5%% elsewhere, and a summary)",
-    )
+    add_args(f, FETCH_ARGS)
     f.set_defaults(func=cmd_data_fetch)
 
     v = dsub.add_parser("verify", help="re-hash every file of a fetched dataset against its lock file")
-    v.add_argument("name", help="dataset name: pst50, acetone or vab (vab: also the extracted images)")
-    v.add_argument(
-        "-v", "--verbose", action="store_true", help="one line per file (default: one progress bar or a line every 5%%)"
-    )
+    add_args(v, VERIFY_ARGS)
     v.set_defaults(func=cmd_data_verify)
 
     r = dsub.add_parser(
         "revision", help="print the revision track T is pinned to (e.g. for a CI cache key); no network"
     )
-    r.add_argument(
-        "track", help="a remote track (its manifest's pin), demo or a local track manifest (the track's revision)"
-    )
+    add_args(r, REVISION_ARGS)
     r.set_defaults(func=cmd_data_revision)
 
     ls = dsub.add_parser("list", help="show which datasets are present, their revision and whether they verified")

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.options import Arg, add_args
 
 
 def _yaml(path: Path) -> dict:
@@ -140,15 +141,32 @@ def _prune_responses(args) -> int:
     return 0
 
 
-def add_discover_commands(sub) -> None:
-    p = sub.add_parser("ls", help="list the tracks, protocols, sensitivity variants or a protocol's metrics")
-    p.add_argument("what", choices=["tracks", "protocols", "variants", "metrics"], help="what to list")
-    p.add_argument(
+LS_ARGS = (
+    Arg("what", choices=["tracks", "protocols", "variants", "metrics"], help="what to list"),
+    Arg(
         "--protocol",
         default=None,
         metavar="P",
         help="ls metrics: protocol id or YAML path whose metrics to list (default: pstbench)",
-    )
+    ),
+)
+
+PRUNE_ARGS = (
+    Arg("--older-than", type=float, default=None, metavar="DAYS", help="also remove entries not written for DAYS days"),
+    Arg("--all", action="store_true", help="remove every score cache entry"),
+    Arg("--dry-run", action="store_true", help="say what would be removed; remove nothing"),
+    Arg(
+        "--responses",
+        action="store_true",
+        help="prune the model answers `vab run` cached ($PSTBENCH_CACHE/responses) "
+        "instead of the score cache (with --older-than DAYS or --all)",
+    ),
+)
+
+
+def add_discover_commands(sub) -> None:
+    p = sub.add_parser("ls", help="list the tracks, protocols, sensitivity variants or a protocol's metrics")
+    add_args(p, LS_ARGS)
     p.set_defaults(func=cmd_ls)
 
     p = sub.add_parser("cache", help="manage the per-pair score cache ($PSTBENCH_CACHE/scores)")
@@ -158,15 +176,5 @@ def add_discover_commands(sub) -> None:
         help="remove score cache entries that can no longer be hit (another metric engine, "
         "cache format or package versions), damaged ones and, on request, old ones",
     )
-    c.add_argument(
-        "--older-than", type=float, default=None, metavar="DAYS", help="also remove entries not written for DAYS days"
-    )
-    c.add_argument("--all", action="store_true", help="remove every score cache entry")
-    c.add_argument("--dry-run", action="store_true", help="say what would be removed; remove nothing")
-    c.add_argument(
-        "--responses",
-        action="store_true",
-        help="prune the model answers `vab run` cached ($PSTBENCH_CACHE/responses) "
-        "instead of the score cache (with --older-than DAYS or --all)",
-    )
+    add_args(c, PRUNE_ARGS)
     c.set_defaults(func=cmd_cache_prune)

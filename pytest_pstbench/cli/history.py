@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import sys
 
+from pytest_pstbench.options import Arg, add_args
+
 
 def cmd_history(args) -> int:
     from pytest_pstbench.core.history import history_text, read_history
@@ -25,30 +27,35 @@ def cmd_history(args) -> int:
     return 0
 
 
+HISTORY_ARGS = (
+    Arg(
+        "sources",
+        nargs="+",
+        metavar="SOURCE",
+        help="a run folder inside a git repository (its commits), a published run path "
+        "(hf://datasets/OWNER/NAME[@REV]/PATH: the commits of REV, default main), or several run folders / URIs in order",
+    ),
+    Arg(
+        "--json",
+        action="store_true",
+        help="print one JSON object (points, steps, breaks, left_out) instead of the text",
+    ),
+    Arg("--plot", default=None, metavar="DIR", help="write one PNG per metric into DIR (replaced whole)"),
+    Arg(
+        "--metric",
+        nargs="+",
+        default=None,
+        metavar="M",
+        help="metrics to follow (default: the protocol's ranked metrics; selection runs: top1 bot1 tb1)",
+    ),
+)
+
+
 def add_history_command(sub) -> None:
     p = sub.add_parser(
         "history",
         help="a method's runs over time (git commits of a run folder, Hub commits of a published "
         "run, or runs in order): each point's interval and the significant steps between consecutive points",
     )
-    p.add_argument(
-        "sources",
-        nargs="+",
-        metavar="SOURCE",
-        help="a run folder inside a git repository (its commits), a published run path "
-        "(hf://datasets/OWNER/NAME[@REV]/PATH: the commits of REV, default main), or several run folders / URIs in order",
-    )
-    p.add_argument(
-        "--json",
-        action="store_true",
-        help="print one JSON object (points, steps, breaks, left_out) instead of the text",
-    )
-    p.add_argument("--plot", default=None, metavar="DIR", help="write one PNG per metric into DIR (replaced whole)")
-    p.add_argument(
-        "--metric",
-        nargs="+",
-        default=None,
-        metavar="M",
-        help="metrics to follow (default: the protocol's ranked metrics; selection runs: top1 bot1 tb1)",
-    )
+    add_args(p, HISTORY_ARGS)
     p.set_defaults(func=cmd_history)

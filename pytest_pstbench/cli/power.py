@@ -4,6 +4,8 @@ paired/commands/power.py, selection runs in selection/commands/power.py)."""
 
 from __future__ import annotations
 
+from pytest_pstbench.options import Arg, add_args
+
 
 def cmd_power(args) -> int:
     from pytest_pstbench.core.errors import UserError
@@ -57,6 +59,78 @@ def pair_count(text: str) -> int:
     return value
 
 
+POWER_ARGS = (
+    Arg("run", metavar="RUN_DIR", help="a baseline run folder (results/<track>/<method>)"),
+    Arg(
+        "candidate",
+        nargs="?",
+        default=None,
+        metavar="CANDIDATE_DIR",
+        help="a candidate run of the same track: its observed per-pair differences replace the baseline-only "
+        "noise model (as compare and the gate compute it)",
+    ),
+    Arg(
+        "--metrics",
+        nargs="+",
+        default=None,
+        help="metrics to plan for (default: the protocol's ranked metrics); Holm's correction is over as many tests",
+    ),
+    Arg(
+        "--pairs",
+        type=pair_count,
+        default=None,
+        metavar="N",
+        help="the minimum detectable effect with N pairs (selection runs: N tasks) instead of the run's n",
+    ),
+    Arg(
+        "--effect",
+        action="append",
+        default=None,
+        metavar="METRIC=SHIFT",
+        help="repeatable: the fewest pairs in which a worse shift of SHIFT (metrics.csv units) is detected "
+        "with the protocol's power target (selection runs: METRIC=DROP of accuracy, the fewest tasks)",
+    ),
+    Arg(
+        "--noise-from",
+        nargs=2,
+        default=None,
+        metavar=("RUN_A", "RUN_B"),
+        help="plan from the per-pair differences RUN_B - RUN_A of two runs of one track (e.g. the baseline and a "
+        "previous commit's run, or two baselines) instead of an assumed correlation",
+    ),
+    Arg(
+        "--correlation",
+        type=correlation,
+        default=None,
+        metavar="R",
+        help="planning from the baseline alone: the correlation of the two runs' per-pair values (default: the "
+        "protocol's comparison.power.baseline_correlation, 0.5, an assumption the first line names)",
+    ),
+    Arg(
+        "--difference-sd",
+        action="append",
+        default=None,
+        metavar="METRIC=SD",
+        help="repeatable: planning from the baseline alone, the standard deviation of METRIC's per-pair "
+        "differences (metrics.csv units; the baseline's values give the shape)",
+    ),
+    Arg(
+        "--discordance",
+        type=share_of_units,
+        default=None,
+        metavar="PSI",
+        help="selection runs: the share of units (tasks, trials) on which the two judges disagree (default: 2p(1-p), "
+        "judges erring independently, an assumption the first line names; with CANDIDATE_DIR the observed one)",
+    ),
+    Arg(
+        "--protocol",
+        default=None,
+        help="protocol id or YAML path the run was made under (default: found by its sha256)",
+    ),
+    Arg("--json", action="store_true", help="print the results as JSON"),
+)
+
+
 def add_power_command(sub) -> None:
     p = sub.add_parser(
         "power",
@@ -64,72 +138,5 @@ def add_power_command(sub) -> None:
         "(minimum detectable effect), and the pairs a given shift needs; selection runs: the drop of accuracy "
         "(exact McNemar) and the tasks a given drop needs",
     )
-    p.add_argument("run", metavar="RUN_DIR", help="a baseline run folder (results/<track>/<method>)")
-    p.add_argument(
-        "candidate",
-        nargs="?",
-        default=None,
-        metavar="CANDIDATE_DIR",
-        help="a candidate run of the same track: its observed per-pair differences replace the baseline-only "
-        "noise model (as compare and the gate compute it)",
-    )
-    p.add_argument(
-        "--metrics",
-        nargs="+",
-        default=None,
-        help="metrics to plan for (default: the protocol's ranked metrics); Holm's correction is over as many tests",
-    )
-    p.add_argument(
-        "--pairs",
-        type=pair_count,
-        default=None,
-        metavar="N",
-        help="the minimum detectable effect with N pairs (selection runs: N tasks) instead of the run's n",
-    )
-    p.add_argument(
-        "--effect",
-        action="append",
-        default=None,
-        metavar="METRIC=SHIFT",
-        help="repeatable: the fewest pairs in which a worse shift of SHIFT (metrics.csv units) is detected "
-        "with the protocol's power target (selection runs: METRIC=DROP of accuracy, the fewest tasks)",
-    )
-    p.add_argument(
-        "--noise-from",
-        nargs=2,
-        default=None,
-        metavar=("RUN_A", "RUN_B"),
-        help="plan from the per-pair differences RUN_B - RUN_A of two runs of one track (e.g. the baseline and a "
-        "previous commit's run, or two baselines) instead of an assumed correlation",
-    )
-    p.add_argument(
-        "--correlation",
-        type=correlation,
-        default=None,
-        metavar="R",
-        help="planning from the baseline alone: the correlation of the two runs' per-pair values (default: the "
-        "protocol's comparison.power.baseline_correlation, 0.5, an assumption the first line names)",
-    )
-    p.add_argument(
-        "--difference-sd",
-        action="append",
-        default=None,
-        metavar="METRIC=SD",
-        help="repeatable: planning from the baseline alone, the standard deviation of METRIC's per-pair "
-        "differences (metrics.csv units; the baseline's values give the shape)",
-    )
-    p.add_argument(
-        "--discordance",
-        type=share_of_units,
-        default=None,
-        metavar="PSI",
-        help="selection runs: the share of units (tasks, trials) on which the two judges disagree (default: 2p(1-p), "
-        "judges erring independently, an assumption the first line names; with CANDIDATE_DIR the observed one)",
-    )
-    p.add_argument(
-        "--protocol",
-        default=None,
-        help="protocol id or YAML path the run was made under (default: found by its sha256)",
-    )
-    p.add_argument("--json", action="store_true", help="print the results as JSON")
+    add_args(p, POWER_ARGS)
     p.set_defaults(func=cmd_power)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.hub.uri import URI_HELP
 from pytest_pstbench.core.progress import stderr_line as _progress
+from pytest_pstbench.options import Arg, add_args
 
 
 def local_runs(runs, protocol_spec=None) -> list:
@@ -111,46 +112,57 @@ def cmd_ls(args) -> int:
     return 0
 
 
+PULL_ARGS = (
+    Arg("uri", metavar="URI", help=URI_HELP + "; a run folder or a folder of run folders"),
+    Arg(
+        "--protocol",
+        default=None,
+        help="protocol id or YAML path the runs were made under (default: found by their sha256)",
+    ),
+)
+
+PUSH_ARGS = (
+    Arg("run_dir", metavar="RUN_DIR", help="the local run folder (results/<track>/<name>)"),
+    Arg(
+        "uri",
+        metavar="URI",
+        help="hf://datasets/OWNER/NAME[@BRANCH]/PATH: where the run's files go (default branch main)",
+    ),
+    Arg("--replace", action="store_true", help="replace what PATH holds on the branch (in the same commit)"),
+    Arg("--create", action="store_true", help="create the dataset repo if it does not exist"),
+    Arg("--private", action="store_true", help="with --create: make the new repo private"),
+    Arg("-m", "--message", default=None, help="the commit message (default: names the run, its track and PATH)"),
+)
+
+LS_ARGS = (
+    Arg("uri", metavar="URI", help=URI_HELP),
+    Arg(
+        "--against",
+        default=None,
+        metavar="RUN",
+        help="a run folder or Hub URI: say whether each run is comparable with it",
+    ),
+    Arg(
+        "--protocol",
+        default=None,
+        help="protocol id or YAML path the runs were made under (default: found by their sha256)",
+    ),
+)
+
+
 def add_runs_commands(subparsers) -> None:
     p = subparsers.add_parser("runs", help="published runs on the Hugging Face Hub: pull, push, ls")
     sub = p.add_subparsers(dest="runs_command", required=True, metavar="ACTION")
     a = sub.add_parser(
         "pull", help="fetch the runs under a Hub URI into the cache, verified; print the commit and pinned URIs"
     )
-    a.add_argument("uri", metavar="URI", help=URI_HELP + "; a run folder or a folder of run folders")
-    a.add_argument(
-        "--protocol",
-        default=None,
-        help="protocol id or YAML path the runs were made under (default: found by their sha256)",
-    )
+    add_args(a, PULL_ARGS)
     a.set_defaults(func=cmd_pull)
     a = sub.add_parser(
         "push", help="publish a complete run folder as one Hub commit; print the commit and the pinned URI"
     )
-    a.add_argument("run_dir", metavar="RUN_DIR", help="the local run folder (results/<track>/<name>)")
-    a.add_argument(
-        "uri",
-        metavar="URI",
-        help="hf://datasets/OWNER/NAME[@BRANCH]/PATH: where the run's files go (default branch main)",
-    )
-    a.add_argument("--replace", action="store_true", help="replace what PATH holds on the branch (in the same commit)")
-    a.add_argument("--create", action="store_true", help="create the dataset repo if it does not exist")
-    a.add_argument("--private", action="store_true", help="with --create: make the new repo private")
-    a.add_argument(
-        "-m", "--message", default=None, help="the commit message (default: names the run, its track and PATH)"
-    )
+    add_args(a, PUSH_ARGS)
     a.set_defaults(func=cmd_push)
     a = sub.add_parser("ls", help="the runs under a Hub URI: track, method, protocol, n, and comparability with a run")
-    a.add_argument("uri", metavar="URI", help=URI_HELP)
-    a.add_argument(
-        "--against",
-        default=None,
-        metavar="RUN",
-        help="a run folder or Hub URI: say whether each run is comparable with it",
-    )
-    a.add_argument(
-        "--protocol",
-        default=None,
-        help="protocol id or YAML path the runs were made under (default: found by their sha256)",
-    )
+    add_args(a, LS_ARGS)
     a.set_defaults(func=cmd_ls)

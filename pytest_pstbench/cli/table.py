@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
+from pytest_pstbench.options import Arg, add_args
 from pytest_pstbench.report.paper_table import FORMATS, build_table, render
 
 
@@ -44,42 +45,47 @@ def cmd_table(args) -> int:
     return 0
 
 
+TABLE_ARGS = (
+    Arg(
+        "runs",
+        nargs="+",
+        metavar="RUN_DIR",
+        help="run folders (results/<track>/<name>), paired or selection, of one or more tracks, or published runs "
+        "(hf://datasets/OWNER/NAME@REVISION/PATH: one run, or a folder of runs, e.g. every method of a track)",
+    ),
+    Arg(
+        "--format",
+        choices=FORMATS,
+        default="markdown",
+        help="markdown (GitHub pipe table; default), latex (booktabs), csv (one line per cell) or json",
+    ),
+    Arg(
+        "--metrics",
+        nargs="+",
+        default=None,
+        help="metrics (columns; default: the protocol's ranked metrics; selection runs: top1 bot1 tb1)",
+    ),
+    Arg(
+        "--against",
+        default="best",
+        metavar="best|first|NAME",
+        help="the run each column's cells are tested against: best (default: the column's best run), first "
+        "(the first run folder given for the track) or a run name",
+    ),
+    Arg(
+        "--protocol",
+        default=None,
+        help="protocol id or YAML path the runs were made under (default: found by the runs' sha256)",
+    ),
+    Arg("--out", default=None, help="write the table to this file (atomically) instead of stdout"),
+)
+
+
 def add_table_command(sub) -> None:
     p = sub.add_parser(
         "table",
         help="the results table of a paper: every run (Identity / random baseline first), each metric "
         "with its CI, best bold, second underlined, a dagger where significantly worse than the best",
     )
-    p.add_argument(
-        "runs",
-        nargs="+",
-        metavar="RUN_DIR",
-        help="run folders (results/<track>/<name>), paired or selection, of one or more tracks, or published runs "
-        "(hf://datasets/OWNER/NAME@REVISION/PATH: one run, or a folder of runs, e.g. every method of a track)",
-    )
-    p.add_argument(
-        "--format",
-        choices=FORMATS,
-        default="markdown",
-        help="markdown (GitHub pipe table; default), latex (booktabs), csv (one line per cell) or json",
-    )
-    p.add_argument(
-        "--metrics",
-        nargs="+",
-        default=None,
-        help="metrics (columns; default: the protocol's ranked metrics; selection runs: top1 bot1 tb1)",
-    )
-    p.add_argument(
-        "--against",
-        default="best",
-        metavar="best|first|NAME",
-        help="the run each column's cells are tested against: best (default: the column's best run), first "
-        "(the first run folder given for the track) or a run name",
-    )
-    p.add_argument(
-        "--protocol",
-        default=None,
-        help="protocol id or YAML path the runs were made under (default: found by the runs' sha256)",
-    )
-    p.add_argument("--out", default=None, help="write the table to this file (atomically) instead of stdout")
+    add_args(p, TABLE_ARGS)
     p.set_defaults(func=cmd_table)

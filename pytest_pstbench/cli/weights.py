@@ -4,6 +4,7 @@ of pyiqa judges (`pyiqa:NAME`, data/weights/pyiqa_fetch.py), each checked agains
 from __future__ import annotations
 
 from pytest_pstbench.core.progress import stderr_line as _progress
+from pytest_pstbench.options import Arg, add_args
 
 PYIQA_VERSION_HELP = (
     "the pyiqa version whose files to use (default: the installed pyiqa's; needed where pyiqa is "
@@ -88,6 +89,46 @@ def cmd_weights_list(args) -> int:
     return 0
 
 
+FETCH_ARGS = (
+    Arg(
+        "judges",
+        nargs="*",
+        metavar="pyiqa:NAME",
+        help="pyiqa judges whose weight files to fetch into the folders pyiqa reads (a file already there "
+        "whose digest matches is kept: no request)",
+    ),
+    Arg(
+        "--net",
+        nargs="+",
+        choices=["alex", "vgg", "squeeze"],
+        default=None,
+        help="LPIPS nets whose backbone weights to fetch: alex (the protocol's; the default without pyiqa:NAME), vgg "
+        "(used by the lpips-vgg sensitivity variant), squeeze (no offline source: only found in torchvision's cache)",
+    ),
+    Arg("--pyiqa-version", default=None, metavar="VERSION", help=PYIQA_VERSION_HELP),
+    Arg(
+        "--trust-on-first-use",
+        action="store_true",
+        help="a file whose sha256 the kit does not ship and your lock does not hold: record the digest of "
+        "what is fetched now in $PSTBENCH_CACHE/weights/pyiqa-weights.lock.json, checked from then on",
+    ),
+    Arg(
+        "--pin",
+        action="append",
+        default=None,
+        metavar="NAME=SHA256",
+        help="the sha256 a file must have (repeatable); recorded in the lock once the file matches",
+    ),
+)
+
+VERIFY_ARGS = (
+    Arg("judges", nargs="+", metavar="pyiqa:NAME", help="pyiqa judges whose files to check"),
+    Arg("--pyiqa-version", default=None, metavar="VERSION", help=PYIQA_VERSION_HELP),
+)
+
+LIST_ARGS = (Arg("--pyiqa-version", default=None, metavar="VERSION", help=PYIQA_VERSION_HELP),)
+
+
 def add_weights_commands(sub) -> None:
     p = sub.add_parser("weights", help="manage model weights")
     wsub = p.add_subparsers(dest="weights_command", required=True, metavar="ACTION")
@@ -96,44 +137,15 @@ def add_weights_commands(sub) -> None:
         help="fetch LPIPS backbone weights (default: AlexNet) or the weight files of pyiqa "
         "judges, each checked against a pinned sha256",
     )
-    w.add_argument(
-        "judges",
-        nargs="*",
-        metavar="pyiqa:NAME",
-        help="pyiqa judges whose weight files to fetch into the folders pyiqa reads (a file already there "
-        "whose digest matches is kept: no request)",
-    )
-    w.add_argument(
-        "--net",
-        nargs="+",
-        choices=["alex", "vgg", "squeeze"],
-        default=None,
-        help="LPIPS nets whose backbone weights to fetch: alex (the protocol's; the default without pyiqa:NAME), vgg "
-        "(used by the lpips-vgg sensitivity variant), squeeze (no offline source: only found in torchvision's cache)",
-    )
-    w.add_argument("--pyiqa-version", default=None, metavar="VERSION", help=PYIQA_VERSION_HELP)
-    w.add_argument(
-        "--trust-on-first-use",
-        action="store_true",
-        help="a file whose sha256 the kit does not ship and your lock does not hold: record the digest of "
-        "what is fetched now in $PSTBENCH_CACHE/weights/pyiqa-weights.lock.json, checked from then on",
-    )
-    w.add_argument(
-        "--pin",
-        action="append",
-        default=None,
-        metavar="NAME=SHA256",
-        help="the sha256 a file must have (repeatable); recorded in the lock once the file matches",
-    )
+    add_args(w, FETCH_ARGS)
     w.set_defaults(func=cmd_weights_fetch)
     v = wsub.add_parser(
         "verify", help="check the weight files of pyiqa judges against their pinned sha256 (no network)"
     )
-    v.add_argument("judges", nargs="+", metavar="pyiqa:NAME", help="pyiqa judges whose files to check")
-    v.add_argument("--pyiqa-version", default=None, metavar="VERSION", help=PYIQA_VERSION_HELP)
+    add_args(v, VERIFY_ARGS)
     v.set_defaults(func=cmd_weights_verify)
     ls = wsub.add_parser(
         "list", help="the weight files of each pyiqa metric the kit knows, pinned or not, present or not"
     )
-    ls.add_argument("--pyiqa-version", default=None, metavar="VERSION", help=PYIQA_VERSION_HELP)
+    add_args(ls, LIST_ARGS)
     ls.set_defaults(func=cmd_weights_list)

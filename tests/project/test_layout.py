@@ -43,7 +43,7 @@ LAYERS: dict[str, set[str]] = {
     "core": set(),  # names no kind, no front door, no data or metrics
     "metrics": {"core"},  # pure: no downloads (data), no kind
     "data": {"core", "metrics"},  # fetching and verifying; no kind
-    "board": {"core", "metrics", "data", "report"},  # reaches a kind only through the registry
+    "board": {"core", "metrics", "data", "report", "options"},  # reaches a kind only through the registry
     "options": set(),  # standard library only: the plugin imports it at load
     "frame": {"core", "data", "options"},  # the kind-neutral base of the front doors, which the kinds extend
     "paired": {"core", "metrics", "data", "frame", "options"},

@@ -4,7 +4,18 @@ its command line only and imports the engine when the command runs."""
 
 from __future__ import annotations
 
-from pytest_pstbench.options import add_to_argparse, add_workers_option
+from pytest_pstbench.options import WORKERS, Arg, add_args, cli_args
+
+DEMO_ARGS = (
+    *cli_args("results", "device", "protocol", "no-cache", "verify-cache"),
+    Arg(
+        "--methods",
+        nargs="+",
+        default=["reinhard"],
+        help="reference baselines to run beside Identity: reinhard, mkl, idt, histmatch or all (default: reinhard; see `pstbench baseline`)",
+    ),
+    WORKERS,
+)
 
 
 def add_commands(sub) -> None:
@@ -14,14 +25,7 @@ def add_commands(sub) -> None:
     from pytest_pstbench.paired.commands.sensitivity import add_sensitivity_command
 
     p = sub.add_parser("demo", help="build the demo track, score Identity and reference baselines, print the table")
-    add_to_argparse(p, "results", "device", "protocol", "no-cache", "verify-cache")
-    p.add_argument(
-        "--methods",
-        nargs="+",
-        default=["reinhard"],
-        help="reference baselines to run beside Identity: reinhard, mkl, idt, histmatch or all (default: reinhard; see `pstbench baseline`)",
-    )
-    add_workers_option(p)
+    add_args(p, DEMO_ARGS)
     p.set_defaults(func=cmd_demo)
     add_baseline_command(sub)  # pstbench baseline METHOD ...
     add_sensitivity_command(sub)  # pstbench sensitivity ...

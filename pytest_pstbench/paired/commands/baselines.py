@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from pytest_pstbench.core.progress import stderr_line as _progress
+from pytest_pstbench.options import Arg, add_args
 
 METHODS_HELP = (
     "identity (content unchanged), reinhard / mkl (color-matcher 0.6.0), idt (python-color-transfer 0.1.2a0 "
@@ -86,6 +87,28 @@ def cmd_baseline(args) -> int:
     return 0
 
 
+BASELINE_ARGS = (
+    Arg("methods", nargs="+", metavar="METHOD", help=METHODS_HELP),
+    Arg("--track", default=None, help="paired track: demo, a remote track (pst50-paired, ...) or a local track.yaml"),
+    Arg("--out", default=None, help="outputs folder (one method) or parent of one folder per method (several)"),
+    Arg(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing non-empty outputs folder (only one holding nothing but PNGs and method.yaml)",
+    ),
+    Arg(
+        "--protocol",
+        default=None,
+        help="protocol whose I/O rules read the content and style images (default: pstbench)",
+    ),
+    Arg(
+        "--fetch-only",
+        action="store_true",
+        help="only check the methods' packages (and fetch python-color-transfer for idt into the cache); --track and --out are not needed",
+    ),
+)
+
+
 def add_baseline_command(subparsers) -> None:
     """Register `pstbench baseline`."""
     p = subparsers.add_parser(
@@ -96,26 +119,5 @@ def add_baseline_command(subparsers) -> None:
         "`pstbench score`. With one method, --out is the outputs folder; with several (or all), --out gets one "
         "subfolder per method (--out/<method>/).",
     )
-    p.add_argument("methods", nargs="+", metavar="METHOD", help=METHODS_HELP)
-    p.add_argument(
-        "--track", default=None, help="paired track: demo, a remote track (pst50-paired, ...) or a local track.yaml"
-    )
-    p.add_argument(
-        "--out", default=None, help="outputs folder (one method) or parent of one folder per method (several)"
-    )
-    p.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace an existing non-empty outputs folder (only one holding nothing but PNGs and method.yaml)",
-    )
-    p.add_argument(
-        "--protocol",
-        default=None,
-        help="protocol whose I/O rules read the content and style images (default: pstbench)",
-    )
-    p.add_argument(
-        "--fetch-only",
-        action="store_true",
-        help="only check the methods' packages (and fetch python-color-transfer for idt into the cache); --track and --out are not needed",
-    )
+    add_args(p, BASELINE_ARGS)
     p.set_defaults(func=cmd_baseline)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pytest_pstbench.core.progress import stderr_line as _progress
+from pytest_pstbench.options import Arg, add_args
 
 
 def cmd_sensitivity(args) -> int:
@@ -111,6 +112,38 @@ def _print_analysis(a: dict, base, out_dir: Path) -> None:
     )
 
 
+SENSITIVITY_ARGS = (
+    Arg(
+        "methods",
+        nargs="+",
+        metavar="NAME=PATH",
+        help="a method: NAME and its outputs folder (one <pair_id>.png per pair), or identity / log:identity for the "
+        "track's content images; at least two; give them before --variants",
+    ),
+    Arg("--track", required=True, help="built-in track (demo), remote track id or path to a local track.yaml"),
+    Arg(
+        "--out",
+        default=None,
+        help="folder for scores.csv, analysis.json, analysis.md (default: results/sensitivity/<track>)",
+    ),
+    Arg(
+        "--variants",
+        nargs="+",
+        default=None,
+        metavar="FILE_OR_ID",
+        help="variants to run: shipped ids (protocols/variants/<id>.yaml) or paths to variant YAML files (default: every shipped variant)",
+    ),
+    Arg("--device", default="cpu", help="device for LPIPS: cpu or cuda (default: cpu)"),
+    Arg(
+        "--allow-resize",
+        action="store_true",
+        help="resize outputs whose size differs from the reference's (the protocol's filter), as `pstbench score --allow-resize`; "
+        "each one is listed in analysis.json `resized`",
+    ),
+    Arg("--protocol", default=None, help="base protocol id or YAML path the variants patch (default: pstbench)"),
+)
+
+
 def add_sensitivity_command(subparsers) -> None:
     """Register `pstbench sensitivity`."""
     p = subparsers.add_parser(
@@ -123,36 +156,5 @@ def add_sensitivity_command(subparsers) -> None:
             "Wilcoxon tests (Holm over each variant and metric). Writes scores.csv, analysis.json, analysis.md."
         ),
     )
-    p.add_argument(
-        "methods",
-        nargs="+",
-        metavar="NAME=PATH",
-        help="a method: NAME and its outputs folder (one <pair_id>.png per pair), or identity / log:identity for the "
-        "track's content images; at least two; give them before --variants",
-    )
-    p.add_argument(
-        "--track", required=True, help="built-in track (demo), remote track id or path to a local track.yaml"
-    )
-    p.add_argument(
-        "--out",
-        default=None,
-        help="folder for scores.csv, analysis.json, analysis.md (default: results/sensitivity/<track>)",
-    )
-    p.add_argument(
-        "--variants",
-        nargs="+",
-        default=None,
-        metavar="FILE_OR_ID",
-        help="variants to run: shipped ids (protocols/variants/<id>.yaml) or paths to variant YAML files (default: every shipped variant)",
-    )
-    p.add_argument("--device", default="cpu", help="device for LPIPS: cpu or cuda (default: cpu)")
-    p.add_argument(
-        "--allow-resize",
-        action="store_true",
-        help="resize outputs whose size differs from the reference's (the protocol's filter), as `pstbench score --allow-resize`; "
-        "each one is listed in analysis.json `resized`",
-    )
-    p.add_argument(
-        "--protocol", default=None, help="base protocol id or YAML path the variants patch (default: pstbench)"
-    )
+    add_args(p, SENSITIVITY_ARGS)
     p.set_defaults(func=cmd_sensitivity)

@@ -10,13 +10,9 @@ import sys
 from pathlib import Path
 
 from pytest_pstbench.core.progress import stderr_line as _progress
-from pytest_pstbench.options import add_to_argparse
-from pytest_pstbench.selection.commands.vab_common import (
-    add_show_options,
-    load_selection,
-    print_outcome,
-    shown_sections,
-)
+from pytest_pstbench.options import Arg, add_args, cli_args
+from pytest_pstbench.selection.commands.vab_common import SHOW_OPTION, load_selection, print_outcome, shown_sections
+from pytest_pstbench.selection.commands.vab_run import PRICE_OPTIONS
 
 
 def cmd_export(args) -> int:
@@ -404,114 +400,151 @@ def add_vab_commands(subparsers) -> None:
     _add_study_parser(sub)
 
 
-def _add_export_parser(sub) -> None:
-    e = sub.add_parser(
-        "export", help="write each task's images per trial, prompts and requests.jsonl for a model to answer"
-    )
-    e.add_argument("--track", required=True, help="vab-demo, or the path to a local selection track.yaml")
-    e.add_argument("--out", default=None, help="new (or empty) folder to write the export into")
-    e.add_argument("--protocol", default=None, help="selection protocol id or YAML path (default: vab)")
-    e.add_argument(
+EXPORT_ARGS = (
+    Arg("--track", required=True, help="vab-demo, or the path to a local selection track.yaml"),
+    Arg("--out", default=None, help="new (or empty) folder to write the export into"),
+    Arg("--protocol", default=None, help="selection protocol id or YAML path (default: vab)"),
+    Arg(
         "--retry",
         default=None,
         metavar="ANSWERS",
         help="write only the re-ask list: requests whose latest answer in ANSWERS did not parse or was an API error, below the protocol's attempt limit",
-    )
-    e.add_argument(
+    ),
+    Arg(
         "--batch-file",
         default=None,
         metavar="FILE",
         help="instead of a folder: write every request as an OpenAI "
         "Batch input file (JSON Lines, the bodies `vab run` sends; vLLM's run-batch reads it); needs --model",
+    ),
+    Arg("--model", default=None, help="--batch-file: model name in every request body"),
+    Arg("--temperature", type=float, default=None, help="--batch-file: sampling temperature (default: the protocol's)"),
+    Arg("--max-tokens", type=int, default=None, help="--batch-file: max_tokens (default: the protocol's)"),
+    *cli_args("extra-body"),
+)
+
+
+def _add_export_parser(sub) -> None:
+    e = sub.add_parser(
+        "export", help="write each task's images per trial, prompts and requests.jsonl for a model to answer"
     )
-    e.add_argument("--model", default=None, help="--batch-file: model name in every request body")
-    e.add_argument(
-        "--temperature", type=float, default=None, help="--batch-file: sampling temperature (default: the protocol's)"
-    )
-    e.add_argument("--max-tokens", type=int, default=None, help="--batch-file: max_tokens (default: the protocol's)")
-    add_to_argparse(e, "extra-body")
+    add_args(e, EXPORT_ARGS)
     e.set_defaults(func=cmd_export)
 
 
-def _add_score_parser(sub) -> None:
-    s = sub.add_parser("score", help="score a judge on a selection track: an answers file or a scoring function")
-    s.add_argument("--track", required=True, help="vab-demo, or the path to a local selection track.yaml")
-    s.add_argument("--answers", default=None, help="JSON Lines answers file (raw responses or parsed labels)")
-    s.add_argument(
+SCORE_ARGS = (
+    Arg("--track", required=True, help="vab-demo, or the path to a local selection track.yaml"),
+    Arg("--answers", default=None, help="JSON Lines answers file (raw responses or parsed labels)"),
+    Arg(
         "--batch-output",
         default=None,
         metavar="FILE",
         help="an OpenAI Batch output file (of `vab export --batch-file`'s "
         "requests): its answers appended to --answers as `vab run` writes them, then scored",
-    )
-    s.add_argument(
+    ),
+    Arg(
         "--judge",
         default=None,
         help="scoring function module:function or path/to/file.py:function, or pyiqa:METRIC "
         "(a no-reference pyiqa metric; needs the [iqa] extra: docs/selection.md), or vab-paper:qalign (Q-Align as the paper "
         "scores it)",
-    )
-    add_to_argparse(s, "device", "votes")
-    s.add_argument("--name", default=None, help="run name (default: the answers file's stem, or the function's name)")
-    s.add_argument(
+    ),
+    *cli_args("device", "votes"),
+    Arg("--name", default=None, help="run name (default: the answers file's stem, or the function's name)"),
+    Arg(
         "--results", default="results", help="results root; run files go to RESULTS/<track>/<name>/ (default: results)"
-    )
-    s.add_argument("--protocol", default=None, help="selection protocol id or YAML path (default: vab)")
-    s.add_argument(
+    ),
+    Arg("--protocol", default=None, help="selection protocol id or YAML path (default: vab)"),
+    Arg(
         "--also-protocol",
         default=None,
         metavar="PROTOCOL",
         help="also score the same answers file under a second protocol (e.g. vab-lenient) and print both side by side; its run goes to NAME@PROTOCOL",
-    )
-    s.add_argument(
+    ),
+    Arg(
         "--t0-answers",
         default=None,
         metavar="FILE",
         help="answers of the same model at temperature 0 (the official summary's '(t=0)' column): scored as run NAME@t0 and shown in parentheses",
-    )
-    s.add_argument(
+    ),
+    Arg(
         "--extras",
         action="store_true",
         help="also print TB-1's best-only / worst-only accuracy and each metric's trial-0 accuracy",
-    )
-    s.add_argument(
+    ),
+    Arg(
         "-v",
         "--verbose",
         action="store_true",
         help="print every section in full (--show all) and one progress line per task",
-    )
-    add_show_options(s, verbose=False)
+    ),
+    SHOW_OPTION,
+    *PRICE_OPTIONS,
+)
+
+
+def _add_score_parser(sub) -> None:
+    s = sub.add_parser("score", help="score a judge on a selection track: an answers file or a scoring function")
+    add_args(s, SCORE_ARGS)
     s.set_defaults(func=cmd_score)
 
-    from pytest_pstbench.selection.commands.vab_run import add_price_options
 
-    add_price_options(s)
+CONSENSUS_ARGS = (
+    Arg("votes", metavar="VOTES.csv", help="CSV with columns task_id, k, judge, best, worst (worst empty when k = 2)"),
+    Arg(
+        "--alpha",
+        type=float,
+        default=None,
+        help="derive each threshold as the smallest m with null pass probability <= ALPHA (default: the protocol's thresholds)",
+    ),
+    Arg(
+        "--verify-mc",
+        type=int,
+        default=None,
+        metavar="N",
+        help="check each probability by Monte Carlo with N draws (95%% Wald interval)",
+    ),
+    Arg("--out", default=None, help="write the accepted tasks (CSV) here instead of printing them"),
+    Arg("--protocol", default=None, help="selection protocol id or YAML path (default: vab)"),
+    Arg("-v", "--verbose", action="store_true", help="list rejected tasks with the reason on stderr"),
+)
 
 
 def _add_consensus_parser(sub) -> None:
     c = sub.add_parser(
         "consensus", help="filter tasks by judges' agreement; print the exact null pass probability per k"
     )
-    c.add_argument(
-        "votes", metavar="VOTES.csv", help="CSV with columns task_id, k, judge, best, worst (worst empty when k = 2)"
-    )
-    c.add_argument(
-        "--alpha",
-        type=float,
-        default=None,
-        help="derive each threshold as the smallest m with null pass probability <= ALPHA (default: the protocol's thresholds)",
-    )
-    c.add_argument(
-        "--verify-mc",
+    add_args(c, CONSENSUS_ARGS)
+    c.set_defaults(func=cmd_consensus)
+
+
+STUDY_ARGS = (
+    Arg(
+        "annotations",
+        metavar="ANNOTATIONS.csv",
+        help="CSV with columns task_id, annotator, image, score (0-10), rank (1 = best); one row per task, annotator and image",
+    ),
+    Arg(
+        "--majority",
         type=int,
         default=None,
-        metavar="N",
-        help="check each probability by Monte Carlo with N draws (95%% Wald interval)",
-    )
-    c.add_argument("--out", default=None, help="write the accepted tasks (CSV) here instead of printing them")
-    c.add_argument("--protocol", default=None, help="selection protocol id or YAML path (default: vab)")
-    c.add_argument("-v", "--verbose", action="store_true", help="list rejected tasks with the reason on stderr")
-    c.set_defaults(func=cmd_consensus)
+        metavar="M",
+        help="a label is reached when at least M annotators vote it (default: a strict majority of each task's annotators, floor(n/2)+1: 5 of 8)",
+    ),
+    Arg(
+        "--max-w",
+        type=float,
+        default=None,
+        metavar="W",
+        help="drop tasks whose Kendall's W of the score rankings is at or above W (the paper: 0.825)",
+    ),
+    Arg("--out", default=None, metavar="DIR", help="write study.json and study.csv into DIR"),
+    Arg(
+        "--protocol",
+        default=None,
+        help="selection protocol id or YAML path: its bootstrap and task sizes (default: vab)",
+    ),
+)
 
 
 def _add_study_parser(sub) -> None:
@@ -519,29 +552,5 @@ def _add_study_parser(sub) -> None:
         "study",
         help="ranking vs scoring protocol study of an annotations CSV (fidelity, reproducibility, distinguishability, Kendall's W)",
     )
-    st.add_argument(
-        "annotations",
-        metavar="ANNOTATIONS.csv",
-        help="CSV with columns task_id, annotator, image, score (0-10), rank (1 = best); one row per task, annotator and image",
-    )
-    st.add_argument(
-        "--majority",
-        type=int,
-        default=None,
-        metavar="M",
-        help="a label is reached when at least M annotators vote it (default: a strict majority of each task's annotators, floor(n/2)+1: 5 of 8)",
-    )
-    st.add_argument(
-        "--max-w",
-        type=float,
-        default=None,
-        metavar="W",
-        help="drop tasks whose Kendall's W of the score rankings is at or above W (the paper: 0.825)",
-    )
-    st.add_argument("--out", default=None, metavar="DIR", help="write study.json and study.csv into DIR")
-    st.add_argument(
-        "--protocol",
-        default=None,
-        help="selection protocol id or YAML path: its bootstrap and task sizes (default: vab)",
-    )
+    add_args(st, STUDY_ARGS)
     st.set_defaults(func=cmd_study)

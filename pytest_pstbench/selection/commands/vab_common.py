@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pytest_pstbench.core.progress import stderr_line as _progress
+from pytest_pstbench.options import Arg
 
 
 def load_selection(track_spec: str, protocol_spec: str | None):
@@ -19,20 +20,18 @@ def load_selection(track_spec: str, protocol_spec: str | None):
 SECTIONS = ("cells", "human", "bias", "experts")  # what `--show` prints in full (`-v`: all of them)
 
 
-def add_show_options(parser, verbose: bool = True) -> None:
-    """`--show SECTION` (and, where the command has none yet, `-v`) of `vab run` / `vab score`."""
-    parser.add_argument(
-        "--show",
-        action="append",
-        choices=[*SECTIONS, "all"],
-        default=[],
-        metavar="SECTION",
-        help="print a section in full: cells (every domain, topic and k row), human (the human row per cell), bias "
-        "(position bias per role and k), experts (the judge among the experts), all; repeatable (default: the "
-        "headline table, the cost and one line per section; the report holds everything)",
-    )
-    if verbose:
-        parser.add_argument("-v", "--verbose", action="store_true", help="print every section in full (--show all)")
+#: `--show SECTION` of `vab run` / `vab score`, and `vab run`'s `-v` (vab score's own -v also prints progress).
+SHOW_OPTION = Arg(
+    "--show",
+    action="append",
+    choices=[*SECTIONS, "all"],
+    default=[],
+    metavar="SECTION",
+    help="print a section in full: cells (every domain, topic and k row), human (the human row per cell), bias "
+    "(position bias per role and k), experts (the judge among the experts), all; repeatable (default: the "
+    "headline table, the cost and one line per section; the report holds everything)",
+)
+VERBOSE_OPTION = Arg("-v", "--verbose", action="store_true", help="print every section in full (--show all)")
 
 
 def shown_sections(args) -> set[str]:

@@ -10,7 +10,10 @@ import sys
 from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
-from pytest_pstbench.options import add_to_argparse
+from pytest_pstbench.options import Arg, add_args, cli_args
+from pytest_pstbench.selection.ask.pacing import DEFAULT_MAX
+from pytest_pstbench.selection.ask.settings import MAX_CONCURRENCY, ModelOptions
+from pytest_pstbench.selection.commands.vab_common import SHOW_OPTION, VERBOSE_OPTION
 
 
 def _model_options(args, **fixed):
@@ -191,36 +194,164 @@ def _estimate(args, track, protocol, settings, answers_path, prices) -> int:
     return 0
 
 
-def add_price_options(p) -> None:
-    """The price table of a model run's cost (`selection.ask.pricing`): `vab run` and `vab score`."""
-    p.add_argument(
+# The price table of a model run's cost (`selection.ask.pricing`): `vab run` and `vab score`.
+PRICE_OPTIONS = (
+    Arg(
         "--price-in",
         type=float,
         default=None,
         metavar="X",
         help="price of a million prompt tokens (with --price-out; any model)",
-    )
-    p.add_argument(
+    ),
+    Arg(
         "--price-out",
         type=float,
         default=None,
         metavar="Y",
         help="price of a million completion tokens, reasoning included",
-    )
-    p.add_argument(
+    ),
+    Arg(
         "--price-cached-in",
         type=float,
         default=None,
         metavar="Z",
         help="price of a million cached prompt tokens (default: --price-in)",
-    )
-    p.add_argument("--currency", default=None, help="the currency of --price-in/--price-out (default: USD)")
-    p.add_argument(
+    ),
+    Arg("--currency", default=None, help="the currency of --price-in/--price-out (default: USD)"),
+    Arg(
         "--prices",
         default=None,
         metavar="FILE",
         help="YAML price file, one row per model: MODEL: {in: X, out: Y, cached_in: Z, currency: USD}",
-    )
+    ),
+)
+
+
+# --batch and how it polls and splits.
+BATCH_OPTIONS = (
+    Arg(
+        "--batch",
+        action="store_true",
+        help="ask through the endpoint's Batch API (/files, /batches: OpenAI's, at its batch "
+        "price): submit, poll, record; a stopped run resumes the same batch (state in ANSWERS.batch.json)",
+    ),
+    Arg("--poll-interval", type=float, default=30.0, help="--batch: seconds between polls of the batch (default: 30)"),
+    Arg(
+        "--batch-max-mb",
+        type=float,
+        default=200.0,
+        metavar="MB",
+        help="--batch: the largest input file one batch takes, in MiB (default: 200, OpenAI's limit; also at most "
+        "50,000 requests); a run over it is submitted as several batches, one after another",
+    ),
+    Arg(
+        "--batch-wait",
+        type=float,
+        default=90_000.0,
+        help="--batch: seconds to poll before stopping; run the same "
+        "command again to go on polling the same batch (default: 90000, the 24 h window and an hour)",
+    ),
+)
+
+
+# The run's budget and the response cache.
+BUDGET_OPTIONS = (
+    Arg(
+        "--budget-tokens",
+        type=int,
+        default=None,
+        metavar="N",
+        help="stop before a request whose bound (its prompt as the server counts it, plus --max-tokens) would take "
+        "the answers file's tokens over N; a later run with a larger N goes on (docs/selection.md, Cost and rate limits)",
+    ),
+    Arg(
+        "--budget-cost",
+        type=float,
+        default=None,
+        metavar="MONEY",
+        help="the same as --budget-tokens in money, at the prices given (--price-in/--price-out or --prices); "
+        "a request's bound is priced at the full prompt price",
+    ),
+    Arg("--no-cache", action="store_true", help="neither read nor fill the response cache ($PSTBENCH_CACHE/responses)"),
+    Arg(
+        "--reuse-answers",
+        action="store_true",
+        help="use the response cache at any temperature (by default only at temperature 0: a cached answer at "
+        "temperature 1 is a replayed sample, not a new one)",
+    ),
+)
+
+
+# The key, the answers file, the calls in flight, the timeout, the headers and body fields, the sampling (the
+# defaults are the ask wing's, `selection.ask.settings.ModelOptions`).
+REQUEST_OPTIONS = (
+    Arg(
+        "--api-key-env",
+        default=ModelOptions.api_key_env,
+        help=f"environment variable holding the API key (default: {ModelOptions.api_key_env}; sent as a Bearer token, never written)",
+    ),
+    Arg(
+        "--answers",
+        default=None,
+        help="answers file to append to and resume from (default: RESULTS/<track>/<name>.answers.jsonl)",
+    ),
+    Arg(
+        "--concurrency",
+        default=ModelOptions.concurrency,
+        metavar="N|auto",
+        help=f"requests in flight at once (default: {ModelOptions.concurrency}, the official pipeline's rules as they are); `auto`: "
+        "adapt to the endpoint's rate limit (grow while answered, cut on 429/503; rate-limit answers are "
+        "waited out and sent again) up to --max-concurrency; the limit over time is recorded in run.json",
+    ),
+    Arg(
+        "--max-concurrency",
+        default=ModelOptions.max_concurrency,
+        metavar="M",
+        help=f"with --concurrency auto: the ceiling of the adaptive limit (default: {DEFAULT_MAX}; at most {MAX_CONCURRENCY})",
+    ),
+    Arg(
+        "--timeout",
+        type=float,
+        default=ModelOptions.timeout,
+        help="seconds one whole API call may take (connect, send, answer; a call cut at the limit is retried as a "
+        f"timeout) (default: {ModelOptions.timeout:g})",
+    ),
+    *cli_args("header", "extra-body", "votes"),
+    Arg("--temperature", type=float, default=None, help="sampling temperature (default: the protocol's, 1.0)"),
+    Arg("--max-tokens", type=int, default=None, help="max_tokens (default: the protocol's, 8192)"),
+)
+
+
+RUN_ARGS = (
+    Arg("--track", required=True, help="vab-demo, or the path to a local selection track.yaml"),
+    Arg("--model", required=True, help="model name sent to the endpoint"),
+    Arg("--api-base", required=True, help="endpoint base URL; requests go to API_BASE/chat/completions"),
+    *REQUEST_OPTIONS,
+    Arg("--name", default=None, help="run name (default: the model name's last part)"),
+    Arg("--results", default="results", help="results root (default: results)"),
+    Arg("--protocol", default=None, help="selection protocol id or YAML path (default: vab)"),
+    Arg("--extras", action="store_true", help="also print TB-1 best-only / worst-only and trial-0 accuracy"),
+    SHOW_OPTION,
+    VERBOSE_OPTION,
+    *BATCH_OPTIONS,
+    *BUDGET_OPTIONS,
+    *PRICE_OPTIONS,
+    Arg(
+        "--estimate",
+        action="store_true",
+        help="print the request count, expected tokens and cost (with an interval) and stop: "
+        "no request sent (or the --calibrate sample), no run folder written",
+    ),
+    Arg(
+        "--calibrate",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --estimate: ask N requests (appended to the answers "
+        "file; they count towards the run) and estimate from their usage",
+    ),
+    Arg("-q", "--quiet", action="store_true", help="no progress bar (no batch progress lines)"),
+)
 
 
 def add_run_parser(sub) -> None:
@@ -229,133 +360,5 @@ def add_run_parser(sub) -> None:
         "run",
         help="ask a model behind an OpenAI-compatible chat-completions endpoint (official prompts, retries), then score it",
     )
-    r.add_argument("--track", required=True, help="vab-demo, or the path to a local selection track.yaml")
-    r.add_argument("--model", required=True, help="model name sent to the endpoint")
-    r.add_argument("--api-base", required=True, help="endpoint base URL; requests go to API_BASE/chat/completions")
-    _add_request_options(r)
-    r.add_argument("--name", default=None, help="run name (default: the model name's last part)")
-    r.add_argument("--results", default="results", help="results root (default: results)")
-    r.add_argument("--protocol", default=None, help="selection protocol id or YAML path (default: vab)")
-    r.add_argument("--extras", action="store_true", help="also print TB-1 best-only / worst-only and trial-0 accuracy")
-    from pytest_pstbench.selection.commands.vab_common import add_show_options
-
-    add_show_options(r)
-    _add_batch_options(r)
-    _add_budget_options(r)
-    add_price_options(r)
-    r.add_argument(
-        "--estimate",
-        action="store_true",
-        help="print the request count, expected tokens and cost (with an interval) and stop: "
-        "no request sent (or the --calibrate sample), no run folder written",
-    )
-    r.add_argument(
-        "--calibrate",
-        type=int,
-        default=None,
-        metavar="N",
-        help="with --estimate: ask N requests (appended to the answers "
-        "file; they count towards the run) and estimate from their usage",
-    )
-    r.add_argument("-q", "--quiet", action="store_true", help="no progress bar (no batch progress lines)")
+    add_args(r, RUN_ARGS)
     r.set_defaults(func=cmd_run)
-
-
-def _add_request_options(r) -> None:
-    """The key, the answers file, the calls in flight, the timeout, the headers and body fields, the sampling."""
-    from pytest_pstbench.selection.ask.pacing import DEFAULT_MAX
-    from pytest_pstbench.selection.ask.settings import MAX_CONCURRENCY, ModelOptions
-
-    r.add_argument(
-        "--api-key-env",
-        default=ModelOptions.api_key_env,
-        help=f"environment variable holding the API key (default: {ModelOptions.api_key_env}; sent as a Bearer token, never written)",
-    )
-    r.add_argument(
-        "--answers",
-        default=None,
-        help="answers file to append to and resume from (default: RESULTS/<track>/<name>.answers.jsonl)",
-    )
-    r.add_argument(
-        "--concurrency",
-        default=ModelOptions.concurrency,
-        metavar="N|auto",
-        help=f"requests in flight at once (default: {ModelOptions.concurrency}, the official pipeline's rules as they are); `auto`: "
-        "adapt to the endpoint's rate limit (grow while answered, cut on 429/503; rate-limit answers are "
-        "waited out and sent again) up to --max-concurrency; the limit over time is recorded in run.json",
-    )
-    r.add_argument(
-        "--max-concurrency",
-        default=ModelOptions.max_concurrency,
-        metavar="M",
-        help=f"with --concurrency auto: the ceiling of the adaptive limit (default: {DEFAULT_MAX}; at most {MAX_CONCURRENCY})",
-    )
-    r.add_argument(
-        "--timeout",
-        type=float,
-        default=ModelOptions.timeout,
-        help="seconds one whole API call may take (connect, send, answer; a call cut at the limit is retried as a "
-        f"timeout) (default: {ModelOptions.timeout:g})",
-    )
-    add_to_argparse(r, "header", "extra-body", "votes")  # the one option table (the plugin's --pstbench-header, ...)
-    r.add_argument(
-        "--temperature", type=float, default=None, help="sampling temperature (default: the protocol's, 1.0)"
-    )
-    r.add_argument("--max-tokens", type=int, default=None, help="max_tokens (default: the protocol's, 8192)")
-
-
-def _add_batch_options(r) -> None:
-    """--batch and how it polls and splits."""
-    r.add_argument(
-        "--batch",
-        action="store_true",
-        help="ask through the endpoint's Batch API (/files, /batches: OpenAI's, at its batch "
-        "price): submit, poll, record; a stopped run resumes the same batch (state in ANSWERS.batch.json)",
-    )
-    r.add_argument(
-        "--poll-interval", type=float, default=30.0, help="--batch: seconds between polls of the batch (default: 30)"
-    )
-    r.add_argument(
-        "--batch-max-mb",
-        type=float,
-        default=200.0,
-        metavar="MB",
-        help="--batch: the largest input file one batch takes, in MiB (default: 200, OpenAI's limit; also at most "
-        "50,000 requests); a run over it is submitted as several batches, one after another",
-    )
-    r.add_argument(
-        "--batch-wait",
-        type=float,
-        default=90_000.0,
-        help="--batch: seconds to poll before stopping; run the same "
-        "command again to go on polling the same batch (default: 90000, the 24 h window and an hour)",
-    )
-
-
-def _add_budget_options(r) -> None:
-    """The run's budget and the response cache."""
-    r.add_argument(
-        "--budget-tokens",
-        type=int,
-        default=None,
-        metavar="N",
-        help="stop before a request whose bound (its prompt as the server counts it, plus --max-tokens) would take "
-        "the answers file's tokens over N; a later run with a larger N goes on (docs/selection.md, Cost and rate limits)",
-    )
-    r.add_argument(
-        "--budget-cost",
-        type=float,
-        default=None,
-        metavar="MONEY",
-        help="the same as --budget-tokens in money, at the prices given (--price-in/--price-out or --prices); "
-        "a request's bound is priced at the full prompt price",
-    )
-    r.add_argument(
-        "--no-cache", action="store_true", help="neither read nor fill the response cache ($PSTBENCH_CACHE/responses)"
-    )
-    r.add_argument(
-        "--reuse-answers",
-        action="store_true",
-        help="use the response cache at any temperature (by default only at temperature 0: a cached answer at "
-        "temperature 1 is a replayed sample, not a new one)",
-    )
