@@ -9,13 +9,17 @@ from dataclasses import dataclass, field
 
 from pytest_pstbench.core.errors import UserError, suggest
 
-IDENTITY = "identity"  # the kit's Identity run: named identity, method identity (only the kit writes one)
+IDENTITY = "identity"  # the kit's Identity run: named identity (or identity@<protocol id>), method identity
 
 
 def is_reference(run) -> bool:
-    """A reference row: the kit's Identity run (run.json name and method.method both `identity`)."""
+    """A reference row: the kit's Identity run (run.json method.method `identity`, its name `identity`, or
+    `identity@<protocol id>` for the protocol it records: paired.identity.identity_name's rule)."""
     method = run.run.get("method")
-    return run.record.name == IDENTITY and isinstance(method, dict) and method.get("method") == IDENTITY
+    protocol = run.run.get("protocol")
+    pid = protocol.get("id") if isinstance(protocol, dict) else None
+    names = (IDENTITY, f"{IDENTITY}@{pid}")
+    return run.record.name in names and isinstance(method, dict) and method.get("method") == IDENTITY
 
 
 @dataclass

@@ -41,14 +41,33 @@ def identity_outputs(track, spec: str) -> dict[str, Path]:
     return {p.id: p.content for p in track.pairs}
 
 
-IDENTITY_NAME = IDENTITY  # the Identity run's name (its folder results/<track>/identity)
+IDENTITY_NAME = IDENTITY  # the Identity run's name under the default protocol (its folder results/<track>/identity)
+DEFAULT_PROTOCOL_ID = "pstbench"  # the protocol `load_protocol()` gives: its Identity run is `identity`
+
+
+def identity_name(protocol_id) -> str:
+    """The Identity run's name under protocol `protocol_id`: `identity` under the default protocol (`pstbench`),
+    `identity@<protocol id>` under any other (`identity@pstbench+clustered`), so each protocol keeps its own
+    Identity run beside the others and scoring under a variant never replaces the default protocol's."""
+    if protocol_id is None or protocol_id == DEFAULT_PROTOCOL_ID:
+        return IDENTITY_NAME
+    return f"{IDENTITY_NAME}@{protocol_id}"
+
+
+def run_protocol_id(run):
+    """The protocol id a run folder read back records (run.json `protocol.id`), or None."""
+    protocol = run.run.get("protocol") if isinstance(run.run, dict) else None
+    return protocol.get("id") if isinstance(protocol, dict) else None
 
 
 def names_identity(value) -> bool:
     """`value` reads as Identity: `identity` in any case, with any punctuation or spaces (`Identity`, `IDENTITY `),
-    in fullwidth or other compatibility letters (core.store.names.is_reserved_name)."""
+    in fullwidth or other compatibility letters (core.store.names.is_reserved_name), alone or as the name of a
+    protocol's Identity run (`identity@<protocol id>`: what precedes the first `@` reads as Identity)."""
     from pytest_pstbench.core.store.names import is_reserved_name
 
+    if isinstance(value, str) and "@" in value and is_reserved_name(value.partition("@")[0], IDENTITY_NAME):
+        return True
     return is_reserved_name(value, IDENTITY_NAME)
 
 
@@ -83,7 +102,12 @@ def refuse_identity_method(method_info: dict, where: str) -> None:
 
 
 def is_identity_run(run) -> bool:
-    """A run folder read back (`paired.runs.Run`) is the kit's Identity run: named identity, method identity.
-    Only the kit writes such a run (`refuse_identity_claim` refuses the name and the method to any other)."""
+    """A run folder read back (`paired.runs.Run`) is the kit's Identity run: method identity, named identity or
+    the Identity name of the protocol it records (`identity_name`). Only the kit writes such a run
+    (`refuse_identity_claim` refuses the names and the method to any other)."""
     method = run.run.get("method")
-    return run.name == IDENTITY_NAME and isinstance(method, dict) and method.get("method") == IDENTITY
+    return (
+        run.name in (IDENTITY_NAME, identity_name(run_protocol_id(run)))
+        and isinstance(method, dict)
+        and method.get("method") == IDENTITY
+    )

@@ -25,7 +25,7 @@ from pytest_pstbench.core.paper_table import (
 )
 from pytest_pstbench.paired.aggregation import entry_value, heading_suffix
 from pytest_pstbench.paired.compare import PAIRED_RUNS, WORSE, compare_two, finish_comparison
-from pytest_pstbench.paired.identity import IDENTITY_NAME, is_identity_run
+from pytest_pstbench.paired.identity import IDENTITY_NAME, identity_name, is_identity_run, run_protocol_id
 from pytest_pstbench.paired.kind import KIND
 from pytest_pstbench.paired.runs import load_run
 
@@ -105,15 +105,17 @@ def _track_runs(track: str, group: list):
     first = "Identity" if is_identity_run(group[0]) else group[0].name  # the track's first run folder given
     identity = [r for r in group if is_identity_run(r)]
     if not identity:
-        sibling = group[0].path.parent / IDENTITY_NAME
+        sibling = _identity_sibling(group[0])
         if (sibling / "run.json").is_file():
             identity = [load_run(sibling)]
             group = identity + group
         else:
+            pid = run_protocol_id(group[0])
+            under = f" --protocol {pid}" if identity_name(pid) != IDENTITY_NAME else ""
             raise UserError(
                 f"{group[0].path}: no Identity run of track {track} among the run folders nor at {sibling}; the table "
                 f"always has the Identity row; fix: pass its run folder, or score it: pstbench score --track {track} "
-                "--outputs identity"
+                f"--outputs identity{under}"
             )
     if len(identity) > 1:
         raise UserError(
@@ -123,6 +125,14 @@ def _track_runs(track: str, group: list):
     unique_names(others, track)
     refuse_row_name(others, "Identity")
     return first, identity[0], others
+
+
+def _identity_sibling(run) -> Path:
+    """The Identity run beside `run`'s folder under the protocol `run` records: `identity_name(protocol id)`
+    (`identity` under the default protocol), else `identity` (a folder scored before each protocol kept its own;
+    the protocol check then says whether it is this protocol's)."""
+    own, plain = (run.path.parent / name for name in (identity_name(run_protocol_id(run)), IDENTITY_NAME))
+    return plain if not (own / "run.json").is_file() and (plain / "run.json").is_file() else own
 
 
 def _metric_column(track: str, m: str, protocol, by_row: dict, where: tuple, tests: list) -> Column:

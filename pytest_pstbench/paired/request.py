@@ -15,7 +15,7 @@ from pathlib import Path
 class ScoreRequest:
     track: str
     outputs: str | None  # an outputs folder (resolved), `identity` / `log:identity`, or None (pytest only)
-    name: str | None  # None: `default_run_name` (`identity` for identity outputs; `fallback_name` without outputs)
+    name: str | None  # None: `default_run_name` (`identity_name` for identity outputs; `fallback_name` without outputs)
     results: Path
     protocol: str | None = None
     allow_resize: bool = False
@@ -112,7 +112,12 @@ def default_run_name(outputs_dir: Path, method_info: dict, option: str = "--name
 
 def open_on(req: ScoreRequest, protocol, track) -> Scoring:
     """`open_scoring` with the protocol and track already loaded (the track `req` names)."""
-    from pytest_pstbench.paired.identity import identity_outputs, is_identity_spec, refuse_identity_method
+    from pytest_pstbench.paired.identity import (
+        identity_name,
+        identity_outputs,
+        is_identity_spec,
+        refuse_identity_method,
+    )
     from pytest_pstbench.paired.method_info import load_method_yaml, parse_method_info
     from pytest_pstbench.paired.session import RunSession, RunSettings
     from pytest_pstbench.paired.tracks import resolve_outputs
@@ -122,7 +127,7 @@ def open_on(req: ScoreRequest, protocol, track) -> Scoring:
         # `identity` / `log:identity`: the track's content images are the outputs
         outputs, outputs_dir = identity_outputs(track, str(req.outputs)), None
         method_info = {"method": "identity", "description": "the content image, unchanged"}
-        default_name = "identity"
+        default_name = identity_name(protocol.id)  # each protocol keeps its own Identity run
         identity = True
     elif req.outputs is not None:
         outputs_dir = Path(req.outputs)
