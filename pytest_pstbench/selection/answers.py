@@ -143,15 +143,7 @@ def read_answers(
     `keep_texts`: the tasks whose counted lines' texts are kept in `AnswerSet.texts`, each cut to `text_bound`
     characters (the report's Answers)."""
     path = Path(path)
-    if not path.is_file():
-        raise UserError(
-            f"{path}: answers file not found; fix: give a JSON Lines file with one answer per task, trial and prompt type"
-        )
-    raw = path.read_bytes()
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise UserError(f"{path}: not UTF-8 text; fix: write the answers file as UTF-8 JSON Lines") from None
+    raw, text = _file_text(path)
     tasks = {t.id: t for t in track.tasks}
     out = AnswerSet(path, hashlib.sha256(raw).hexdigest(), 0)
     unknown: list[str] = []
@@ -185,20 +177,8 @@ def read_answers(
             unknown.append(tid)
             continue
         task = tasks[tid]
-        trial = obj["trial"]
-        if isinstance(trial, bool) or not isinstance(trial, int) or not 0 <= trial < params.trials:
-            raise bad(f"trial {trial!r} is not one of 0..{params.trials - 1}; fix: use the trial numbers of the export")
-        ptype = obj["prompt_type"]
-        if ptype not in PROMPT_TYPES:
-            raise bad(f"prompt_type {ptype!r} is not one of {', '.join(PROMPT_TYPES)}")
-        if ptype not in params.prompt_types_for(task.k):
-            raise bad(
-                f"task {tid} has k = {task.k}: {ptype} is not asked (for k = 2 it is derived from pick_best); fix: drop this line"
-            )
+        trial, ptype, attempt = _request_of(obj, task, params, bad)
         key = (tid, trial, ptype)
-        attempt = obj.get("attempt", 1)
-        if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1:
-            raise bad(f"attempt {attempt!r} is not a positive integer; fix: number the attempts of a request 1, 2, ...")
         if (key, attempt) in seen:
             raise bad(
                 f"second answer for task {tid} trial {trial} {ptype} attempt {attempt} (first on line {seen[(key, attempt)]}); "
@@ -214,34 +194,7 @@ def read_answers(
         out.usage_requests.append((tid, ptype, attempt, usage))
         out.usage_keys.append((tid, trial, obj["model"] if isinstance(obj.get("model"), str) else None))
         needs = _needs(ptype)
-        if "error" in obj and obj["error"] not in (None, "", False):
-            labels, status, detail = {n: None for n in needs}, ERROR, f"API error: {obj['error']}"
-        elif any(n in obj for n in ("best", "worst")):
-            labels, problems = {}, []
-            valid = params.labels[: task.k]
-            for n in needs:
-                v = obj.get(n)
-                lab = v.strip().upper() if isinstance(v, str) else None
-                if lab in valid:
-                    labels[n] = lab
-                else:
-                    labels[n] = None
-                    problems.append(f"{n} {v!r} is not one of {', '.join(valid)}")
-            status, detail = (UNPARSEABLE, "; ".join(problems)) if problems else (OK, None)
-        elif "response" in obj:
-            if not isinstance(obj["response"], str):
-                labels, status, detail = {n: None for n in needs}, UNPARSEABLE, "response is not a string"
-            else:
-                separated = REASONING in obj
-                labels, status, detail = parse_response(obj["response"], ptype, task.k, params, separated)
-                if separated:
-                    out.reasoning_separate += 1
-                elif content_seen(obj["response"], params)[1]:
-                    out.reasoning_removed += 1
-        else:
-            raise bad(
-                "has neither response, error nor best/worst; fix: give the raw response (or the API error, or the parsed labels)"
-            )
+        labels, status, detail = _line_labels(obj, ptype, task.k, params, out, bad)
         prev = out.entries.get(key)
         if prev is None or attempt > prev[4]:  # the highest attempt counts, whatever the line order
             out.entries[key] = (labels, status, detail, lineno, attempt)
@@ -252,6 +205,12 @@ def read_answers(
             if keep_texts is not None and tid in keep_texts:
                 kind, said = line_text(obj, needs)
                 out.texts[key] = (kind, said[:text_bound], len(said))
+    _check_whole(path, out, unknown, track)
+    return out
+
+
+def _check_whole(path: Path, out: AnswerSet, unknown: list[str], track) -> None:
+    """The file-level refusals, after every line was read: no answer at all, or answers for tasks of another track."""
     if out.n_lines == 0:  # missing answers are scored as missing; a file with none is the wrong file, not a run
         raise UserError(
             f"{path}: holds no answer (the file is empty); fix: give the answers file the model's answers "
@@ -263,7 +222,70 @@ def read_answers(
             f"{path}: answers for tasks not in track {track.id}: {shown}; fix: answer the tasks of this track "
             f"(pstbench vab export --track {track.id}) or pass the track the answers belong to"
         )
-    return out
+
+
+def _file_text(path: Path) -> tuple[bytes, str]:
+    """An answers file's bytes and its text (UTF-8, a BOM allowed); missing or not UTF-8: a UserError."""
+    if not path.is_file():
+        raise UserError(
+            f"{path}: answers file not found; fix: give a JSON Lines file with one answer per task, trial and prompt type"
+        )
+    raw = path.read_bytes()
+    try:
+        return raw, raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not UTF-8 text; fix: write the answers file as UTF-8 JSON Lines") from None
+
+
+def _request_of(obj: dict, task, params, bad) -> tuple[int, str, int]:
+    """(trial, prompt type, attempt) of an answers line of `task`, each checked (`bad(rule)`: the line's UserError)."""
+    trial = obj["trial"]
+    if isinstance(trial, bool) or not isinstance(trial, int) or not 0 <= trial < params.trials:
+        raise bad(f"trial {trial!r} is not one of 0..{params.trials - 1}; fix: use the trial numbers of the export")
+    ptype = obj["prompt_type"]
+    if ptype not in PROMPT_TYPES:
+        raise bad(f"prompt_type {ptype!r} is not one of {', '.join(PROMPT_TYPES)}")
+    if ptype not in params.prompt_types_for(task.k):
+        raise bad(
+            f"task {task.id} has k = {task.k}: {ptype} is not asked (for k = 2 it is derived from pick_best); fix: drop this line"
+        )
+    attempt = obj.get("attempt", 1)
+    if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1:
+        raise bad(f"attempt {attempt!r} is not a positive integer; fix: number the attempts of a request 1, 2, ...")
+    return trial, ptype, attempt
+
+
+def _line_labels(obj: dict, ptype: str, k: int, params, out: AnswerSet, bad) -> tuple[dict, str, str | None]:
+    """(labels, status, detail) of an answers line: its API error, its given labels or its parsed response (counting
+    the reasoning blocks removed or returned apart in `out`)."""
+    needs = _needs(ptype)
+    if "error" in obj and obj["error"] not in (None, "", False):
+        return {n: None for n in needs}, ERROR, f"API error: {obj['error']}"
+    if any(n in obj for n in ("best", "worst")):
+        labels, problems = {}, []
+        valid = params.labels[:k]
+        for n in needs:
+            v = obj.get(n)
+            lab = v.strip().upper() if isinstance(v, str) else None
+            if lab in valid:
+                labels[n] = lab
+            else:
+                labels[n] = None
+                problems.append(f"{n} {v!r} is not one of {', '.join(valid)}")
+        return (labels, UNPARSEABLE, "; ".join(problems)) if problems else (labels, OK, None)
+    if "response" in obj:
+        if not isinstance(obj["response"], str):
+            return {n: None for n in needs}, UNPARSEABLE, "response is not a string"
+        separated = REASONING in obj
+        found = parse_response(obj["response"], ptype, k, params, separated)
+        if separated:
+            out.reasoning_separate += 1
+        elif content_seen(obj["response"], params)[1]:
+            out.reasoning_removed += 1
+        return found
+    raise bad(
+        "has neither response, error nor best/worst; fix: give the raw response (or the API error, or the parsed labels)"
+    )
 
 
 def answer_record(best: int | None, worst: int | None, status: str, detail: str | None = None) -> dict:

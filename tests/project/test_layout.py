@@ -767,7 +767,6 @@ def test_the_reexport_check_catches_a_planted_shim(tmp_path):
 OVER_CAP: frozenset[str] = frozenset(
     {
         "selection/annotations.py:read_annotations",
-        "selection/answers.py:read_answers",
         "selection/demo.py:_generate_demo",
         "selection/human.py:human_reference",
         "selection/iqa.py:pyiqa_scorer",
