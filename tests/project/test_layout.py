@@ -768,7 +768,6 @@ OVER_CAP: frozenset[str] = frozenset(
     {
         "selection/answers.py:read_answers",
         "selection/human.py:human_reference",
-        "selection/judges.py:load_judge",
         "selection/paper_table.py:build_selection_table",
         "selection/session.py:_run_record",
         "selection/study.py:run_study",
