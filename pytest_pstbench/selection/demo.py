@@ -152,22 +152,9 @@ def simulate_panel(severities, voters: int, noise: float, rng) -> tuple[list[int
 
 
 def _generate_demo(dest: Path, params: dict, thresholds: dict, progress) -> None:
-    import numpy as np
-    import yaml
-    from PIL import Image
-
-    from pytest_pstbench.selection.consensus import decide
-
     say = progress or (lambda _m: None)
-    photos: dict = {}
-    views: dict = {}
-    for name, spec in params["views"].items():
-        if spec["photo"] not in photos:
-            photos[spec["photo"]] = load_photo(spec["photo"])
-        views[name] = render_view(photos[spec["photo"]], spec["box"], params["size"])
+    views = _render_views(params)
     view_names = list(params["views"])
-    families = list(params["defects"])
-    ladder = params["severity_ladder"]
     digest = hashlib.sha256(b"pstbench-vab-demo\0" + json.dumps(params, sort_keys=True).encode())
     tasks_out = []
     votes_rows = ["task_id,k,judge,best,worst"]
@@ -177,37 +164,13 @@ def _generate_demo(dest: Path, params: dict, thresholds: dict, progress) -> None
         vname = view_names[j % len(view_names)]
         view = params["views"][vname]
         m = int(thresholds[k])
-        for attempt in range(params["max_attempts"]):
-            rng = np.random.default_rng([params["seed"], j, attempt])
-            levels = sorted(rng.choice(len(ladder), size=k, replace=False).tolist())
-            order = rng.permutation(k).tolist()  # dataset order: shuffled, never sorted by quality
-            sev = [float(ladder[levels[i]]) for i in order]
-            if (j + 1) % params["mixed_every"] == 0:
-                fams = [families[int(rng.integers(0, len(families)))] for _ in range(k)]
-            else:
-                fams = [families[j % len(families)]] * k
-            best_votes, worst_votes = simulate_panel(sev, n_voters, params["panel"]["noise"], rng)
-            d = decide(k, [str(b) for b in best_votes], [str(w) for w in worst_votes] if k >= 3 else None, m)
-            if d.accepted:
-                break
-        else:  # pragma: no cover - the parameters make this unreachable
-            raise RuntimeError(f"vab-demo: task {j} reached no consensus in {params['max_attempts']} attempts")
+        attempt, sev, fams, best_votes, worst_votes, d = _draw_task(params, j, k, m)
         best = int(d.best)
         worst = int(d.worst) if k >= 3 else 1 - best
         tid = f"vd-{j + 1:02d}"
         for v, (b, w) in enumerate(zip(best_votes, worst_votes), 1):  # the accepted draw's votes
             votes_rows.append(f"{tid},{k},v{v:02d},c{b}.png,{f'c{w}.png' if k >= 3 else ''}")
-        (dest / tid).mkdir()
-        cands = []
-        for c in range(k):
-            crng = np.random.default_rng([params["seed"], j, attempt, 1000 + c])
-            img = apply_defect(views[vname], fams[c], sev[c], crng, params)
-            rel = f"{tid}/c{c}.png"
-            im = Image.fromarray(np.ascontiguousarray(img), "RGB")
-            im.save(dest / rel, format="PNG", optimize=False, compress_level=params["png_compress_level"])
-            digest.update(f"\0{rel}\0{img.shape}\0".encode())
-            digest.update(np.ascontiguousarray(img).tobytes())
-            cands.append({"file": rel, "defect": fams[c] if sev[c] > 0 else "none", "severity": sev[c]})
+        cands = _write_candidates(dest, tid, views[vname], (j, attempt), sev, fams, params, digest)
         say(f"vab-demo: {tid} ({vname}, k={k}, attempt {attempt})")
         tasks_out.append(
             {
@@ -226,11 +189,77 @@ def _generate_demo(dest: Path, params: dict, thresholds: dict, progress) -> None
                 },
             }
         )
+    _write_manifest(dest, params, thresholds, digest.hexdigest()[:12], tasks_out, votes_rows)
+
+
+def _render_views(params: dict) -> dict:
+    """view name -> its rendered image (each source photograph loaded once)."""
+    photos: dict = {}
+    views: dict = {}
+    for name, spec in params["views"].items():
+        if spec["photo"] not in photos:
+            photos[spec["photo"]] = load_photo(spec["photo"])
+        views[name] = render_view(photos[spec["photo"]], spec["box"], params["size"])
+    return views
+
+
+def _draw_task(params: dict, j: int, k: int, m: int):
+    """Task `j`'s first draw (of `max_attempts`) on which the simulated panel reaches consensus at threshold
+    `m`: (attempt, severities, defect families, best votes, worst votes, consensus decision)."""
+    import numpy as np
+
+    from pytest_pstbench.selection.consensus import decide
+
+    families = list(params["defects"])
+    ladder = params["severity_ladder"]
+    n_voters = params["panel"]["voters"]
+    for attempt in range(params["max_attempts"]):
+        rng = np.random.default_rng([params["seed"], j, attempt])
+        levels = sorted(rng.choice(len(ladder), size=k, replace=False).tolist())
+        order = rng.permutation(k).tolist()  # dataset order: shuffled, never sorted by quality
+        sev = [float(ladder[levels[i]]) for i in order]
+        if (j + 1) % params["mixed_every"] == 0:
+            fams = [families[int(rng.integers(0, len(families)))] for _ in range(k)]
+        else:
+            fams = [families[j % len(families)]] * k
+        best_votes, worst_votes = simulate_panel(sev, n_voters, params["panel"]["noise"], rng)
+        d = decide(k, [str(b) for b in best_votes], [str(w) for w in worst_votes] if k >= 3 else None, m)
+        if d.accepted:
+            return attempt, sev, fams, best_votes, worst_votes, d
+    # unreachable: the parameters reach consensus within max_attempts
+    raise RuntimeError(f"vab-demo: task {j} reached no consensus in {params['max_attempts']} attempts")
+
+
+def _write_candidates(dest: Path, tid: str, view, draw: tuple[int, int], sev, fams, params: dict, digest) -> list:
+    """Write task `tid`'s candidates (the view with each one's defect) as PNGs, add them to `digest`, and
+    return their manifest entries; `draw` is (task index, accepted attempt), which seeds each candidate."""
+    import numpy as np
+    from PIL import Image
+
+    j, attempt = draw
+    (dest / tid).mkdir()
+    cands = []
+    for c in range(len(sev)):
+        crng = np.random.default_rng([params["seed"], j, attempt, 1000 + c])
+        img = apply_defect(view, fams[c], sev[c], crng, params)
+        rel = f"{tid}/c{c}.png"
+        im = Image.fromarray(np.ascontiguousarray(img), "RGB")
+        im.save(dest / rel, format="PNG", optimize=False, compress_level=params["png_compress_level"])
+        digest.update(f"\0{rel}\0{img.shape}\0".encode())
+        digest.update(np.ascontiguousarray(img).tobytes())
+        cands.append({"file": rel, "defect": fams[c] if sev[c] > 0 else "none", "severity": sev[c]})
+    return cands
+
+
+def _write_manifest(dest: Path, params: dict, thresholds: dict, revision: str, tasks_out: list, votes_rows: list):
+    """Write the track's votes file and its manifest."""
+    import yaml
+
     manifest = {
         "kind": "selection",
         "id": DEMO_TRACK_ID,
         "name": "pstbench vab-demo (scikit-image photographs with graded execution defects)",
-        "revision": digest.hexdigest()[:12],
+        "revision": revision,
         "generator": params,
         "consensus_thresholds": {int(k): int(v) for k, v in thresholds.items()},
         "votes": VOTES_NAME,

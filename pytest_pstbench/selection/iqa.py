@@ -79,6 +79,37 @@ def pyiqa_scorer(spec: str, *, device: str = "cpu", metric_name: str | None = No
         )
     pyiqa = _import_pyiqa(spec)
     version = str(getattr(pyiqa, "__version__", "unknown"))
+    _check_no_reference(pyiqa, spec, name, version)
+    try:
+        device = check_device(str(device))
+    except UserError as exc:
+        raise UserError(f"--judge {spec}: {exc}") from None
+    import torch
+
+    metric = _create_metric(pyiqa, spec, name, version, device)
+    forward, adapted = (metric, {}) if adapt is None else adapt(metric)
+    lower_better = bool(getattr(metric, "lower_better", False))
+    batch = _batch_scorer(forward, name, device, -1.0 if lower_better else 1.0)
+    provenance = {
+        "kind": "pyiqa",
+        "spec": spec,
+        "metric": name,
+        "pyiqa_version": version,
+        "torch_version": str(torch.__version__),
+        "device": device,
+        "lower_better": lower_better,
+        "negated": lower_better,
+        "score_range": getattr(metric, "score_range", None),
+        "input": "RGB float32 in [0, 1], NCHW; the candidates of one size of a task in one batch (one image per call "
+        "where the metric refuses the batch)",
+        "weights_cache": cache_dir(),
+        **adapted,
+    }
+    return batch, provenance
+
+
+def _check_no_reference(pyiqa, spec: str, name: str, version: str) -> None:
+    """`name` is one of pyiqa's no-reference metrics, or a UserError (full-reference, or unknown: close names)."""
     no_reference = _metric_names(pyiqa, "NR")
     if name not in no_reference:
         if name in _metric_names(pyiqa, None):
@@ -93,15 +124,15 @@ def pyiqa_scorer(spec: str, *, device: str = "cpu", metric_name: str | None = No
             f"--judge {spec}: pyiqa {version} has no metric {name}{hint}; fix: give a no-reference metric of "
             "pyiqa.list_models(metric_mode='NR'), e.g. pyiqa:piqe, pyiqa:musiq, pyiqa:qalign"
         )
-    try:
-        device = check_device(str(device))
-    except UserError as exc:
-        raise UserError(f"--judge {spec}: {exc}") from None
+
+
+def _create_metric(pyiqa, spec: str, name: str, version: str, device: str):
+    """pyiqa's metric `name` on `device` (its download messages on stderr); a failure is one UserError."""
     import torch
 
     try:
         with contextlib.redirect_stdout(sys.stderr):  # pyiqa prints its downloads: keep stdout for the tables
-            metric = pyiqa.create_metric(name, device=torch.device(device))
+            return pyiqa.create_metric(name, device=torch.device(device))
     except ImportError as exc:  # a module pyiqa's metric imports without declaring it: not the weights' fault
         from pytest_pstbench.core.install_hints import extra_install
 
@@ -118,9 +149,12 @@ def pyiqa_scorer(spec: str, *, device: str = "cpu", metric_name: str | None = No
             f"cache); fix: `pstbench weights fetch {spec}` where they can be downloaded (checked against pinned digests), "
             "or run once there and copy that folder here (docs/selection.md, pinned pyiqa weights)"
         ) from None
-    forward, adapted = (metric, {}) if adapt is None else adapt(metric)
-    lower_better = bool(getattr(metric, "lower_better", False))
-    sign = -1.0 if lower_better else 1.0
+
+
+def _batch_scorer(forward, name: str, device: str, sign: float):
+    """The batch function: uint8 HxWx3 RGB arrays -> `sign` * `forward`'s score of each, one call per size group
+    (each image alone where `forward` refuses the group)."""
+    import torch
 
     def batch(images) -> list:
         """Scores of uint8 HxWx3 RGB arrays (higher = better): one pyiqa call per size group."""
@@ -156,19 +190,4 @@ def pyiqa_scorer(spec: str, *, device: str = "cpu", metric_name: str | None = No
                 out[i] = sign * s
         return out
 
-    provenance = {
-        "kind": "pyiqa",
-        "spec": spec,
-        "metric": name,
-        "pyiqa_version": version,
-        "torch_version": str(torch.__version__),
-        "device": device,
-        "lower_better": lower_better,
-        "negated": lower_better,
-        "score_range": getattr(metric, "score_range", None),
-        "input": "RGB float32 in [0, 1], NCHW; the candidates of one size of a task in one batch (one image per call "
-        "where the metric refuses the batch)",
-        "weights_cache": cache_dir(),
-        **adapted,
-    }
-    return batch, provenance
+    return batch

@@ -73,55 +73,7 @@ def load_judge(spec: str, *, base: Path | None = None, default_num_trials: int =
         )
     prov: dict = {"kind": "function", "spec": spec}
     is_file = target.endswith(".py") or "/" in target or "\\" in target
-    if is_file:
-        path = Path(target)
-        if not path.is_absolute() and base is not None:
-            path = Path(base) / path
-        if not path.is_file():
-            raise UserError(
-                f"--judge {spec}: file {path} not found; fix: give the path of a Python file (relative to the current folder)"
-            )
-        path = path.resolve()
-        data = path.read_bytes()
-        # keyed by the path and the bytes: a file changed since it was first loaded in this process (a
-        # long-lived session, the API) is loaded again, so the function run is the one its sha256 records
-        key = hashlib.sha256(str(path).encode("utf-8", "surrogateescape") + b"\0" + data).hexdigest()[:16]
-        mod_name = f"_pstbench_judge_{key}"
-        module = sys.modules.get(mod_name)
-        if module is None:
-            mspec = importlib.util.spec_from_file_location(mod_name, path)
-            if mspec is None or mspec.loader is None:  # pragma: no cover
-                raise UserError(f"--judge {spec}: cannot load {path} as a Python module")
-            module = importlib.util.module_from_spec(mspec)
-            sys.modules[mod_name] = module
-            try:
-                mspec.loader.exec_module(module)
-            except Exception as exc:  # the user's file failed to import
-                del sys.modules[mod_name]
-                raise UserError(
-                    f"--judge {spec}: importing {path} raised {type(exc).__name__}: {_one_line(exc)}; fix the judge file"
-                ) from None
-        prov.update({"file": str(path), "file_sha256": hashlib.sha256(data).hexdigest()})
-    else:
-        try:
-            module = importlib.import_module(target)
-        except ImportError as exc:
-            raise UserError(
-                f"--judge {spec}: cannot import module {target} ({type(exc).__name__}: {_one_line(exc)}); fix: install it or give a file path"
-            ) from None
-        except Exception as exc:
-            raise UserError(
-                f"--judge {spec}: importing {target} raised {type(exc).__name__}: {_one_line(exc)}; fix the judge module"
-            ) from None
-        prov["module"] = target
-        mfile = getattr(module, "__file__", None)
-        if mfile and Path(mfile).is_file():
-            prov.update(
-                {
-                    "file": str(Path(mfile).resolve()),
-                    "file_sha256": hashlib.sha256(Path(mfile).read_bytes()).hexdigest(),
-                }
-            )
+    module = _load_judge_file(spec, target, base, prov) if is_file else _import_judge_module(spec, target, prov)
     fn = getattr(module, func_name, None)
     if fn is None:
         known = [n for n, v in vars(module).items() if callable(v) and not n.startswith("_")]
@@ -133,6 +85,64 @@ def load_judge(spec: str, *, base: Path | None = None, default_num_trials: int =
         raise UserError(f"--judge {spec}: {target}.{func_name} is not callable; fix: name a function f(image) -> float")
     prov["function"] = func_name
     return judge_from_callable(fn, spec=spec, default_num_trials=default_num_trials, provenance=prov)
+
+
+def _load_judge_file(spec: str, target: str, base: Path | None, prov: dict):
+    """The module of the judge file `target` (relative to `base` if given), loaded once per path and content;
+    adds its path and sha256 to `prov`."""
+    path = Path(target)
+    if not path.is_absolute() and base is not None:
+        path = Path(base) / path
+    if not path.is_file():
+        raise UserError(
+            f"--judge {spec}: file {path} not found; fix: give the path of a Python file (relative to the current folder)"
+        )
+    path = path.resolve()
+    data = path.read_bytes()
+    # keyed by the path and the bytes: a file changed since it was first loaded in this process (a
+    # long-lived session, the API) is loaded again, so the function run is the one its sha256 records
+    key = hashlib.sha256(str(path).encode("utf-8", "surrogateescape") + b"\0" + data).hexdigest()[:16]
+    mod_name = f"_pstbench_judge_{key}"
+    module = sys.modules.get(mod_name)
+    if module is None:
+        mspec = importlib.util.spec_from_file_location(mod_name, path)
+        if mspec is None or mspec.loader is None:  # pragma: no cover
+            raise UserError(f"--judge {spec}: cannot load {path} as a Python module")
+        module = importlib.util.module_from_spec(mspec)
+        sys.modules[mod_name] = module
+        try:
+            mspec.loader.exec_module(module)
+        except Exception as exc:  # the user's file failed to import
+            del sys.modules[mod_name]
+            raise UserError(
+                f"--judge {spec}: importing {path} raised {type(exc).__name__}: {_one_line(exc)}; fix the judge file"
+            ) from None
+    prov.update({"file": str(path), "file_sha256": hashlib.sha256(data).hexdigest()})
+    return module
+
+
+def _import_judge_module(spec: str, target: str, prov: dict):
+    """The imported judge module `target`; adds its name (and its file and sha256, where it has one) to `prov`."""
+    try:
+        module = importlib.import_module(target)
+    except ImportError as exc:
+        raise UserError(
+            f"--judge {spec}: cannot import module {target} ({type(exc).__name__}: {_one_line(exc)}); fix: install it or give a file path"
+        ) from None
+    except Exception as exc:
+        raise UserError(
+            f"--judge {spec}: importing {target} raised {type(exc).__name__}: {_one_line(exc)}; fix the judge module"
+        ) from None
+    prov["module"] = target
+    mfile = getattr(module, "__file__", None)
+    if mfile and Path(mfile).is_file():
+        prov.update(
+            {
+                "file": str(Path(mfile).resolve()),
+                "file_sha256": hashlib.sha256(Path(mfile).read_bytes()).hexdigest(),
+            }
+        )
+    return module
 
 
 def judge_from_callable(

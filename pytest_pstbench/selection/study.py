@@ -201,6 +201,18 @@ def _wilcoxon(diffs: list[float]) -> dict:
     return {"statistic": res.statistic, "p": res.pvalue, "n_nonzero": res.n_nonzero}
 
 
+STUDY_DEFINITIONS = {
+    "ties_in_scores": "split: t images tied at an annotator's top (bottom) score get 1/t of its best (worst) vote each",
+    "kendall_tau": "tau-b (tie-corrected) between scores and direct ranks; undefined when all scores of the annotator's task are equal",
+    "reached": "one image has >= majority votes and no other as many; both: best and worst reached on two different images",
+    "entropy": "Shannon entropy of the best-vote shares, natural log (nats)",
+    "kendall_w": "with the tie correction (average ranks for tied scores)",
+    "mcnemar": "exact two-sided binomial on discordant tasks; Bonferroni over best, worst, both",
+    "wilcoxon": "scipy.stats.wilcoxon of per-task entropy ranking - scoring, two-sided, zero_method wilcox, method auto; not corrected",
+    "differences": "ranking - scoring, per task",
+}
+
+
 def run_study(
     path: Path | str,
     *,
@@ -213,7 +225,6 @@ def run_study(
     or an id/path; default vab: its bootstrap and candidate-set sizes) -> the dict written as study.json.
     `names` maps the options to how messages name them (format strings; default the CLI's, `--majority {}`)."""
     from pytest_pstbench.core.protocol import load_protocol
-    from pytest_pstbench.selection.compare import mcnemar_exact
     from pytest_pstbench.selection.protocol import DEFAULT_SELECTION_PROTOCOL, SelectionParams
 
     names = {**CLI_NAMES, **(names or {})}
@@ -224,6 +235,60 @@ def run_study(
     boot = params.bootstrap
     path = Path(path)
     tasks = read_annotations(path, k_range=(params.k_min, params.k_max), protocol_id=protocol.id)
+    rows, kept = _task_rows(tasks, majority, max_w, names)
+    annotators = list(dict.fromkeys(a for t in tasks for a in t.annotators))
+    reproducibility = _reproducibility(kept, boot)
+    ent = {p: [r[f"entropy_{p}"] for r in kept] for p in PROTOCOLS}
+    uni = {p: [float(r[f"unanimous_{p}"]) for r in kept] for p in PROTOCOLS}
+    per_annotator = _per_annotator(kept, annotators, boot)
+    digest = tasks.sha256  # of the bytes read (a pipe, `<(...)`, is read once: csvfile.Read)
+    return {
+        "study": "ranking vs scoring (VAB paper section 2, appendix F)",
+        "annotations": {"path": str(path), "sha256": digest},
+        "protocol": {"id": protocol.id, "sha256": protocol.sha256},
+        "bootstrap": {
+            "method": "percentile",
+            "confidence": float(boot["confidence"]),
+            "resamples": int(boot["resamples"]),
+            "seed": int(boot["seed"]),
+            "over": "tasks",
+        },
+        "definitions": dict(STUDY_DEFINITIONS),
+        "majority": {"given": majority, "rule": _majority_rule(majority, kept)},
+        "max_w": max_w,
+        "tasks": {"read": len(rows), "kept": len(kept), "dropped": [r["task_id"] for r in rows if not r["kept"]]},
+        "annotators": annotators,
+        "fidelity": {
+            "kendall_tau_b": _mean([r["kendall_tau_b"] for r in kept], boot),
+            "tau_undefined": sum(r["tau_undefined"] for r in kept),
+            "top1_self_consistency": _mean([r["top1_self_consistency"] for r in kept], boot),
+            "per_annotator": per_annotator,
+        },
+        "reproducibility": reproducibility,
+        "distinguishability": {
+            "entropy": {
+                "ranking": _mean(ent["ranking"], boot),
+                "scoring": _mean(ent["scoring"], boot),
+                "difference": _mean(_diff(ent["ranking"], ent["scoring"]), boot),
+                "wilcoxon": _wilcoxon(_diff(ent["ranking"], ent["scoring"])),
+            },
+            "unanimous": {
+                "ranking": _mean(uni["ranking"], boot),
+                "scoring": _mean(uni["scoring"], boot),
+                "difference": _mean(_diff(uni["ranking"], uni["scoring"]), boot),
+            },
+        },
+        "kendall_w": {
+            "scoring": _mean([r["w_scoring"] for r in kept], boot),
+            "ranking": _mean([r["w_ranking"] for r in kept], boot),
+        },
+        "per_task": [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows],
+    }
+
+
+def _task_rows(tasks, majority: int | None, max_w: float | None, names: dict) -> tuple[list[dict], list[dict]]:
+    """(every task's statistics, each marked `kept` or not by `max_w`; the kept ones); a `majority` above a
+    task's annotators, or a `max_w` that drops every task, is a UserError."""
     fewest = min(tasks, key=lambda t: len(t.annotators))
     if majority is not None and majority > len(fewest.annotators):
         raise UserError(
@@ -240,17 +305,27 @@ def run_study(
             f"{names['max_w'].format(max_w)}: drops every task (the lowest Kendall's W of the score rankings is "
             f"{lowest:.4f}); fix: give a larger W"
         )
-    annotators = list(dict.fromkeys(a for t in tasks for a in t.annotators))
+    return rows, kept
+
+
+def _majority_rule(majority: int | None, kept: list[dict]) -> str:
+    """The majority rule in words, for the kept tasks' annotator counts."""
     counts = sorted({r["n_annotators"] for r in kept})
     if majority is not None:
-        rule = f"{majority} of {counts[0]}" if len(counts) == 1 else f"{majority} of each task's annotators"
-    else:
-        rule = (
-            f"{counts[0] // 2 + 1} of {counts[0]}" if len(counts) == 1 else "floor(n/2) + 1 of each task's n annotators"
-        ) + " (strict majority)"
+        return f"{majority} of {counts[0]}" if len(counts) == 1 else f"{majority} of each task's annotators"
+    return (
+        f"{counts[0] // 2 + 1} of {counts[0]}" if len(counts) == 1 else "floor(n/2) + 1 of each task's n annotators"
+    ) + " (strict majority)"
 
-    def diff(p_values, q_values):
-        return [float(a) - float(b) for a, b in zip(p_values, q_values)]
+
+def _diff(p_values, q_values) -> list[float]:
+    return [float(a) - float(b) for a, b in zip(p_values, q_values)]
+
+
+def _reproducibility(kept: list[dict], boot: dict) -> dict:
+    """Per label (best, worst, both): the share of kept tasks reached under each protocol, their difference and
+    the exact McNemar test, Bonferroni-corrected over the labels."""
+    from pytest_pstbench.selection.compare import mcnemar_exact
 
     reproducibility, pvalues = {}, []
     for lab in LABELS:
@@ -262,13 +337,16 @@ def run_study(
         reproducibility[lab] = {
             "ranking": _mean(hit["ranking"], boot),
             "scoring": _mean(hit["scoring"], boot),
-            "difference": _mean(diff(hit["ranking"], hit["scoring"]), boot),
+            "difference": _mean(_diff(hit["ranking"], hit["scoring"]), boot),
             "mcnemar": {"b": b, "c": c, "p": p},
         }
     for lab, p in zip(LABELS, pvalues):
         reproducibility[lab]["mcnemar"]["p_bonferroni"] = min(1.0, p * len(pvalues))
-    ent = {p: [r[f"entropy_{p}"] for r in kept] for p in PROTOCOLS}
-    uni = {p: [float(r[f"unanimous_{p}"]) for r in kept] for p in PROTOCOLS}
+    return reproducibility
+
+
+def _per_annotator(kept: list[dict], annotators: list[str], boot: dict) -> dict:
+    """Per annotator: its kept tasks, mean tau-b (and how many undefined) and top-1 self-consistency."""
     per_annotator, by_annotator = {}, {a: [] for a in annotators}
     for r in kept:  # one pass: each annotator's kept tasks (not annotators x tasks)
         for a in r["_taus"]:
@@ -281,58 +359,7 @@ def run_study(
             "tau_undefined": sum(1 for r in mine if r["_taus"][a] is None),
             "top1_self_consistency": _mean([r["_consistency"][a] for r in mine], boot),
         }
-    digest = tasks.sha256  # of the bytes read (a pipe, `<(...)`, is read once: csvfile.Read)
-    return {
-        "study": "ranking vs scoring (VAB paper section 2, appendix F)",
-        "annotations": {"path": str(path), "sha256": digest},
-        "protocol": {"id": protocol.id, "sha256": protocol.sha256},
-        "bootstrap": {
-            "method": "percentile",
-            "confidence": float(boot["confidence"]),
-            "resamples": int(boot["resamples"]),
-            "seed": int(boot["seed"]),
-            "over": "tasks",
-        },
-        "definitions": {
-            "ties_in_scores": "split: t images tied at an annotator's top (bottom) score get 1/t of its best (worst) vote each",
-            "kendall_tau": "tau-b (tie-corrected) between scores and direct ranks; undefined when all scores of the annotator's task are equal",
-            "reached": "one image has >= majority votes and no other as many; both: best and worst reached on two different images",
-            "entropy": "Shannon entropy of the best-vote shares, natural log (nats)",
-            "kendall_w": "with the tie correction (average ranks for tied scores)",
-            "mcnemar": "exact two-sided binomial on discordant tasks; Bonferroni over best, worst, both",
-            "wilcoxon": "scipy.stats.wilcoxon of per-task entropy ranking - scoring, two-sided, zero_method wilcox, method auto; not corrected",
-            "differences": "ranking - scoring, per task",
-        },
-        "majority": {"given": majority, "rule": rule},
-        "max_w": max_w,
-        "tasks": {"read": len(rows), "kept": len(kept), "dropped": [r["task_id"] for r in rows if not r["kept"]]},
-        "annotators": annotators,
-        "fidelity": {
-            "kendall_tau_b": _mean([r["kendall_tau_b"] for r in kept], boot),
-            "tau_undefined": sum(r["tau_undefined"] for r in kept),
-            "top1_self_consistency": _mean([r["top1_self_consistency"] for r in kept], boot),
-            "per_annotator": per_annotator,
-        },
-        "reproducibility": reproducibility,
-        "distinguishability": {
-            "entropy": {
-                "ranking": _mean(ent["ranking"], boot),
-                "scoring": _mean(ent["scoring"], boot),
-                "difference": _mean(diff(ent["ranking"], ent["scoring"]), boot),
-                "wilcoxon": _wilcoxon(diff(ent["ranking"], ent["scoring"])),
-            },
-            "unanimous": {
-                "ranking": _mean(uni["ranking"], boot),
-                "scoring": _mean(uni["scoring"], boot),
-                "difference": _mean(diff(uni["ranking"], uni["scoring"]), boot),
-            },
-        },
-        "kendall_w": {
-            "scoring": _mean([r["w_scoring"] for r in kept], boot),
-            "ranking": _mean([r["w_ranking"] for r in kept], boot),
-        },
-        "per_task": [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows],
-    }
+    return per_annotator
 
 
 CSV_COLUMNS = (
