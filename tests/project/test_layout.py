@@ -768,7 +768,6 @@ OVER_CAP: frozenset[str] = frozenset(
     {
         "selection/human.py:human_reference",
         "selection/paper_table.py:build_selection_table",
-        "selection/session.py:_run_record",
     }
 )
 
