@@ -204,19 +204,13 @@ def vote_answers(task, best: int, worst: int, params) -> dict[str, list[dict]]:
     return complete_derived(task, answers, params)
 
 
-def human_reference(track, votes_path: Path, params) -> dict:
-    """summary.json's `human` section: the leave-one-out row per cell, each expert's overall values, and what
-    was left out (see the module doc)."""
-    from pytest_pstbench.core.stats import bootstrap_mean_ci
-    from pytest_pstbench.selection.accuracy import cell_means, cells_of, trial_outcomes
+def _score_experts(track, votes, threshold, experts, params) -> tuple[dict, dict, list]:
+    """Each expert's leave-one-out scored tasks (expert -> [(task view, outcomes)]), their tasks left out for
+    no consensus of the others (expert -> count), and the tasks whose full consensus differs from the track's
+    labels."""
+    from pytest_pstbench.selection.accuracy import trial_outcomes
     from pytest_pstbench.selection.consensus import decide
 
-    votes_path = Path(votes_path)
-    votes, ignored, digest = read_track_votes(votes_path, track, params)
-    threshold = _Thresholds(params.consensus)
-    # experts in one canonical order (by name), whatever the order of the file's rows: the bootstrap over
-    # experts resamples this list, so the row does not depend on how the file was sorted
-    experts = sorted({e for per_task in votes.values() for e in per_task})
     scored: dict[str, list] = {e: [] for e in experts}  # expert -> [(task view, outcomes)]
     excluded = {e: 0 for e in experts}
     disagree = []
@@ -237,12 +231,14 @@ def human_reference(track, votes_path: Path, params) -> dict:
                 continue
             view = dataclasses.replace(task, best=target[0], worst=target[1])
             scored[e].append((view, trial_outcomes(view, vote_answers(task, b, w, params), params)))
-    scored_ids = {view.id for e in experts for view, _o in scored[e]}
-    covered = [t for t in track.tasks if t.id in scored_ids]
-    per_expert = {
-        e: cell_means([v for v, _o in scored[e]], [o for _v, o in scored[e]], params) if scored[e] else {}
-        for e in experts
-    }
+    return scored, excluded, disagree
+
+
+def _human_cells(covered, experts, scored, per_expert, params) -> list[dict]:
+    """summary.json `human.cells`: per cell, the bootstrap mean over experts of their values."""
+    from pytest_pstbench.core.stats import bootstrap_mean_ci
+    from pytest_pstbench.selection.accuracy import cells_of
+
     boot = params.bootstrap
     judged = Counter(v.id for e in experts for v, _o in scored[e])  # judgments per task, counted once
     cells = []
@@ -273,6 +269,28 @@ def human_reference(track, votes_path: Path, params) -> dict:
                 cell["metrics"][metric][agg] = entry
         cell["n_experts"] = n_experts
         cells.append(cell)
+    return cells
+
+
+def human_reference(track, votes_path: Path, params) -> dict:
+    """summary.json's `human` section: the leave-one-out row per cell, each expert's overall values, and what
+    was left out (see the module doc)."""
+    from pytest_pstbench.selection.accuracy import cell_means
+
+    votes_path = Path(votes_path)
+    votes, ignored, digest = read_track_votes(votes_path, track, params)
+    threshold = _Thresholds(params.consensus)
+    # experts in one canonical order (by name), whatever the order of the file's rows: the bootstrap over
+    # experts resamples this list, so the row does not depend on how the file was sorted
+    experts = sorted({e for per_task in votes.values() for e in per_task})
+    scored, excluded, disagree = _score_experts(track, votes, threshold, experts, params)
+    scored_ids = {view.id for e in experts for view, _o in scored[e]}
+    covered = [t for t in track.tasks if t.id in scored_ids]
+    per_expert = {
+        e: cell_means([v for v, _o in scored[e]], [o for _v, o in scored[e]], params) if scored[e] else {}
+        for e in experts
+    }
+    cells = _human_cells(covered, experts, scored, per_expert, params)
     n_scored = sum(1 for e in experts if scored[e])
     part = len(covered) != len(track.tasks)
     return {

@@ -229,9 +229,8 @@ class SelectionSession:
             self._environment = environment(PACKAGES)
         return self._environment
 
-    def _run_record(self, order, scored, complete) -> dict:
-        from pytest_pstbench.core.environment import run_environment
-
+    def _answer_tally(self, order) -> tuple[dict, list]:
+        """The counts of the answered tasks' trials by status (run.json `answers`) and the trials not OK."""
         expected = missing = unparseable = errors = 0
         problems = []
         for task in [t for t in order if self.results[t.id].ok]:  # the unanswered tasks' trials are counted too
@@ -255,13 +254,19 @@ class SelectionSession:
                                 "detail": a["detail"],
                             }
                         )
+        counts = {"expected": expected, "missing": missing, "unparseable": unparseable, "error": errors}
+        return counts, problems
+
+    def _deviations(self, counts) -> list:
+        """run.json `deviations` before the environment's: tasks not scored or answered, answers not OK, a stop,
+        a revision override."""
         not_scored = [t.id for t in self.track.tasks if t.id not in self.results]
         deviations = []
         if not_scored:
             deviations.append({"kind": "tasks_not_scored", "tasks": not_scored})
         if self.unanswered:
             deviations.append({"kind": "tasks_not_answered", "tasks": list(self.unanswered)})
-        if missing or unparseable or errors:
+        if counts["missing"] or counts["unparseable"] or counts["error"]:
             rules = {
                 st: {p: self.params.record_rule(st, p) for p in ("pick_best", "pick_worst", "pick_best_and_worst")}
                 for st in (MISSING, ERROR, UNPARSEABLE)
@@ -269,9 +274,9 @@ class SelectionSession:
             deviations.append(
                 {
                     "kind": "answers_not_ok",
-                    "missing": missing,
-                    "unparseable": unparseable,
-                    "error": errors,
+                    "missing": counts["missing"],
+                    "unparseable": counts["unparseable"],
+                    "error": counts["error"],
                     "records": rules,
                 }
             )
@@ -279,6 +284,13 @@ class SelectionSession:
             deviations.append({"kind": "run_stopped", "reason": self.stopped})
         if self.track.info.get("revision_override"):  # fetched with --revision X --allow-other-revision
             deviations.append({"kind": "revision_override", **self.track.info["revision_override"]})
+        return deviations
+
+    def _run_record(self, order, scored, complete) -> dict:
+        from pytest_pstbench.core.environment import run_environment
+
+        counts, problems = self._answer_tally(order)
+        deviations = self._deviations(counts)
         env, differs = run_environment(self.environment(), self.computed_in, [t.id for t in order], "task")
         if differs:
             deviations.append(differs)
@@ -295,10 +307,7 @@ class SelectionSession:
             "trials": self.params.trials,
             "judge": self.judge,
             "answers": {
-                "expected": expected,
-                "missing": missing,
-                "unparseable": unparseable,
-                "error": errors,
+                **counts,
                 "parser": {
                     "patterns": self.params.data["answers"]["patterns"],
                     "match": self.params.answer_match,
