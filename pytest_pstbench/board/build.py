@@ -100,8 +100,7 @@ def check_out(out: Path, sources) -> None:
 
 def build_board(sources, out, *, metric: str | None = None, protocol_spec: str | None = None, progress=None) -> dict:
     """Write the board of `sources` into the folder `out`; its data (board.json's content) is returned."""
-    import json
-
+    from pytest_pstbench.core.files.jsonfile import loads
     from pytest_pstbench.core.files.write import staging_dir, swap_dir_into_place, write_new
     from pytest_pstbench.report.build import page_css
 
@@ -119,15 +118,16 @@ def build_board(sources, out, *, metric: str | None = None, protocol_spec: str |
         t["folder"] = folder
     left_out = [{"run": x.what, "reason": x.reason} for x in left]
     css = page_css()
+    text = board_json(data, left_out)
     with staging_dir(out, what="write the board", fix="give --out a folder in a writable place") as stage:
-        write_new(stage / "board.json", board_json(data, left_out))
+        write_new(stage / "board.json", text)
         write_new(stage / "board.csv", board_csv(data))
         write_new(stage / "index.html", index_page(data, left_out, css))
         for t in data:
             os.mkdir(stage / t["folder"])
             write_new(stage / t["folder"] / "index.html", track_page(t, left_out, css))
         swap_dir_into_place(stage, out)
-    return json.loads(board_json(data, left_out))
+    return loads(text, max_bytes=len(text.encode("utf-8")) + 1)
 
 
 BOARD_ARGS = (

@@ -463,7 +463,7 @@ FORMS: list[Form] = [
             "sel/hostile.yaml",
             "-q",
             "--timeout",
-            "1",
+            "{timeout}",
             "--concurrency",
             "32",
         ),
@@ -1003,8 +1003,20 @@ def world(tmp_path_factory):
             hub.stop()
 
 
-def fill(argv, world) -> list[str]:
-    return [a.replace("{root}", str(world.root)).replace("{model}", world.model.base) for a in argv]
+#: `vab run --timeout` of the forms that ask the model stub: 1 s against a hostile endpoint (each case bounded by
+#: HOSTILE_SECONDS), and room for a loaded machine otherwise (32 calls in flight on 2 busy cores overran 1 s: the
+#: clean and accepted cases of vab-run-asked failed in 3 of 8 full-suite runs, issue #54).
+TIMEOUT_HOSTILE, TIMEOUT_CALM = "1", "60"
+#: hostile behaviours that answer at once with a well-formed reply (only its numbers lie): no 1 s bound needed
+ANSWERS_AT_ONCE = ("model-usage-lies",)
+
+
+def fill(argv, world, hostile_case: bool = False) -> list[str]:
+    timeout = TIMEOUT_HOSTILE if hostile_case else TIMEOUT_CALM
+    return [
+        a.replace("{root}", str(world.root)).replace("{model}", world.model.base).replace("{timeout}", timeout)
+        for a in argv
+    ]
 
 
 # ---- running a form ---------------------------------------------------------------------------------------
@@ -1084,7 +1096,8 @@ def unreachable_hub(damage: str):
 
 
 def run_form(form: Form, world, request, damage: str | None = None, option: str | None = None) -> tuple[int, str, str]:
-    argv = fill(form.argv, world) + (
+    bounded = bool(damage and hostile(damage) and damage not in ANSWERS_AT_ONCE)
+    argv = fill(form.argv, world, hostile_case=bounded) + (
         [option, VALUE_FORMS.get(option, "{}").format(ARGUMENTS[damage])] if option else []
     )
     surroundings = {FULL_DISK: full_disk, SECOND_WRITER: lambda: second_writer(form, world)}.get(
