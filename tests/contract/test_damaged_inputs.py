@@ -1130,7 +1130,9 @@ def error_lines(form: Form, out: str, err: str) -> list[str]:
     come before it); for the pytest face, its stderr (usage errors), the body of each failure in the
     FAILURES/ERRORS sections (a failed item's message) and its error lines (`pstbench: error: ...`)."""
     if form.pytest:
-        lines = [x for x in err.splitlines() if x.strip()]
+        # a warning is not an error line (the shared-input warning is printed once per process, so whether a case
+        # sees it depended on which cases ran before it in the same worker)
+        lines = [x for x in err.splitlines() if x.strip() and not x.startswith("pstbench: warning:")]
         in_failure = False
         for x in out.splitlines():
             if _PYTEST_SECTION.match(x):
