@@ -140,12 +140,18 @@ def clusters_needed(residuals, clusters, effect: float, plan, settings, max_clus
     def reaches(k: int) -> bool:
         return power(ClusterDraws(residuals, clusters, k, settings), effect, plan) >= settings.target
 
-    k = 2
-    while not reaches(k):
-        if k >= max_clusters:
+    return smallest_reaching(reaches, max_clusters)
+
+
+def smallest_reaching(reaches, upper: int) -> int | None:
+    """The smallest n in [2, upper] for which the monotone `reaches(n)` holds (doubling, then bisection); None when
+    even `upper` does not reach. Shared by the pair and cluster planners (paired/power.py)."""
+    n = 2
+    while not reaches(n):
+        if n >= upper:
             return None
-        k = min(2 * k, max_clusters)
-    lo, hi = max(1, k // 2), k
+        n = min(2 * n, upper)
+    lo, hi = max(1, n // 2), n
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if reaches(mid):

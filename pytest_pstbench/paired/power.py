@@ -183,19 +183,9 @@ def pairs_needed(residuals, effect: float, plan: Plan, settings, max_pairs: int 
     def reaches(n: int) -> bool:
         return power(noise(residuals, n, settings.simulations, settings.seed), effect, plan) >= settings.target
 
-    n = 2
-    while not reaches(n):
-        if n >= max_pairs:
-            return None
-        n = min(2 * n, max_pairs)
-    lo, hi = max(1, n // 2), n
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if reaches(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    from pytest_pstbench.paired.cluster_power import smallest_reaching
+
+    return smallest_reaching(reaches, max_pairs)
 
 
 def baseline_residuals(values, correlation: float) -> np.ndarray:
