@@ -40,6 +40,8 @@ def cmd_run(args) -> int:
 
     args.command_line = redact_command(getattr(args, "command_line", None))  # --header values never reach run.json
     prices = table_from_args(args)  # a bad price file or option: refused before any request
+    if args.batch and prices is not None:
+        prices.price_of(args.model, batch=True)  # a batch is billed at the batch price: none given is refused now
     if args.calibrate is not None and not args.estimate:
         raise UserError("--calibrate N: only with --estimate; fix: add --estimate (or drop --calibrate)")
     if args.calibrate is not None and args.calibrate < 1:

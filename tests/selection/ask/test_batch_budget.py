@@ -142,6 +142,7 @@ def test_a_batch_estimate_is_priced_at_the_batch_price(tmp_path, capsys):
         ("--estimate", "--prices", "NOBATCH"),
         ("--budget-cost", "1", "--prices", "NOBATCH"),
         ("--budget-cost", "1", "--price-in", "1", "--price-out", "2"),
+        ("--price-in", "1", "--price-out", "2"),  # no budget: the run's cost would be priced only after it was paid
     ],
 )
 def test_a_price_without_a_batch_price_is_one_line(tmp_path, capsys, extra):
@@ -199,3 +200,40 @@ def test_a_batch_budget_submits_what_it_covers_and_a_rerun_completes_at_the_serv
     assert cost["total"] == pytest.approx(batch_bill(server.sent), rel=1e-12)
     asked = {c for f in service.uploads for c in (json.loads(x)["custom_id"] for x in f.splitlines())}
     assert asked == {c for c, _b in bodies}
+
+
+def test_a_batch_price_needs_both_prices(tmp_path, capsys):
+    track = make_selection_track(tmp_path / "track", ks=(3,))
+    half = tmp_path / "half.yaml"
+    half.write_text("m1: {in: 1.0, out: 2.0, batch_in: 0.5}\n")
+    assert run(track, "http://127.0.0.1:9/v1", tmp_path / "o", "--batch", "--estimate", "--prices", str(half)) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and str(half) in err and "lacks 'batch_out'" in err and "fix:" in err
+
+
+def test_a_budgeted_batch_stopped_while_polling_resumes_the_same_batch_within_the_budget(tmp_path, capsys):
+    """The batch an earlier run submitted is held against the budget when resumed (never submitted twice); what the
+    run then adds stays within the budget, and the recorded spend is the server's bill at the batch price."""
+    track = make_selection_track(tmp_path / "track", ks=(3, 4))
+    bodies = exported(tmp_path, track)
+    bounds = [(len(b) * B_IN + MAX_TOKENS * B_OUT) / 1e6 for _c, b in bodies]
+    budget = sum(bounds[:2]) + bounds[2] / 2
+    service = BatchService(polls_in_progress=3)
+    server = OpenAIServer(routes=service.routes)
+    prices = str(prices_file(tmp_path))
+    args = ("--batch", "--prices", prices, "--budget-cost", repr(budget))
+    try:
+        assert run(track, server.base, tmp_path / "o", *args, "--batch-wait", "0") == 2
+        assert "still in_progress" in capsys.readouterr().err
+        rc = run(track, server.base, tmp_path / "o", *args)
+    finally:
+        server.close()
+    err = capsys.readouterr().err
+    assert rc in (0, 1) and "Traceback" not in err
+    first = [json.loads(x)["custom_id"] for x in service.uploads[0].splitlines()]
+    assert first == [c for c, _b in bodies[:2]] and len(service.created) == len(service.uploads)
+    later = [json.loads(x)["custom_id"] for f in service.uploads[1:] for x in f.splitlines()]
+    assert not set(first) & set(later)
+    [run_json] = list((tmp_path / "o" / "results").rglob("run.json"))
+    cost = json.loads(run_json.read_text())["judge"]["cost"]
+    assert cost["total"] == pytest.approx(batch_bill(server.sent), rel=1e-12) and cost["total"] <= budget
