@@ -200,6 +200,7 @@ def test_a_batch_budget_submits_what_it_covers_and_a_rerun_completes_at_the_serv
     assert cost["total"] == pytest.approx(batch_bill(server.sent), rel=1e-12)
     asked = {c for f in service.uploads for c in (json.loads(x)["custom_id"] for x in f.splitlines())}
     assert asked == {c for c, _b in bodies}
+    assert cli_main(["table", "--format", "json", str(run_json.parent)]) == 0  # the run validator accepts its cost
 
 
 def test_a_batch_price_needs_both_prices(tmp_path, capsys):
