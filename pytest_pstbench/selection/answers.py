@@ -109,6 +109,7 @@ class AnswerSet:
     )  # requests whose counted line was cut short by a stopped run (`cut`): asked again
     # beside each of usage_lines: (task_id, trial, the line's `model` or None): what `pricing` prices it by
     usage_keys: list = field(default_factory=list)
+    usage_batch: list = field(default_factory=list)  # beside each of usage_lines: asked through the Batch API (`batch`)
 
     def usage(self) -> dict | None:
         """Token totals over every line (`usage.totals`: per run, per prompt type); None when no line records usage
@@ -193,6 +194,7 @@ def read_answers(
         out.usage_lines.append((ptype, usage))
         out.usage_requests.append((tid, ptype, attempt, usage))
         out.usage_keys.append((tid, trial, obj["model"] if isinstance(obj.get("model"), str) else None))
+        out.usage_batch.append(bool(obj.get("batch")))
         needs = _needs(ptype)
         labels, status, detail = _line_labels(obj, ptype, task.k, params, out, bad)
         prev = out.entries.get(key)

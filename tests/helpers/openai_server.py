@@ -200,11 +200,20 @@ class BatchService:
     so usage and answers are the interactive ones), "expired" (only the first `answered` lines answered, the
     rest in no file), "failed" (validation failed: no file), "lies" (completed, no output file), or a callable
     (lines, outputs, errors) -> (status, outputs, errors) that damages what is served. `error_ids`: custom_ids
-    answered with a per-request error (status 500) in the error file. `.uploads` / `.created`: what was sent.
+    answered with a per-request error in the error file (`error_reply`: its status and body, by default 500 with an
+    error body; with `errors_once`, only the first time the custom_id is asked). `.uploads` / `.created`: what was sent.
     """
 
     def __init__(
-        self, *, end="completed", polls_in_progress: int = 1, answered: int | None = None, error_ids=(), counts=None
+        self,
+        *,
+        end="completed",
+        polls_in_progress: int = 1,
+        answered: int | None = None,
+        error_ids=(),
+        counts=None,
+        error_reply=(500, {"error": {"message": "server error"}}),
+        errors_once: bool = False,
     ):
         self.end, self.polls_in_progress, self.answered, self.error_ids = (
             end,
@@ -212,6 +221,7 @@ class BatchService:
             answered,
             set(error_ids),
         )
+        self.error_reply, self.errors_once = error_reply, errors_once
         self.counts = counts  # a callable(batch) -> request_counts to serve (damaged counts), or None
         self.files: dict[str, bytes] = {}
         self.batches: dict[str, dict] = {}
@@ -289,11 +299,14 @@ class BatchService:
         outputs, errors = [], []
         for n, line in enumerate(take):
             if line["custom_id"] in self.error_ids:
+                if self.errors_once:
+                    self.error_ids.discard(line["custom_id"])
+                status, body = self.error_reply
                 errors.append(
                     {
                         "id": f"req_{n}",
                         "custom_id": line["custom_id"],
-                        "response": {"status_code": 500, "body": {"error": {"message": "server error"}}},
+                        "response": {"status_code": status, "body": body},
                         "error": None,
                     }
                 )

@@ -9,7 +9,8 @@ Output (`read_output`): JSON Lines, {"custom_id", "response": {"status_code", "b
 Each line is checked against the requests that were asked (a custom_id not asked, a custom_id given twice, a line
 that is not a JSON object: named in `Output.problems`, their requests left unanswered); a 200 body is read as
 `chat_api.post` reads a reply (choices[0].message.content, `usage.from_reply`), anything else is an API error with
-its status. Each outcome becomes its answers line by `attempts.answer_line`, as in `vab run`.
+its status (a 429, or a 5xx without a body, never billed: `chat_api.unbilled_reason`). Each outcome becomes its
+answers line by `attempts.answer_line`, as in `vab run`.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import json
 from dataclasses import dataclass, field
 
 from pytest_pstbench.core.files.jsonfile import loads
-from pytest_pstbench.selection.ask.chat_api import ApiError, Reply, error_snippet, without_secrets
+from pytest_pstbench.selection.ask.chat_api import ApiError, Reply, error_snippet, unbilled_reason, without_secrets
 from pytest_pstbench.selection.ask.requests import request_body
 from pytest_pstbench.selection.ask.usage import from_reply
 
@@ -176,9 +177,11 @@ def _outcome(obj: dict, secrets) -> Reply | ApiError:
         counts, problem = from_reply(body.get("usage"))
         return Reply(without_secrets(message, list(secrets)), counts, problem)
     what = error if error is not None else body
-    if status is not None:
+    if status is not None:  # a 429 or a 5xx without a body is never billed, as for an interactive call
         return ApiError(
-            f"HTTP {status}" + (f": {json_snippet(what, secrets)}" if what is not None else ""), status=status
+            f"HTTP {status}" + (f": {json_snippet(what, secrets)}" if what is not None else ""),
+            status=status,
+            unbilled=unbilled_reason(status, body not in (None, "", {})),
         )
     return ApiError(f"batch error: {json_snippet(what, secrets)}", kind="connection")
 

@@ -10,6 +10,13 @@ error it retries) goes into the next round, up to `answers.attempts.max` attempt
 answer (expired, cancelled, or its output line damaged) is written as an API-error line naming the batch: a later
 `vab run`, batch or not, asks it again.
 
+A budget (`--budget-tokens`, `--budget-cost`: `budget.TokenBudget` at the batch price) decides before each batch is
+submitted which requests go in it: each reserved at its bound as an interactive run bounds it, in order, up to the first
+the budget does not cover. Those after it are not submitted; once the batch is answered (each reservation settled with
+the usage its output line gives, an API error released) the run stops as a budget stop (`counts["stopped"]`), a request
+that would be asked again keeping its last answer, marked `cut`, as `model_run` does. Every answers line a batch writes
+names it (`batch`: its id), so that `pricing` prices it at the batch price.
+
 The batch's state (its id, the input file's id, each request's attempt and what its earlier rounds cost) is kept in
 `<answers>.batch.json` from the moment something is uploaded: a run stopped while polling (--batch-wait, Ctrl-C, a
 lost connection) resumes the same batch when run again, never submitting (and paying for) it twice. All HTTP goes
@@ -30,7 +37,7 @@ from pytest_pstbench.selection.answerfile import answers_folder, answers_writer
 from pytest_pstbench.selection.answers import OK, REASONING, AnswerSet, parse_response, read_answers
 from pytest_pstbench.selection.ask import attempts, batch_file, batch_http, chat_api
 from pytest_pstbench.selection.ask.chat_api import ApiError, secrets_of
-from pytest_pstbench.selection.ask.requests import ImageURLs, requests_of
+from pytest_pstbench.selection.ask.requests import ImageURLs, request_body, requests_of
 from pytest_pstbench.selection.protocol import SelectionParams
 
 TERMINAL = ("completed", "expired", "failed", "cancelled")
@@ -129,9 +136,10 @@ class _Rounds:
         self.headers = {**({"Authorization": f"Bearer {key}"} if key else {}), **dict(settings.headers)}
         self.secrets = secrets_of(self.headers)
         self.base = settings.api_base.rstrip("/")
+        self.urls = ImageURLs(params)
+        self.budget = None
 
     def go(self) -> BatchRun:
-
         params = self.params
         existing = read_answers(self.answers_path, self.track, params) if self.answers_path.stat().st_size else None
         done, failed = attempts.done_keys(existing)
@@ -142,45 +150,26 @@ class _Rounds:
             self.reqs[cid] = (task, t, order, ptype)
             if (task.id, t, ptype) not in done:
                 carry[cid] = {"attempt": failed.get((task.id, t, ptype), 0) + 1, "tries": 0, "spent": attempts.Spent()}
+        self.budget = self._budget(existing)
         state = self._read_state(carry)
         run = BatchRun({"asked": len(carry), "skipped": len(done), "ok": 0, "unparseable": 0, "error": 0, "calls": 0})
-        stopped = []
-        while carry and not stopped:
+        stopped, halted = [], None
+        while carry and not stopped and halted is None:
             if state is None:
-                state = self._submit(carry)
-            cids = [c for c in state["requests"] if c in carry]
-            run.batches.append(state["batch_id"])
-            batch = self._poll(state["batch_id"])
-            output = self._download(batch, set(state["requests"]), run)
-            for cid in cids:
-                task, t, _order, ptype = self.reqs[cid]
-                entry = carry[cid]
-                outcome = output.outcomes.get(cid)
-                if outcome is None:
-                    why = f"batch {state['batch_id']} ({batch['status']}) gave no usable answer for this request"
-                    outcome = ApiError(why, kind="batch")
-                    run.unanswered.append((cid, batch["status"]))
-                entry["tries"] += 1
-                run.counts["calls"] += 1
-                line = {"task_id": task.id, "trial": t, "prompt_type": ptype, "model": self.settings.model}
-                last = (
-                    entry["tries"] >= params.attempts["max"]
-                    or outcome.__class__ is ApiError
-                    and outcome.kind == "batch"
-                )
-                result, again, stop = attempts.answer_line(
-                    line, entry["attempt"], outcome, entry["spent"], params, task, ptype, last
-                )
-                if stop:
-                    stopped.append(str(outcome))
-                if again and not stop:
-                    entry["attempt"] += 1
-                    continue
-                self.writer.append(result)
-                self._count(run.counts, result, task)
-                del carry[cid]
+                chosen, halted = self._within_budget(carry)
+                if not chosen:
+                    break
+                state = self._submit(chosen)
+                halted = self._unsent(chosen, state["requests"], halted)
+            else:
+                self._hold(state["requests"], carry)
+            self._round(state, carry, run, stopped)
             state = None
             self._write_state(None, None, carry, [])  # what the next round asks, and what its requests cost so far
+        if halted is not None:
+            self._cut(carry, run, halted, nothing=existing is None and not run.batches)
+        if self.budget is not None:
+            run.counts["budget"] = self.budget.provenance()
         if not carry:
             self._remove_state()
         if stopped:
@@ -189,6 +178,119 @@ class _Rounds:
                 f"fix: check --api-base, --model and the key in ${self.settings.key_env}, then run the same command again"
             )
         return run
+
+    def _round(self, state, carry, run, stopped) -> None:
+        """One batch polled to its end and its answers recorded; what the official rules ask again stays in `carry`."""
+        params = self.params
+        cids = [c for c in state["requests"] if c in carry]
+        run.batches.append(state["batch_id"])
+        batch = self._poll(state["batch_id"])
+        output = self._download(batch, set(state["requests"]), run)
+        for cid in cids:
+            task, t, _order, ptype = self.reqs[cid]
+            entry = carry[cid]
+            outcome = output.outcomes.get(cid)
+            if outcome is None:
+                why = f"batch {state['batch_id']} ({batch['status']}) gave no usable answer for this request"
+                outcome = ApiError(why, kind="batch")
+                run.unanswered.append((cid, batch["status"]))
+            self._settle(cid, outcome)
+            entry["tries"] += 1
+            run.counts["calls"] += 1
+            line = {"task_id": task.id, "trial": t, "prompt_type": ptype, "model": self.settings.model}
+            line["batch"] = state["batch_id"]  # asked through the Batch API: priced at the batch price (`pricing`)
+            last = entry["tries"] >= params.attempts["max"] or outcome.__class__ is ApiError and outcome.kind == "batch"
+            result, again, stop = attempts.answer_line(
+                line, entry["attempt"], outcome, entry["spent"], params, task, ptype, last
+            )
+            if stop:
+                stopped.append(str(outcome))
+            if again and not stop:
+                entry["attempt"] += 1
+                entry["last"] = result  # kept (paid for) if the budget stops the run before it is asked again
+                continue
+            self.writer.append(result)
+            self._count(run.counts, result, task)
+            del carry[cid]
+
+    # ---- the budget (--budget-tokens, --budget-cost at the batch price) -----------------------------------
+    def _budget(self, existing):
+        from pytest_pstbench.selection.ask.budget import budget_from_answers
+
+        s = self.settings
+        if not (s.budget_tokens or s.budget_cost):
+            return None
+        self.held = {}  # custom_id -> its reservation, until its batch is answered
+        return budget_from_answers(
+            s.budget_tokens,
+            s.max_tokens,
+            existing,
+            self.track,
+            cost_limit=s.budget_cost,
+            price=s.budget_price,
+            batch=True,
+        )
+
+    def _within_budget(self, carry) -> tuple[dict, str | None]:
+        """The requests of `carry` the budget covers, in order up to the first it does not (each reserved at its
+        bound); and why the run stops there (None: all are covered)."""
+        if self.budget is None:
+            return carry, None
+        chosen = {}
+        for cid, entry in carry.items():
+            task, _t, order, ptype = self.reqs[cid]
+            body = request_body(self.settings, self.params, task, order, ptype, self.urls)
+            res = self.budget.reserve((task.id, ptype), (ptype, task.k), len(body))
+            if res is None:
+                return chosen, self.budget.reason()
+            self.held[cid] = res
+            chosen[cid] = entry
+        return chosen, None
+
+    def _unsent(self, chosen, sent, halted):
+        """Release what the input file's limits left for the next batch; the budget stops the run only once every
+        request it covered was submitted."""
+        if self.budget is None or len(sent) == len(chosen):
+            return halted
+        for cid in set(chosen) - set(sent):
+            self.budget.release(self.held.pop(cid))
+        return None
+
+    def _hold(self, cids, carry) -> None:
+        """A batch an earlier run submitted (resumed): its requests held against the budget whatever it says."""
+        if self.budget is None:
+            return
+        for cid in cids:
+            if cid in carry and cid not in self.held:
+                task, _t, order, ptype = self.reqs[cid]
+                body = request_body(self.settings, self.params, task, order, ptype, self.urls)
+                self.held[cid] = self.budget.reserve((task.id, ptype), (ptype, task.k), len(body), force=True)
+
+    def _settle(self, cid, outcome) -> None:
+        res = self.held.pop(cid, None) if self.budget is not None else None
+        if res is None:
+            return
+        if isinstance(outcome, ApiError):
+            self.budget.release(res)  # an API error: nothing billed (as `model_run` counts it)
+        else:
+            self.budget.settle(res, outcome.usage)
+
+    def _cut(self, carry, run, halted: str, nothing: bool) -> None:
+        """The budget stopped the run: a request its rounds asked and would ask again keeps its last answer (paid
+        for), marked `cut` as `model_run` marks it, and is asked again by the next run; the rest is not submitted."""
+        if nothing:
+            raise UserError(
+                f"{self.answers_path}: nothing was asked: {halted}; fix: give a larger --budget-tokens / "
+                "--budget-cost (at least one request's bound)"
+            )
+        for cid, entry in list(carry.items()):
+            if "last" in entry:
+                self.writer.append({**entry["last"], "cut": "budget"})
+                self._count(run.counts, entry["last"], self.reqs[cid][0])
+                del carry[cid]
+        if carry:
+            self._write_state(None, None, carry, [])
+        run.counts["stopped"] = halted
 
     def _count(self, counts, result, task) -> None:
         if "error" in result:
@@ -277,7 +379,7 @@ class _Rounds:
             ) from None
 
     def _submit(self, carry) -> dict:
-        urls = ImageURLs(self.params)
+        urls = self.urls
         try:
             data, ids = batch_file.input_lines(
                 self.settings,

@@ -21,7 +21,10 @@ A call can cost more than its bound only where the server exceeds everything see
 the tokens of every image of its class, a completion longer than every earlier one); the overshoot is then that
 call's excess, recorded as the run's spend like any other, and the bounds of later calls learn from it.
 A money budget prices the prompt bound at the full prompt price (no cached discount: the bound), the completion
-bound at the output price, and what was spent as `pricing.call_cost` prices it.
+bound at the output price, and what was spent as `pricing.call_cost` prices it; each line of the answers file at its
+own price (a line asked through the Batch API at the row's batch price), and a batch run's bounds (`batch`) at the
+batch price. A batch is submitted whole: its requests are reserved one by one before it is submitted (no probe: what
+the server bills is learnt only when the batch is answered), the first that does not fit ends the choice.
 """
 
 from __future__ import annotations
@@ -53,9 +56,12 @@ class TokenBudget:
         price=None,
         spent_cost: float = 0.0,
         completion_seen: int = 0,
+        batch: bool = False,
     ):
         self.limit = int(limit) if limit else None
-        self.cost_limit, self.price = (cost_limit or None), price
+        self.cost_limit, self.price = (cost_limit or None), price  # price: the model's row (`pricing.Price`)
+        self.batch = batch  # this run asks through the Batch API: its calls cost the batch price, and nothing probes
+        self.run_price = price.batch if batch and price is not None else price
         self.spent_cost = float(spent_cost)
         self.cost_in_flight = 0.0
         self.max_tokens = int(max_tokens)
@@ -67,7 +73,7 @@ class TokenBudget:
         self.largest: dict = {}  # (prompt_type, n_images) -> the largest prompt counted
         self.refused: dict | None = None  # the first call that did not fit, and what the budget held then
         self.completion_seen = int(completion_seen)  # the largest completion billed for one call
-        self.known = bool(seen) or self.completion_seen > 0  # a call has been answered: no more probing
+        self.known = bool(seen) or self.completion_seen > 0 or batch  # a call has been answered: no more probing
         self.probing = False  # a probe is in flight (the others wait for it)
         self._lock = threading.Condition()
         for (task_id, ptype, n_images), prompt in (seen or {}).items():
@@ -90,9 +96,10 @@ class TokenBudget:
             prompt = body_bytes
         return prompt + self.completion_bound()
 
-    def reserve(self, key: tuple, shape: tuple, body_bytes: int) -> Reservation | None:
+    def reserve(self, key: tuple, shape: tuple, body_bytes: int, force: bool = False) -> Reservation | None:
         """A reservation for one call, or None when its bound would take the run over the budget. Before anything is
-        known of what the server bills, it waits until no other call is in flight (the probe)."""
+        known of what the server bills, it waits until no other call is in flight (the probe). `force`: a call already
+        made (a batch submitted by an earlier run, resumed), held whatever the budget."""
         with self._lock:
             while not self.known and self.probing:
                 self._lock.wait(0.5)
@@ -100,7 +107,7 @@ class TokenBudget:
             cost = self._bound_cost(tokens)
             over_tokens = self.limit is not None and self.spent + self.in_flight + tokens > self.limit
             over_cost = self.cost_limit is not None and self.spent_cost + self.cost_in_flight + cost > self.cost_limit
-            if over_tokens or over_cost:
+            if (over_tokens or over_cost) and not force:
                 if self.refused is None:
                     self.refused = {
                         "bound": tokens,
@@ -123,12 +130,12 @@ class TokenBudget:
 
     def _bound_cost(self, tokens: int) -> float:
         """The price of a bound of `tokens`: its completion bound at the output price, the rest (the prompt) at the input price."""
-        if self.price is None:
+        if self.run_price is None:
             return 0.0
         from pytest_pstbench.selection.ask.pricing import PER
 
         completion = min(tokens, self.completion_bound())
-        return ((tokens - completion) * self.price.in_ + completion * self.price.out) / PER
+        return ((tokens - completion) * self.run_price.in_ + completion * self.run_price.out) / PER
 
     def _ended(self, res: Reservation) -> None:
         self.in_flight -= res.tokens
@@ -158,12 +165,14 @@ class TokenBudget:
                 self._learn(res.key, res.shape, usage["prompt_tokens"])
                 self.completion_seen = max(self.completion_seen, usage["completion_tokens"])
 
-    def _cost(self, usage: dict) -> float:
-        if self.price is None:
+    def _cost(self, usage: dict, price=None) -> float:
+        """What `usage` cost at `price` (default: this run's calls' price)."""
+        price = price or self.run_price
+        if price is None:
             return 0.0
         from pytest_pstbench.selection.ask.pricing import call_cost
 
-        return call_cost(usage, self.price)
+        return call_cost(usage, price)
 
     def reason(self) -> str:
         """Why the run stopped, in numbers that add up: what was spent, what the calls in flight may still cost (their
@@ -177,7 +186,7 @@ class TokenBudget:
             return (
                 f"cost budget of {self.cost_limit:g} {cur} reached: {r['spent_cost']:.4f} {cur} spent, "
                 f"{held} may cost up to {r['cost_in_flight']:.4f} {cur}, and the next request (task {key[0]}, "
-                f"{key[1]}) may cost up to {r['cost']:.4f} {cur}"
+                f"{key[1]}) may cost up to {r['cost']:.4f} {cur}" + (" (at the batch price)" if self.batch else "")
             )
         return (
             f"token budget of {self.limit:,} reached: {r['spent']:,} tokens spent, {held} may take up to "
@@ -188,26 +197,52 @@ class TokenBudget:
         out = {"tokens": self.limit, "spent_tokens": self.spent, "stopped": self.refused is not None}
         if self.cost_limit is not None:
             out.update(cost=self.cost_limit, currency=self.price.currency, spent_cost=self.spent_cost)
+            if self.batch:
+                out["price"] = "batch"
         if self.unknown_calls:
             out["calls_counted_at_bound"] = self.unknown_calls
         return out
 
 
+def _line_price(price, batch_line: bool, answer_set):
+    """The price of an answers line already recorded: the row's, or its batch price for a line asked in a batch."""
+    if not batch_line or price is None:
+        return price
+    if price.batch is None:
+        from pytest_pstbench.core.errors import UserError
+
+        raise UserError(
+            f"{answer_set.path}: holds answers asked through the Batch API, billed at the batch price, and the prices "
+            "given have none for this model; fix: give --prices FILE with `batch_in: X, batch_out: Y` in the model's row"
+        )
+    return price.batch
+
+
 def budget_from_answers(
-    limit: int | None, max_tokens: int, answer_set, track, *, cost_limit: float | None = None, price=None
+    limit: int | None,
+    max_tokens: int,
+    answer_set,
+    track,
+    *,
+    cost_limit: float | None = None,
+    price=None,
+    batch: bool = False,
 ) -> TokenBudget:
-    """A budget that starts from what the answers file already records: its tokens and their cost (a line without
-    known usage counts at a call's bound: the largest prompt recorded plus the completion bound, never zero), the
-    prompts the server counted and the longest completion it billed."""
+    """A budget that starts from what the answers file already records: its tokens and their cost (each line at its
+    own price; a line without known usage counts at a call's bound: the largest prompt recorded plus the completion
+    bound, never zero), the prompts the server counted and the longest completion it billed. `batch`: the run asks
+    through the Batch API (`TokenBudget.batch`)."""
     spent, unknown, seen, spent_cost, longest = 0, 0, {}, 0.0, 0
-    probe = TokenBudget(None, max_tokens, price=price)
+    probe = TokenBudget(None, max_tokens, price=price, batch=batch)
     tasks = {t.id: t for t in track.tasks}
-    for task_id, ptype, attempt, usage in answer_set.usage_requests if answer_set is not None else ():
+    requests = answer_set.usage_requests if answer_set is not None else ()
+    flags = list(getattr(answer_set, "usage_batch", ()))
+    for i, (task_id, ptype, attempt, usage) in enumerate(requests):
         if usage is None:
             unknown += 1
         elif isinstance(usage, dict):
             spent += usage["prompt_tokens"] + usage["completion_tokens"]
-            spent_cost += probe._cost(usage)
+            spent_cost += probe._cost(usage, _line_price(price, i < len(flags) and flags[i], answer_set))
             longest = max(longest, usage["completion_tokens"])
             if attempt == 1 and task_id in tasks and usage["prompt_tokens"]:  # one answered call (not an unbilled
                 # error's zero): its prompt count is the request's
@@ -224,4 +259,5 @@ def budget_from_answers(
         price=price,
         spent_cost=spent_cost + unknown * probe._bound_cost(line_bound),
         completion_seen=longest,
+        batch=batch,
     )

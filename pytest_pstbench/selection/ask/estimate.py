@@ -16,6 +16,10 @@ The requests still to ask are the run's (`requests.requests_of`) less those its 
   that many requests. The whole run's totals add the usage already recorded in the answers file.
 * With a price table (`selection.ask.pricing`), the cost is those tokens at the model's prices (cached prompt tokens
   priced as uncached: an upper bound there), its interval from the ends of the token intervals.
+* `vab run --batch --estimate`: the requests to ask are priced at the model's batch price (the price file's
+  `batch_in` / `batch_out`), and the output says so. A calibration sample is still asked one call at a time (at the
+  interactive price); the whole run's cost is then what the answers file records, each line at its own price, plus
+  the requests to ask at the batch price.
 """
 
 from __future__ import annotations
@@ -53,8 +57,10 @@ class Estimate:
     recorded: dict = field(default_factory=dict)  # token totals already in the answers file
     recorded_unknown: int = 0  # lines there whose usage is not known
     used: int = 0  # calibration answers with usage
-    price: object = None  # pricing.Price of the model, or None
+    price: object = None  # pricing.Price of the model (its batch price with `batch`), or None
     notes: list = field(default_factory=list)
+    batch: bool = False  # the requests to ask go through the Batch API, at the batch price
+    recorded_cost: dict | None = None  # with `batch`: `pricing.cost_record` of the answers file, each line at its price
 
 
 def features(body: bytes) -> tuple[int, int]:
@@ -116,7 +122,11 @@ def mean_sum(sample, m: int) -> Interval:
     return Interval(m * mean, m * mean - half, m * mean + half)
 
 
-def estimate_run(track, protocol, settings, answers_path, *, calibrate: int = 0, price=None, progress=None) -> Estimate:
+def estimate_run(
+    track, protocol, settings, answers_path, *, calibrate=0, price=None, progress=None, batch=False, recorded_cost=None
+) -> Estimate:
+    """The estimate (see the module's docstring); `recorded_cost(answer_set)`: the cost record of what the answers file
+    records (`pricing.cost_record`), used with `batch`."""
     from pytest_pstbench.selection.answers import ERROR, read_answers
     from pytest_pstbench.selection.ask.model_run import run_model
     from pytest_pstbench.selection.ask.requests import ImageURLs, request_body, requests_of
@@ -135,7 +145,7 @@ def estimate_run(track, protocol, settings, answers_path, *, calibrate: int = 0,
     for task, t, order, ptype in all_requests:
         if (task.id, t, ptype) not in done:
             todo.append((features(request_body(settings, params, task, order, ptype, urls)), (task.id, t, ptype)))
-    est = Estimate(len(all_requests), len(done), 0, len(todo), max_tokens=settings.max_tokens, price=price)
+    est = Estimate(len(all_requests), len(done), 0, len(todo), max_tokens=settings.max_tokens, price=price, batch=batch)
     answer_set = existing
     if calibrate:
         sample = {key for _f, key in spread(sorted(todo), calibrate)}
@@ -170,6 +180,10 @@ def estimate_run(track, protocol, settings, answers_path, *, calibrate: int = 0,
         if totals is not None:
             est.recorded = totals["tokens"]
             est.recorded_unknown = totals["lines_without_usage"] + totals["lines_not_recorded"]
+        if batch and recorded_cost is not None:
+            est.recorded_cost = recorded_cost(answer_set)
+    if batch and calibrate:
+        est.notes.append("the calibration requests were asked one call at a time, at the interactive price")
     return est
 
 
@@ -199,6 +213,23 @@ def _money(iv: Interval, currency: str) -> str:
     return text
 
 
+def _whole_run_cost(est: Estimate, run_prompt: Interval, run_completion: Interval) -> str:
+    """The whole run's cost line: its tokens at the model's price; with `batch`, what the answers file records (each
+    line at its own price) plus the requests to ask at the batch price."""
+    price = est.price
+    if not est.batch:
+        return f"whole run cost: {_money(_cost(run_prompt, run_completion, price), price.currency)}"
+    to_ask = _cost(est.prompt, est.completion, price)
+    rec = est.recorded_cost
+    if rec is None or not rec["lines_priced"]:
+        return f"whole run cost: {_money(to_ask, price.currency)} (the requests to ask at the batch price)"
+    text = f"whole run cost: {_money(to_ask.plus(rec['total']), price.currency)} ({rec['total']:.4g} {price.currency} "
+    text += "recorded in the answers file, each line at its own price, plus the requests to ask at the batch price)"
+    if rec["lines_unknown"]:
+        text += f"; unknown for {rec['lines_unknown']} recorded lines without usage"
+    return text
+
+
 def lines(est: Estimate) -> list[str]:
     """What `vab run --estimate` prints."""
     out = [
@@ -206,6 +237,7 @@ def lines(est: Estimate) -> list[str]:
         f"(appended to the answers file; they count towards the run), {est.to_ask} to ask"
     ]
     price = est.price
+    at = " (at the batch price)" if est.batch else ""
     if est.prompt is None:  # no calibration (or none with usage)
         bound = est.completion or Interval(float(est.to_ask * est.max_tokens), None, None)
         out.append(
@@ -218,7 +250,7 @@ def lines(est: Estimate) -> list[str]:
         )
         if price is not None:
             out.append(
-                f"cost to ask: at most {bound.value * price.out / 1_000_000:.4g} {price.currency} for the completions, "
+                f"cost to ask{at}: at most {bound.value * price.out / 1_000_000:.4g} {price.currency} for the completions, "
                 f"plus {est.text_tokens * price.in_ / 1_000_000:.4g} {price.currency} for the prompts' text, "
                 "plus the images (unknown without --calibrate)"
             )
@@ -232,13 +264,13 @@ def lines(est: Estimate) -> list[str]:
         run_completion = est.completion.plus(est.recorded.get("completion_tokens", 0))
         if price is not None:
             out.append(
-                f"cost to ask: {_money(_cost(est.prompt, est.completion, price), price.currency)} "
+                f"cost to ask{at}: {_money(_cost(est.prompt, est.completion, price), price.currency)} "
                 "(cached prompt tokens priced as uncached)"
             )
         out.append(f"whole run prompt tokens: {_num(run_prompt)}")
         out.append(f"whole run completion tokens: {_num(run_completion)}")
         if price is not None:
-            out.append(f"whole run cost: {_money(_cost(run_prompt, run_completion, price), price.currency)}")
+            out.append(_whole_run_cost(est, run_prompt, run_completion))
     if est.recorded_unknown:
         out.append(f"the answers file has {est.recorded_unknown} lines whose usage is not known: not in these totals")
     if price is None:

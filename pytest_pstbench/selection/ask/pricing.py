@@ -10,6 +10,14 @@ the input price) and `--currency` (default USD): one price for every model) or f
       in: 0.20
       out: 0.20
 
+A row may also hold the model's batch price (`batch_in`, `batch_out`, optional `batch_cached_in`, default
+`batch_in`): what a request asked through the Batch API costs (`vab run --batch`; an answers line from a batch says
+`batch`). A batch line (and a `--batch` run's estimate and budget) is priced at it, never at the interactive price:
+where the row has none (or the prices come from the command line), `price_of(model, batch=True)` is one UserError
+naming the file and the fix::
+
+    gpt-4o-mini: {in: 0.15, out: 0.60, cached_in: 0.075, batch_in: 0.075, batch_out: 0.30}
+
 A call costs (prompt - cached) x in + cached x cached_in + completion x out, per million tokens; reasoning tokens
 are part of the completion tokens (counted once). A line whose usage is not known (`usage: null`, or no `usage`
 at all) is never priced as zero: the cost says "unknown for N lines", and a trial with such a line has no cost.
@@ -30,7 +38,8 @@ from pytest_pstbench.selection.ask.usage import CACHED
 PER = 1_000_000  # prices are money per million tokens
 MAX_PRICE = 1_000_000.0  # per million tokens: above it a price is a typo (or a price per token given per million)
 ANY_MODEL = "*"  # the row of a price given on the command line: every model
-ROW_KEYS = ("in", "out", "cached_in", "currency")
+ROW_KEYS = ("in", "out", "cached_in", "batch_in", "batch_out", "batch_cached_in", "currency")
+BATCH_ROW = " (batch)"  # judge.cost's prices: the name of a row's batch price (`row` + BATCH_ROW)
 SUMMARY_KEYS = ("currency", "total", "lines_priced", "lines_unknown", "by_prompt_type")
 FILE_FIX = "fix: give one row per model, e.g. `my-model: {in: 0.15, out: 0.60, cached_in: 0.075, currency: USD}` (money per million tokens)"
 
@@ -41,6 +50,7 @@ class Price:
     out: float
     cached_in: float
     currency: str
+    batch: Price | None = None  # the same model's batch price (the Batch API's), where the row gives one
 
     def row(self) -> dict:
         return {"in": self.in_, "out": self.out, "cached_in": self.cached_in, "currency": self.currency}
@@ -52,8 +62,27 @@ class PriceTable:
     source: str  # "command line" or the price file's path
     sha256: str | None = None  # the price file's
 
-    def price_of(self, model: str | None) -> tuple[str, Price]:
-        """(the row's name, its price) that prices `model`'s calls."""
+    def price_of(self, model: str | None, batch: bool = False) -> tuple[str, Price]:
+        """(the row's name, its price) that prices `model`'s calls; `batch`: its batch price (a UserError where the
+        table has none: the interactive price is never used for a batch)."""
+        row, price = self._row(model)
+        if not batch:
+            return row, price
+        if price.batch is None:
+            if self.source == "command line":
+                raise UserError(
+                    "--price-in/--price-out: the interactive price; a request asked through the Batch API (--batch) is "
+                    "billed at the batch price; fix: give --prices FILE with the batch price in the model's row, e.g. "
+                    f"`{model or 'MODEL'}: {{in: X, out: Y, batch_in: X2, batch_out: Y2}}`"
+                )
+            raise UserError(
+                f"{self.source}: row {row} has no batch price (batch_in, batch_out), and requests asked through the "
+                "Batch API (--batch) are billed at it; fix: add `batch_in: X, batch_out: Y` (money per million tokens, "
+                f"the provider's batch price) to row {row}"
+            )
+        return row + BATCH_ROW, price.batch
+
+    def _row(self, model: str | None) -> tuple[str, Price]:
         if ANY_MODEL in self.rows:
             return ANY_MODEL, self.rows[ANY_MODEL]
         if model is None and len(self.rows) == 1:
@@ -118,12 +147,27 @@ def read_price_file(path: Path | str) -> PriceTable:
                 raise UserError(f"{at(model)}: row {model}: lacks {need!r} (money per million tokens); {FILE_FIX}")
         got = {
             k: _number(row[k], f"{at(model, k)}: row {model}: {k}", FILE_FIX)
-            for k in ("in", "out", "cached_in")
-            if k in row
+            for k in ROW_KEYS
+            if k != "currency" and k in row
         }
         currency = _currency(row.get("currency", "USD"), f"{at(model, 'currency')}: row {model}: currency", FILE_FIX)
-        rows[model] = Price(got["in"], got["out"], got.get("cached_in", got["in"]), currency)
+        batch = _batch(got, at(model), model, currency)
+        rows[model] = Price(got["in"], got["out"], got.get("cached_in", got["in"]), currency, batch)
     return PriceTable(rows, str(path), hashlib.sha256(path.read_bytes()).hexdigest())
+
+
+def _batch(got: dict, where: str, model: str, currency: str) -> Price | None:
+    """A row's batch price (None where it gives none); batch_in and batch_out come together."""
+    given = [k for k in ("batch_in", "batch_out", "batch_cached_in") if k in got]
+    if not given:
+        return None
+    if "batch_in" not in got or "batch_out" not in got:
+        lacks = "batch_in" if "batch_in" not in got else "batch_out"
+        raise UserError(
+            f"{where}: row {model}: has {given[0]} but lacks {lacks!r} (a batch price needs both); fix: give "
+            "`batch_in: X, batch_out: Y` (the provider's batch price per million tokens), or neither"
+        )
+    return Price(got["batch_in"], got["batch_out"], got.get("batch_cached_in", got["batch_in"]), currency)
 
 
 def table_from_args(args) -> PriceTable | None:
@@ -181,7 +225,8 @@ def cost_record(answer_set, table: PriceTable, model: str | None = None, trials:
     total, priced, unknown = 0.0, 0, 0
     by_type: dict[str, float] = {}
     per_trial: dict[tuple[str, int], float | None] = {}
-    for (ptype, usage), (tid, trial, line_model) in zip(answer_set.usage_lines, answer_set.usage_keys):
+    batch = list(getattr(answer_set, "usage_batch", ()))  # beside each line: asked through the Batch API
+    for i, ((ptype, usage), (tid, trial, line_model)) in enumerate(zip(answer_set.usage_lines, answer_set.usage_keys)):
         key = (tid, trial)
         if usage == CACHED:  # answered from the response cache: this run paid nothing for it
             per_trial.setdefault(key, 0.0)
@@ -190,7 +235,7 @@ def cost_record(answer_set, table: PriceTable, model: str | None = None, trials:
             unknown += 1
             per_trial[key] = None
             continue
-        row, price = table.price_of(line_model or model)
+        row, price = table.price_of(line_model or model, batch=i < len(batch) and batch[i])
         used[row] = price
         c = call_cost(usage, price)
         priced += 1

@@ -40,6 +40,8 @@ def cmd_run(args) -> int:
 
     args.command_line = redact_command(getattr(args, "command_line", None))  # --header values never reach run.json
     prices = table_from_args(args)  # a bad price file or option: refused before any request
+    if args.batch and prices is not None:
+        prices.price_of(args.model, batch=True)  # a batch is billed at the batch price: none given is refused now
     if args.calibrate is not None and not args.estimate:
         raise UserError("--calibrate N: only with --estimate; fix: add --estimate (or drop --calibrate)")
     if args.calibrate is not None and args.calibrate < 1:
@@ -100,31 +102,22 @@ def _run_settings(args, params, prices):
             )
         from dataclasses import replace
 
-        settings = replace(settings, budget_price=prices.price_of(settings.model)[1])
+        prices.price_of(settings.model, batch=args.batch)  # --batch: the batch price, or one line saying it lacks
+        settings = replace(settings, budget_price=prices.price_of(settings.model)[1])  # the row (batch price in it)
     return settings
 
 
 def _check_batch(args, settings) -> None:
-    """--batch's own options, and the options a batch cannot honour (it is submitted whole)."""
+    """--batch's own options, and the one a batch cannot honour: --concurrency auto (a batch is submitted whole; its
+    budget and estimate are at the batch price)."""
     from pytest_pstbench.selection.ask.batch_run import check_options
 
     check_options(args.poll_interval, args.batch_wait, args.batch_max_mb)
-    if args.batch:
-        clash = [
-            o
-            for o, on in (
-                ("--budget-tokens", settings.budget_tokens),
-                ("--budget-cost", settings.budget_cost),
-                ("--concurrency auto", settings.adaptive),
-                ("--estimate", args.estimate),
-            )
-            if on
-        ]
-        if clash:
-            raise UserError(
-                f"--batch and {clash[0]}: a batch is submitted whole (its requests are not sent one by one); "
-                f"fix: drop {clash[0]}, or drop --batch"
-            )
+    if args.batch and settings.adaptive:
+        raise UserError(
+            "--batch and --concurrency auto: a batch is submitted whole (its requests are not sent one by one); "
+            "fix: drop --concurrency auto, or drop --batch"
+        )
 
 
 def _ask(args, track, protocol, settings, answers_path: Path):
@@ -174,8 +167,9 @@ def _estimate(args, track, protocol, settings, answers_path, prices) -> int:
     """`vab run --estimate [--calibrate N]`: print the requests, tokens and cost to expect; no run folder."""
     from pytest_pstbench.core.progress import terminal_progress
     from pytest_pstbench.selection.ask.estimate import estimate_run, lines
+    from pytest_pstbench.selection.ask.pricing import cost_record
 
-    price = prices.price_of(settings.model)[1] if prices is not None else None
+    price = prices.price_of(settings.model, batch=args.batch)[1] if prices is not None else None
     est = estimate_run(
         track,
         protocol,
@@ -184,11 +178,12 @@ def _estimate(args, track, protocol, settings, answers_path, prices) -> int:
         calibrate=args.calibrate or 0,
         price=price,
         progress=terminal_progress if not args.quiet and args.calibrate else None,
+        batch=args.batch,
+        recorded_cost=(lambda answer_set: cost_record(answer_set, prices, settings.model)) if prices else None,
     )
-    print(
-        f"estimate for model {settings.model} at {settings.api_base} ({'no request sent' if not args.calibrate else f'answers: {answers_path}'}; "
-        "no run folder written)"
-    )
+    sent = "no request sent" if not args.calibrate else f"answers: {answers_path}"
+    through = "; to ask through the Batch API, at the batch price" if args.batch else ""
+    print(f"estimate for model {settings.model} at {settings.api_base} ({sent}; no run folder written{through})")
     for line in lines(est):
         print(line)
     return 0
@@ -222,7 +217,8 @@ PRICE_OPTIONS = (
         "--prices",
         default=None,
         metavar="FILE",
-        help="YAML price file, one row per model: MODEL: {in: X, out: Y, cached_in: Z, currency: USD}",
+        help="YAML price file, one row per model: MODEL: {in: X, out: Y, cached_in: Z, currency: USD}; the batch "
+        "price (--batch) in the same row: batch_in, batch_out (batch_cached_in)",
     ),
 )
 
@@ -233,7 +229,8 @@ BATCH_OPTIONS = (
         "--batch",
         action="store_true",
         help="ask through the endpoint's Batch API (/files, /batches: OpenAI's, at its batch "
-        "price): submit, poll, record; a stopped run resumes the same batch (state in ANSWERS.batch.json)",
+        "price): submit, poll, record; a stopped run resumes the same batch (state in ANSWERS.batch.json); "
+        "--estimate and --budget-cost price it at the batch price (--prices FILE: batch_in, batch_out)",
     ),
     Arg("--poll-interval", type=float, default=30.0, help="--batch: seconds between polls of the batch (default: 30)"),
     Arg(
@@ -269,8 +266,9 @@ BUDGET_OPTIONS = (
         type=float,
         default=None,
         metavar="MONEY",
-        help="the same as --budget-tokens in money, at the prices given (--price-in/--price-out or --prices); "
-        "a request's bound is priced at the full prompt price",
+        help="the same as --budget-tokens in money, at the prices given (--price-in/--price-out or --prices; with "
+        "--batch the price file's batch price, and the budget chooses the requests a batch takes before it is "
+        "submitted); a request's bound is priced at the full prompt price",
     ),
     Arg("--no-cache", action="store_true", help="neither read nor fill the response cache ($PSTBENCH_CACHE/responses)"),
     Arg(

@@ -79,7 +79,11 @@ def _interactive(tmp_path, track):
 
 
 def _strip(line):
-    return {k: v for k, v in line.items() if k != "attempt"}
+    return {k: v for k, v in line.items() if k not in ("attempt", "batch")}
+
+
+def _unbatched(line):
+    return {k: v for k, v in line.items() if k != "batch"}
 
 
 def test_a_batch_run_gives_the_interactive_answers_usage_and_metrics(tmp_path, no_sleep, monkeypatch):
@@ -99,7 +103,10 @@ def test_a_batch_run_gives_the_interactive_answers_usage_and_metrics(tmp_path, n
     assert service.created[0]["completion_window"] == "24h"
     a = sorted(_lines(tmp_path / "i" / "answers.jsonl"), key=_key)
     b = sorted(_lines(tmp_path / "b" / "answers.jsonl"), key=_key)
-    assert a == b  # every field: response, attempt, usage (summed over the rounds), model
+    assert all(x["batch"] in service.batches for x in b)  # each line names its batch (#53: priced at the batch price)
+    assert a == [
+        _unbatched(x) for x in b
+    ]  # every other field: response, attempt, usage (summed over the rounds), model
     assert _scored(tmp_path / "i") == _scored(tmp_path / "b")
     # the usage recorded equals what the server sent, recomputed here from the bodies it answered
     sent = {}
@@ -332,7 +339,7 @@ def test_a_run_over_the_input_file_limit_is_submitted_as_several_batches(tmp_pat
     assert len(set(sent)) == first_round  # every request once in its first round (some again: the unparseable ones)
     a = sorted(_lines(tmp_path / "i" / "answers.jsonl"), key=_key)
     b = sorted(_lines(tmp_path / "b" / "answers.jsonl"), key=_key)
-    assert a == b and _scored(tmp_path / "i") == _scored(tmp_path / "b")
+    assert a == [_unbatched(x) for x in b] and _scored(tmp_path / "i") == _scored(tmp_path / "b")
 
 
 def test_one_request_over_the_input_file_limit_is_one_line(tmp_path, no_sleep, capsys):
