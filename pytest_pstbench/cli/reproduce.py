@@ -48,6 +48,7 @@ REPRODUCE_ARGS = (
 
 
 def cmd_reproduce(args) -> int:
+    import sys
     import tempfile
     from pathlib import Path
 
@@ -56,7 +57,7 @@ def cmd_reproduce(args) -> int:
     from pytest_pstbench.core.files.write import dumps_json, refuse_overwriting_inputs, write_atomic
     from pytest_pstbench.core.kinds import default_kind, run_kind, spec
     from pytest_pstbench.core.progress import stderr_line
-    from pytest_pstbench.core.reproduce import ReproduceRequest, recorded_protocol, report, verdict_lines
+    from pytest_pstbench.core.reproduce import ReproduceRequest, error_line, recorded_protocol, report, verdict_lines
     from pytest_pstbench.core.store.backends import is_published, resolve_runs
 
     if not is_published(args.run) and not Path(args.run).is_dir():
@@ -88,6 +89,9 @@ def cmd_reproduce(args) -> int:
         )
     for line in verdict_lines(source, run, result, kind.unit):
         print(line)
+    failed = error_line(source, run, result, kind.unit, args.outputs)
+    if failed:
+        print(failed, file=sys.stderr)
     if args.report:
         write_atomic(Path(args.report), dumps_json(report(source, run, result, kind.item_file)), what="the report")
         print(f"report: {args.report}")

@@ -43,6 +43,7 @@ class Reproduction:
     differences: list[dict] = field(default_factory=list)
     then: dict = field(default_factory=dict)
     now: dict = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)  # "item: message" of each item that failed when scored again
 
     @property
     def reproduced(self) -> bool:
@@ -52,47 +53,63 @@ class Reproduction:
 def recorded_protocol(run, spec: str | None = None):
     """The protocol file the run was made under: `spec` (`--protocol`), else the protocol id run.json records,
     else the path it records; its sha256 must be run.json's. Otherwise one line naming both digests and the fix."""
+    import os
+
     from pytest_pstbench.core.protocol import load_protocol
+    from pytest_pstbench.core.store.reader import run_field
 
     want = run.record.protocol_sha256
     candidates = [spec] if spec else [run.record.protocol_id, run.record.protocol_path]
-    found = []
+    found, refused = [], None
     for c in candidates:
         if not isinstance(c, str) or not c:
             continue
         try:
             protocol = load_protocol(c)
-        except UserError:
-            if spec:
-                raise
+        except UserError as exc:
+            if spec or c == run.record.protocol_path and os.path.lexists(c):  # a file there that cannot be read
+                refused = refused or exc
             continue
         if protocol.sha256 == want:
             return protocol
         found.append(protocol)
-    kit = (run.run.get("environment") or {}).get("pytest_pstbench") if isinstance(run.run, dict) else None
+    if refused is not None:
+        raise refused
+    kit = run_field(run, "environment", "pytest_pstbench")
+    recorded = f" (recorded at {run.record.protocol_path})" if run.record.protocol_path else ""
     if not found:
         raise UserError(
-            f"{run.path / 'run.json'}: made under protocol {run.record.protocol_id} (sha256 {want}), which is not "
+            f"{run.path / 'run.json'}: made under protocol {run.record.protocol_id} (sha256 {want}){recorded}, which is not "
             "installed here; fix: pass --protocol PATH of the protocol file with that sha256"
         )
-    p = found[0]
+    here = "; ".join(f"{p.path} has sha256 {p.sha256}" for p in found)
     raise UserError(
-        f"{run.path / 'run.json'}: made under protocol {run.record.protocol_id} sha256 {want}, but the protocol "
-        f"{'given' if spec else 'installed'} ({p.path}) has sha256 {p.sha256}; fix: pass --protocol PATH of the file "
+        f"{run.path / 'run.json'}: made under protocol {run.record.protocol_id} sha256 {want}{recorded}, but the protocol "
+        f"{'given' if spec else 'installed'} differs ({here}); fix: pass --protocol PATH of the file "
         f"with sha256 {str(want)[:12]}"
-        + (f" (shipped with pytest-pstbench {kit}, which made the run)" if isinstance(kit, str) else "")
+        + (f" (the run was made with pytest-pstbench {kit})" if isinstance(kit, str) else "")
     )
 
 
 def track_spec(run, given: str | None) -> str:
-    """The track to score again: `--track` where given, else the local manifest run.json records (where it is
-    still there), else the track id it records (a built-in or fetched track)."""
+    """The track to score again: `--track` where given, else the local manifest run.json records (where anything is
+    at its path: its reader names what is wrong with it), else the track id it records (a built-in or fetched
+    track). A local track whose manifest is not recorded or gone is one line asking for `--track`."""
+    import os
+
+    from pytest_pstbench.core.store.reader import run_field
+
     if given:
         return given
-    dataset = run.run.get("dataset") if isinstance(run.run, dict) else None
-    manifest = dataset.get("manifest") if isinstance(dataset, dict) else None
-    if isinstance(manifest, str) and manifest and Path(manifest).is_file():
+    manifest = run_field(run, "dataset", "manifest")
+    if isinstance(manifest, str) and manifest and os.path.lexists(manifest):
         return manifest
+    if run_field(run, "dataset", "source") == "local":
+        where = f"its manifest {manifest} is not there" if isinstance(manifest, str) else "run.json records no manifest"
+        raise UserError(
+            f"{run.path / 'run.json'}: the run was scored on the local track {run.record.track} ({where}); fix: pass "
+            "--track PATH of that track's manifest"
+        )
     return str(run.record.track)
 
 
@@ -102,10 +119,16 @@ def check_track(run, track) -> None:
     if str(track.id) != str(rec.track) or str(track.revision) != str(rec.dataset_revision):
         raise UserError(
             f"{run.path / 'run.json'}: the run was scored on track {rec.track} at dataset revision "
-            f"{rec.dataset_revision}, but the track here is {track.id} at revision {track.revision}; fix: pass "
+            f"{rec.dataset_revision}, but the track here{_at(track)} is {track.id} at revision {track.revision} (its files "
+            "changed since?); fix: pass "
             f"--track with the run's track at revision {rec.dataset_revision} (e.g. pstbench data fetch "
             f"{rec.track} at that revision, or the local manifest it was scored on)"
         )
+
+
+def _at(track) -> str:
+    manifest = getattr(track, "manifest", None)
+    return f" ({manifest})" if manifest else ""
 
 
 def csv_differences(old: str, new: str, id_field: str) -> list[dict]:
@@ -157,6 +180,27 @@ def file_differences(run_dir: Path, again_dir: Path, item_file: str, id_field: s
         keys = json_differences(loads(old), loads(new))
         out.append({"item": "summary.json", "fields": keys or ["bytes"]})
     return out
+
+
+def failure_lines(run: dict, id_key: str) -> list[str]:
+    """ "item: message" of each failure a run.json records (`failures`: {id_key, "message"})."""
+    failures = run.get("failures") if isinstance(run, dict) else None
+    return [f"{f.get(id_key)}: {f.get('message')}" for f in failures or () if isinstance(f, dict)]
+
+
+def error_line(source, run, result: Reproduction, unit: str, outputs: str) -> str | None:
+    """stderr's one line where the run was not reproduced: how many items differ, what scored them again, and the
+    first item that failed when scored again (its message names the file)."""
+    from pytest_pstbench.core.text import one_line
+
+    if result.reproduced:
+        return None
+    items = [d for d in result.differences if d["item"] not in ("summary.json", "header", "order")]
+    failed = f"; {len(result.failures)} failed, e.g. {one_line(result.failures[0])}" if result.failures else ""
+    return (
+        f"pstbench: error: not reproduced: {len(items)} of {run.record.n_items} {unit} of {one_line(str(source))} "
+        f"differ when scored again from --outputs {one_line(outputs)}{failed}"
+    )
 
 
 def run_digests(run_dir: Path, files) -> dict:

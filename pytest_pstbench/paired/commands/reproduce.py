@@ -33,10 +33,12 @@ def reproduce(request):
     from pytest_pstbench.core.reproduce import (
         Reproduction,
         check_track,
+        failure_lines,
         file_differences,
         recorded_protocol,
         track_spec,
     )
+    from pytest_pstbench.core.store.reader import run_field
     from pytest_pstbench.paired.identity import is_identity_spec
     from pytest_pstbench.paired.planner import score_run
     from pytest_pstbench.paired.request import ScoreRequest, open_on
@@ -52,7 +54,7 @@ def reproduce(request):
     protocol = recorded_protocol(run, request.protocol_spec)
     track = resolve_track(track_spec(run, request.track_spec), progress=request.progress)
     check_track(run, track)
-    then = run.run.get("environment") if isinstance(run.run.get("environment"), dict) else {}
+    then = run_field(run, "environment") if isinstance(run_field(run, "environment"), dict) else {}
     device = request.device or (then.get("device") if isinstance(then.get("device"), str) else "cpu")
     scoring = open_on(
         ScoreRequest(
@@ -60,7 +62,7 @@ def reproduce(request):
             outputs=outputs,
             name=str(run.record.name),
             results=Path(request.work),
-            allow_resize=run.run.get("allow_resize") is True,
+            allow_resize=run_field(run, "allow_resize") is True,
             device=device,
             use_cache=False,
             command="pstbench reproduce",
@@ -76,4 +78,5 @@ def reproduce(request):
         differences=file_differences(run.path, outcome.run_dir, "metrics.csv", "pair_id"),
         then=then,
         now=outcome.run.get("environment") or {},
+        failures=failure_lines(outcome.run, "pair"),
     )

@@ -10,7 +10,15 @@ from pathlib import Path
 
 def reproduce(request):
     """The selection run `request.run` scored again from `request.outputs` -> core.reproduce.Reproduction."""
-    from pytest_pstbench.core.reproduce import Reproduction, check_track, csv_differences, recorded_protocol, track_spec
+    from pytest_pstbench.core.reproduce import (
+        Reproduction,
+        check_track,
+        csv_differences,
+        failure_lines,
+        recorded_protocol,
+        track_spec,
+    )
+    from pytest_pstbench.core.store.reader import run_field
     from pytest_pstbench.selection.protocol import SelectionParams
     from pytest_pstbench.selection.run_judge import answers_judge, function_judge
     from pytest_pstbench.selection.session import SelectionSession, score_all
@@ -38,7 +46,7 @@ def reproduce(request):
     outcome = score_all(session, answer_set=chosen.answer_set, judge=chosen.judge)
     old = (Path(run.path) / "per_task.csv").read_bytes().decode("utf-8", "replace")
     new = (Path(outcome.run_dir) / "per_task.csv").read_bytes().decode("utf-8", "replace")
-    then = run.run.get("environment") if isinstance(run.run.get("environment"), dict) else {}
+    then = run_field(run, "environment") if isinstance(run_field(run, "environment"), dict) else {}
     return Reproduction(
         kind="selection",
         compared=("per_task.csv",),
@@ -47,4 +55,5 @@ def reproduce(request):
         else csv_differences(old, new, "task_id") or [{"item": "per_task.csv", "fields": ["bytes"]}],
         then=then,
         now=outcome.run.get("environment") or {},
+        failures=failure_lines(outcome.run, "task"),
     )
