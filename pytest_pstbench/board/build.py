@@ -20,6 +20,7 @@ from pytest_pstbench.board.page import (
     track_page,
 )
 from pytest_pstbench.board.ranks import is_reference, primary_metric, rank
+from pytest_pstbench.board.reproduced import mark, read_reports
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.options import Arg, add_args
 
@@ -33,8 +34,9 @@ def _values(br, keys=None) -> dict:
     return br.kind.history_values(br.run, br.protocol, keys)
 
 
-def track_data(t: Track, metric: str | None) -> dict:
-    """One track's board as data: its rows (reference rows first, then methods by rank), values, ranks, tests."""
+def track_data(t: Track, metric: str | None, reports: list | None = None) -> dict:
+    """One track's board as data: its rows (reference rows first, then methods by rank), values, ranks, tests;
+    `reports`: the reproduce reports of `--reproduced` (each row's provenance then says whether it was reproduced)."""
     protocol = t.protocol
     refs = [r for r in t.runs if is_reference(r.run)]
     methods = [r for r in t.runs if not is_reference(r.run)]
@@ -51,7 +53,10 @@ def track_data(t: Track, metric: str | None) -> dict:
             "rank": ranking.ranks.get(name),
             "better_than_it": sorted(ranking.better.get(name, [])),
             "values": values[name],
-            "provenance": provenance(by_name[name]),
+            "provenance": {
+                **provenance(by_name[name]),
+                **({"reproduced": mark(by_name[name], reports)} if reports is not None else {}),
+            },
         }
         for name in [r.name for r in refs] + ranking.order
     ]
@@ -98,14 +103,18 @@ def check_out(out: Path, sources) -> None:
     )
 
 
-def build_board(sources, out, *, metric: str | None = None, protocol_spec: str | None = None, progress=None) -> dict:
-    """Write the board of `sources` into the folder `out`; its data (board.json's content) is returned."""
+def build_board(
+    sources, out, *, metric: str | None = None, protocol_spec: str | None = None, progress=None, reproduced=None
+) -> dict:
+    """Write the board of `sources` into the folder `out`; its data (board.json's content) is returned. `reproduced`:
+    a folder of reproduce reports (board/reproduced.py), read before anything is written."""
     from pytest_pstbench.core.files.jsonfile import loads
     from pytest_pstbench.core.files.write import staging_dir, swap_dir_into_place, write_new
     from pytest_pstbench.report.build import page_css
 
     out = Path(out)
     check_out(out, sources)
+    reports = read_reports(reproduced) if reproduced is not None else None
     tracks, left = collect(sources, protocol_spec=protocol_spec, progress=progress)
     if not tracks:
         reasons = "; ".join(f"{x.what}: {x.reason}" for x in left[:2])
@@ -113,7 +122,7 @@ def build_board(sources, out, *, metric: str | None = None, protocol_spec: str |
             f"no run to put on the board ({reasons or 'no run folder found'}); fix: give run folders, "
             "a results folder or a published path holding runs"
         )
-    data = [track_data(t, metric) for t in tracks]
+    data = [track_data(t, metric, reports) for t in tracks]
     for t, folder in zip(data, slugs([t["track"] for t in data])):
         t["folder"] = folder
     left_out = [{"run": x.what, "reason": x.reason} for x in left]
@@ -152,6 +161,13 @@ BOARD_ARGS = (
         metavar="P",
         help="protocol id or YAML path the runs were made under (default: found by the runs' sha256)",
     ),
+    Arg(
+        "--reproduced",
+        default=None,
+        metavar="DIR",
+        help="a folder of reproduce reports (pstbench reproduce --report): a row is marked reproduced when a report's "
+        "run digests are its run files'",
+    ),
 )
 
 
@@ -172,7 +188,14 @@ def cmd_board(args) -> int:
     from pytest_pstbench.core.progress import stderr_line
     from pytest_pstbench.core.text import one_line
 
-    data = build_board(args.sources, args.out, metric=args.metric, protocol_spec=args.protocol, progress=stderr_line)
+    data = build_board(
+        args.sources,
+        args.out,
+        metric=args.metric,
+        protocol_spec=args.protocol,
+        progress=stderr_line,
+        reproduced=args.reproduced,
+    )
     for t in data["tracks"]:
         n = len(t["ranking"]["order"])
         print(

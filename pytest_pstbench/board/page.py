@@ -141,6 +141,7 @@ PROVENANCE_FIELDS = (
     ("kit_version", "kit"),
     ("created", "created"),
     ("uri", "pinned URI"),
+    ("reproduced", "reproduced"),  # board/reproduced.py: --reproduced DIR
 )
 
 

@@ -78,6 +78,9 @@ class KindSpec:
     resolve_track: str | None = None
     # "module:function" (argparse namespace, run paths) -> exit code: `pstbench power` of the kind's runs (None: refused)
     power: str | None = None
+    # "module:function" (core.reproduce.ReproduceRequest) -> core.reproduce.Reproduction: `pstbench reproduce` of the
+    # kind's runs, scored again through its own scoring path (None: its runs cannot be reproduced, said in one line)
+    reproduce: str | None = None
     commands: str | None = None
     score: str | None = None
     options: str | None = None

@@ -16,6 +16,7 @@ KIND = KindSpec(
     pytest_run="pytest_pstbench.paired.pytest_run:PairedRun",
     resolve_track="pytest_pstbench.paired.tracks:resolve_track",
     power="pytest_pstbench.paired.commands.power:plan",  # pstbench power of its runs
+    reproduce="pytest_pstbench.paired.commands.reproduce:reproduce",  # pstbench reproduce of its runs
     commands="pytest_pstbench.paired.commands:add_commands",  # pstbench demo, baseline, sensitivity
     score="pytest_pstbench.paired.commands.score:cmd_score",  # pstbench score of a paired track
     demo_track="demo",  # paired/demo.py

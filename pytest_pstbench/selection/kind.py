@@ -21,6 +21,7 @@ KIND = KindSpec(
     pytest_run="pytest_pstbench.selection.pytest_run:SelectionRun",
     resolve_track="pytest_pstbench.selection.tracks:resolve_selection_track",
     power="pytest_pstbench.selection.commands.power:plan",  # pstbench power of its runs
+    reproduce="pytest_pstbench.selection.commands.reproduce:reproduce",  # pstbench reproduce of its runs
     commands="pytest_pstbench.selection.commands.vab:add_vab_commands",  # pstbench vab ...
     score="pytest_pstbench.selection.commands:cmd_score",  # pstbench score of a selection track: refused, one line
     demo_track="vab-demo",  # selection/demo.py

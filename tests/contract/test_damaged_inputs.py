@@ -304,6 +304,15 @@ FORMS: list[Form] = [
         servers_only=True,
     ),
     Form("power", "power-paired", ("power", "results/small/a", "results/small/b"), (*PAIRED_RUN, "protocol")),
+    # a run scored again from its outputs (its recorded protocol file and track, no score cache) into a scratch folder;
+    # a damaged image fails its pair: not reproduced (exit 1), one error line naming the failure
+    Form(
+        "reproduce",
+        "reproduce-paired",
+        ("reproduce", "results/small/a", "--outputs", "paired/outs/a", "--report", "out/reproduce.json"),
+        (*PAIRED_RUN, "protocol", "track.yaml", "reference image", "output image"),
+        writes=("out/reproduce.json",),
+    ),
     Form(
         "sensitivity",
         "sensitivity",
@@ -387,6 +396,12 @@ FORMS: list[Form] = [
         "vab-score-bad",
         ("vab", "score", "--track", ST, "--answers", "sel/bad.jsonl", "--name", "bad", "--protocol", SP),
         writes=("results/stiny/bad",),
+    ),
+    Form(
+        "reproduce",
+        "reproduce-selection",
+        ("reproduce", "results/stiny/good", "--outputs", "sel/good.jsonl", "--track", ST),
+        (*SELECTION_RUN, "selection track.yaml", "selection protocol", "answers"),
     ),
     Form(
         "vab score",

@@ -70,6 +70,10 @@ def test_the_toy_kind_runs_through_every_door(toy_kind, tmp_path, capsys, monkey
     code, out, err = _cli(capsys, "compare", run_good, run_bad, "--margin", "accuracy=0.1")
     assert code == 2 and "toy runs have no margins" in err
 
+    # pstbench reproduce: a kind that declares no reproduce hook is refused in one line saying so
+    code, out, err = _cli(capsys, "reproduce", run_good, "--outputs", good)
+    assert code == 2 and "the toy kind cannot reproduce its runs" in err and len(err.strip().splitlines()) == 1
+
     # pstbench table and report: the kind's own builders, through the registry
     code, out, err = _cli(capsys, "table", run_good, run_bad)
     assert code == 0 and "Accuracy↑" in out and "| good" in out
