@@ -24,11 +24,13 @@ PR_URL = re.compile(r"https?://\S+/discussions/(\d+)")
 
 
 class RepoSubject(Subject):
-    """A Hub failure while writing to a repository: each message starts with the option and the repo it names."""
+    """A Hub failure while writing to a repository: each message starts with the option, the repo it names and the
+    repo's address on the Hub."""
 
     def __init__(self, repo_id: str, repo_type: str, option: str):
         self.repo_id, self.repo_type = repo_id, repo_type
-        self.name = f"{option} {repo_id}"
+        prefix = "" if repo_type == "model" else f"{repo_type}s/"
+        self.name = f"{option} {repo_id} ({hub_endpoint.where()}/{prefix}{repo_id})"
 
     def failure(self, f: Failure) -> str:
         where, kind = hub_endpoint.where(), f"{self.repo_type} repo {self.repo_id}"
