@@ -1,10 +1,12 @@
-"""`pstbench runs pull|push|ls`: published runs on the Hugging Face Hub, through the run store (core.store).
+"""`pstbench runs pull|push|ls|eval-results`: published runs on the Hugging Face Hub, through the run store (core.store).
 
 - `pull URI`: the runs under hf://datasets/OWNER/NAME@REVISION/PATH fetched into the cache, verified,
   with the commit and the pinned URI of each;
 - `push RUN_DIR URI`: one commit holding the run's files; prints the commit and the pinned URI to gate on;
 - `ls URI [--against RUN]`: the runs under a path with track, method, protocol, n, and whether each is
-  comparable with RUN.
+  comparable with RUN;
+- `eval-results RUN --dataset-id OWNER/NAME`: the run's numbers as the Hub's `.eval_results/*.yaml`, printed, written
+  (`--out`) or opened as a pull request on a model repository (`--push`): board/eval_results.py.
 """
 
 from __future__ import annotations
@@ -112,6 +114,27 @@ def cmd_ls(args) -> int:
     return 0
 
 
+def cmd_eval_results(args) -> int:
+    import sys
+
+    from pytest_pstbench.board.eval_results import eval_results, push, write
+
+    res = eval_results(args.run, args.dataset_id, args.task_id, args.protocol, push_to=args.push)
+    if args.out is None and args.push is None:
+        sys.stdout.write(res.text)
+    if args.out is not None:
+        print(f"wrote {write(res, args.out)} ({len(res.entries)} entries)")
+    if args.push is not None:
+        print(f"pull request: {push(res, args.push)} (adds {res.path} to {args.push})")
+    if not res.published:  # said last: a failure above is one line
+        print(
+            f"pstbench: warning: {args.run} is a local run folder, not published: its entries name no source; to "
+            "name one, publish it with `pstbench runs push` and give its pinned URI as RUN",
+            file=sys.stderr,
+        )
+    return 0
+
+
 PULL_ARGS = (
     Arg("uri", metavar="URI", help=URI_HELP + "; a run folder or a folder of run folders"),
     Arg(
@@ -150,8 +173,43 @@ LS_ARGS = (
 )
 
 
+EVAL_RESULTS_ARGS = (
+    Arg("run", metavar="RUN", help="a run folder, or a published run's URI " + URI_HELP),
+    Arg(
+        "--dataset-id",
+        required=True,
+        metavar="OWNER/NAME",
+        help="the benchmark's dataset on the Hub (a Benchmark: its eval.yaml declares the tasks)",
+    ),
+    Arg(
+        "--task-id",
+        default=None,
+        metavar="T",
+        help="task ids T.METRIC, as the benchmark's eval.yaml declares them (default: the metric, e.g. psnr, "
+        "top1.pass^3)",
+    ),
+    Arg(
+        "--out",
+        default=None,
+        metavar="DIR",
+        help="write DIR/.eval_results/NAME.yaml (default: print the YAML, unless --push)",
+    ),
+    Arg(
+        "--push",
+        default=None,
+        metavar="MODEL_REPO",
+        help="open a pull request adding the file to this model (or judge) repository, OWNER/NAME",
+    ),
+    Arg(
+        "--protocol",
+        default=None,
+        help="protocol id or YAML path the run was made under (default: found by its sha256)",
+    ),
+)
+
+
 def add_runs_commands(subparsers) -> None:
-    p = subparsers.add_parser("runs", help="published runs on the Hugging Face Hub: pull, push, ls")
+    p = subparsers.add_parser("runs", help="published runs on the Hugging Face Hub: pull, push, ls, eval-results")
     sub = p.add_subparsers(dest="runs_command", required=True, metavar="ACTION")
     a = sub.add_parser(
         "pull", help="fetch the runs under a Hub URI into the cache, verified; print the commit and pinned URIs"
@@ -166,3 +224,10 @@ def add_runs_commands(subparsers) -> None:
     a = sub.add_parser("ls", help="the runs under a Hub URI: track, method, protocol, n, and comparability with a run")
     add_args(a, LS_ARGS)
     a.set_defaults(func=cmd_ls)
+    a = sub.add_parser(
+        "eval-results",
+        help="a run's numbers as the Hub's .eval_results/*.yaml (one entry per ranked metric); --push opens them as "
+        "a pull request on a model repository",
+    )
+    add_args(a, EVAL_RESULTS_ARGS)
+    a.set_defaults(func=cmd_eval_results)

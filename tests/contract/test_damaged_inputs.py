@@ -134,6 +134,8 @@ class Form:
     # a form of a command for the hostile servers only (its other damages are another form's): no full disk, second
     # writer or numeric options
     servers_only: bool = False
+    # hostile Hub behaviours that touch no request of the form (a listing's lies where it lists nothing): no case
+    hub_skips: tuple[str, ...] = ()
 
     @property
     def pytest(self) -> bool:
@@ -245,6 +247,23 @@ FORMS: list[Form] = [
         locks=HUB_LOCK,
         fresh=True,
         hub=True,
+    ),
+    # a run's .eval_results file written under out/evalres; and opened as a pull request on the fake Hub's model repo
+    # (the hostile servers' cases only: the run files' damages are the first form's)
+    Form(
+        "runs eval-results",
+        "runs-eval-results",
+        ("runs", "eval-results", "results/small/a", "--dataset-id", "me/bench", "--out", "out/evalres"),
+        (*PAIRED_RUN, "protocol"),
+        writes=("out/evalres",),
+    ),
+    Form(
+        "runs eval-results",
+        "runs-eval-results-push",
+        ("runs", "eval-results", "results/small/a", "--dataset-id", "me/bench", "--push", dw.MODEL_REPO),
+        hub=True,
+        servers_only=True,
+        hub_skips=("lies-size", "lies-digest", "floods-pages"),  # a pull request lists nothing
     ),
     # the published run where a run folder goes: the hostile servers' cases only (each pulls it)
     Form(
@@ -779,7 +798,7 @@ def cases() -> list[Case]:
                 for d in DAMAGES.values()
                 if applies(d, INPUTS[key].fmt) and d.name not in INPUTS[key].unchanged_by
             ]
-        out += [Case(form, None, HUB_DAMAGE + b) for b in HUB_HOSTILE if form.hub]
+        out += [Case(form, None, HUB_DAMAGE + b) for b in HUB_HOSTILE if form.hub and b not in form.hub_skips]
         out += [Case(form, None, MODEL_DAMAGE + b) for b in dw.MODEL_HOSTILE if form.model]
         out += [Case(form, None, NET_DAMAGE + k) for k in unreachable.KINDS if form.hub or form.command == "data fetch"]
         if form.servers_only:

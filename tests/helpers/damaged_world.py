@@ -62,7 +62,7 @@ from PIL import Image
 TINY_SHA = hashlib.sha1(b"tiny dataset").hexdigest()
 SEL_TRACK_ID = "stiny"
 PAIRED_TRACK_ID = "small"
-HUB_REPO, PUSH_REPO = "me/board", "me/pushed"
+HUB_REPO, PUSH_REPO, MODEL_REPO = "me/board", "me/pushed", "me/model"  # MODEL_REPO: a model repo, for pull requests
 HUB_COMMIT = hashlib.sha1(b"published runs").hexdigest()
 HUB_TOKEN = "hf_damaged_world_token"
 API_KEY = "sk-damaged-world-key-0123456789"  # $API_KEY of `vab run`: no output may repeat it
@@ -512,6 +512,9 @@ def build(root: Path, hub) -> World:
     served = hub.add_commit(HUB_REPO, HUB_COMMIT, {}, refs=["main"], lfs=False)
     served.files = ServedFolder({f"runs/a/{n}": run_a / n for n in ("run.json", "summary.json", "metrics.csv")})
     hub.add_commit(PUSH_REPO, hashlib.sha1(b"pushed").hexdigest(), {".gitattributes": b""}, refs=["main"], lfs=False)
+    hub.add_commit(
+        MODEL_REPO, hashlib.sha1(b"model").hexdigest(), {"README.md": b"# m\n"}, refs=["main"], repo_type="model"
+    )
     hub.tokens.add(HUB_TOKEN)
     # the LPIPS weights, when this machine has them (for `pstbench weights fetch`)
     real = Path.home() / ".cache" / "pstbench" / "weights"

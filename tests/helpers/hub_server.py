@@ -1,6 +1,8 @@
 """A small stand-in for the part of the Hugging Face Hub API that huggingface_hub uses to download.
 
-Serves dataset repos held in memory at fixed commits, on 127.0.0.1 (port chosen by the OS):
+Serves dataset repos held in memory at fixed commits, on 127.0.0.1 (port chosen by the OS), and takes writes to
+them and to model repos (``model_repos``: pull requests, and ``GET /api/models/{repo}/revision/{rev}``; nothing else
+of them is served):
 
 - ``GET /api/datasets/{repo}/revision/{rev}`` (and without ``/revision/...``: ``main``): ``id``, ``sha``
   (the full commit the revision resolves to: a ref name, a full sha or an unambiguous >= 7-hex prefix),
@@ -13,7 +15,8 @@ Serves dataset repos held in memory at fixed commits, on 127.0.0.1 (port chosen 
 - ``HEAD``/``GET /datasets/{repo}/resolve/{rev}/{path}``: ``X-Repo-Commit``, ``ETag``, ``X-Linked-Etag`` and
   ``X-Linked-Size`` (LFS files), ``Content-Length``; ``Range: bytes=N-`` answered with 206.
 
-Writes (what ``HfApi.create_commit`` / ``upload_folder`` / ``create_repo`` call; observed, see hub_server_notes.md):
+Writes (what ``HfApi.create_commit`` / ``upload_folder`` / ``create_repo`` call; observed, see hub_server_notes.md),
+each under ``/api/datasets/`` for a dataset repo and ``/api/models/`` for a model repo:
 
 - ``POST /api/datasets/{repo}/preupload/{rev}``: ``{"files": [{path, sample, size}]}`` -> ``{"files": [{path,
   "uploadMode": "regular", "shouldIgnore": false, "oid": <blob id of the file at rev, or null>}]}`` (every file
@@ -21,7 +24,9 @@ Writes (what ``HfApi.create_commit`` / ``upload_folder`` / ``create_repo`` call;
 - ``POST /api/datasets/{repo}/commit/{branch}``: NDJSON lines ``header`` (summary, description, parentCommit),
   ``file`` (base64 content), ``deletedFile``, ``deletedFolder``; a new commit on the branch, all or nothing;
   ``parentCommit`` other than the branch's head: 412; a branch that does not exist: 404 RevisionNotFound;
-  ``lfsFile``: 400 (not emulated) -> ``{"commitUrl", "commitOid", "pullRequestUrl": null}``;
+  ``lfsFile``: 400 (not emulated) -> ``{"commitUrl", "commitOid", "pullRequestUrl": null}``; with
+  ``?create_pr=1`` the commit goes on a new ref ``refs/pr/N`` (N = 1, 2, ... per repo) whose parent is the branch's
+  head (or ``parentCommit``), the branch is unchanged, and ``pullRequestUrl`` is ``{url}/[datasets/]{repo}/discussions/N``;
 - ``POST /api/repos/create``: ``{"name", "organization", "type", "visibility"}`` (older clients: ``private``) -> a repo with one commit
   (``.gitattributes``) on ``main``; 409 when it exists.
 
@@ -157,6 +162,7 @@ def _echo(value, auth: str):
 class FakeHub:
     def __init__(self, page_size: int = 1000):
         self.repos: dict[str, Repo] = {}
+        self.model_repos: dict[str, Repo] = {}  # model repos: commits and pull requests only (add_commit(repo_type=))
         self.page_size = page_size
         self.log: list[tuple[str, str, str | None]] = []
         self.cut_once: set[str] = set()
@@ -197,11 +203,13 @@ class FakeHub:
         tags=(),
         title: str = "",
         date: str | None = None,
+        repo_type: str = "dataset",
     ) -> Commit:
         """Add a commit (child of `parent`, default none) and point the branches `refs` and tags `tags` at it
-        (`date`: what the commit listing gives as its date)."""
+        (`date`: what the commit listing gives as its date; `repo_type` "model": to a repo of `model_repos`)."""
         assert len(sha) == 40
-        repo = self.repos.setdefault(repo_id, Repo(repo_id))
+        repos = self.model_repos if repo_type == "model" else self.repos
+        repo = repos.setdefault(repo_id, Repo(repo_id))
         repo.commits[sha] = Commit(
             sha, dict(files), lfs, parent, title or f"commit {sha[:7]}", *([date] if date else [])
         )
@@ -361,8 +369,8 @@ class _Handler(BaseHTTPRequestHandler):
         auth = self.headers.get("Authorization") or ""
         return auth.startswith("Bearer ") and auth[len("Bearer ") :] in self.hub.tokens
 
-    def _repo(self, owner: str, name: str, head: bool = False) -> Repo | None:
-        repo = self.hub.repos.get(f"{owner}/{name}")
+    def _repo(self, owner: str, name: str, head: bool = False, repo_type: str = "dataset") -> Repo | None:
+        repo = (self.hub.model_repos if repo_type == "model" else self.hub.repos).get(f"{owner}/{name}")
         if repo is not None and repo.repo_id in self.hub.private and not self._authorised():
             repo = None
         if repo is None:
@@ -409,13 +417,19 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(401, "Unauthorized", msg)
         if segs == ["api", "repos", "create"]:
             return self._create_repo(json.loads(body or b"{}"))
-        if len(segs) == 6 and segs[:2] == ["api", "datasets"] and segs[4] in ("preupload", "commit"):
-            repo = self._repo(segs[2], segs[3])
+        if (
+            len(segs) == 6
+            and segs[0] == "api"
+            and segs[1] in ("datasets", "models")
+            and segs[4] in ("preupload", "commit")
+        ):
+            repo = self._repo(segs[2], segs[3], repo_type=segs[1][:-1])
             if repo is None:
                 return
             if segs[4] == "preupload":
                 return self._preupload(repo, segs[5], json.loads(body or b"{}"))
-            return self._commit_post(repo, segs[5], body)
+            create_pr = parse_qs(parts.query).get("create_pr") == ["1"]
+            return self._commit_post(repo, segs[5], body, create_pr, "" if segs[1] == "models" else "datasets/")
         self._error(404, "EntryNotFound", f"no route for POST {parts.path}")
 
     def _create_repo(self, data: dict) -> None:
@@ -459,7 +473,9 @@ class _Handler(BaseHTTPRequestHandler):
         ]
         self._json({"files": files, "commitOid": commit.sha})
 
-    def _commit_post(self, repo: Repo, rev: str, body: bytes) -> None:
+    def _commit_post(
+        self, repo: Repo, rev: str, body: bytes, create_pr: bool = False, prefix: str = "datasets/"
+    ) -> None:
         import base64
 
         hub = self.hub
@@ -472,7 +488,12 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._error(404, "RevisionNotFound", f"Invalid rev id: {rev} (not a branch)")
             head = repo.commits[repo.refs[rev]]
             header = next((x["value"] for x in lines if x["key"] == "header"), {})
-            if header.get("parentCommit") and header["parentCommit"] != head.sha:
+            pr = None
+            if create_pr:  # a new ref refs/pr/N from the branch's head (or parentCommit); the branch stays
+                pr = 1 + sum(r.startswith("refs/pr/") for r in repo.refs)
+                head = repo.commits.get(header.get("parentCommit") or head.sha, head)
+                rev = f"refs/pr/{pr}"
+            elif header.get("parentCommit") and header["parentCommit"] != head.sha:
                 return self._error(
                     412,
                     "PreconditionFailed",
@@ -501,14 +522,21 @@ class _Handler(BaseHTTPRequestHandler):
                 + str(len(hub.commits_made)).encode()
             ).hexdigest()
             hub.add_commit(
-                repo.repo_id, digest, files, refs=(rev,), lfs=False, parent=head.sha, title=header.get("summary", "")
+                repo.repo_id,
+                digest,
+                files,
+                refs=(rev,),
+                lfs=False,
+                parent=head.sha,
+                title=header.get("summary", ""),
+                repo_type="dataset" if prefix else "model",
             )
             hub.commits_made.append(digest)
         self._json(
             {
-                "commitUrl": f"{hub.url}/datasets/{repo.repo_id}/commit/{digest}",
+                "commitUrl": f"{hub.url}/{prefix}{repo.repo_id}/commit/{digest}",
                 "commitOid": digest,
-                "pullRequestUrl": None,
+                "pullRequestUrl": f"{hub.url}/{prefix}{repo.repo_id}/discussions/{pr}" if pr else None,
             }
         )
 
@@ -533,6 +561,9 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(200, body, {"Content-Type": "application/json"}, head=head)
         segs = [unquote(s) for s in parts.path.split("/") if s]
         query = parse_qs(parts.query)
+        if len(segs) == 6 and segs[:2] == ["api", "models"] and segs[4] == "revision":  # a model repo: its branch
+            repo = self._repo(segs[2], segs[3], head, repo_type="model")
+            return None if repo is None else self._info(repo, segs[5])
         if len(segs) >= 4 and segs[0] == "api" and segs[1] == "datasets":
             repo = self._repo(segs[2], segs[3], head)
             if repo is None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.hub import endpoint as hub_endpoint
 from pytest_pstbench.core.hub.client import NETWORK_TIMEOUT_ENV, Failure, Subject
+from pytest_pstbench.core.text import one_line
 
 PREFIX = "hf://"
 URI_HELP = "hf://datasets/OWNER/NAME@REVISION/PATH (the URI form of huggingface_hub's HfFileSystem)"
@@ -61,6 +62,18 @@ def check_repo_path(path: str, what: str) -> str:
             "character); fix: give a plain relative path"
         )
     return "/".join(parts)
+
+
+def check_repo_id(text: str, option: str, kind: str = "dataset") -> str:
+    """`text` as a Hub repo id OWNER/NAME (each part as the Hub spells it: letters, digits, '.', '_', '-', no
+    '..'); anything else is one UserError naming `option` and the `kind` of repo it should name."""
+    owner, sep, name = str(text).partition("/")
+    if not sep or not _REPO_PART.fullmatch(owner) or not _REPO_PART.fullmatch(name) or ".." in text:
+        raise UserError(
+            f"{option} {one_line(str(text)[:100])}: not a {kind} repo id; fix: write it as OWNER/NAME, as in "
+            f"https://huggingface.co/{'datasets/' if kind == 'dataset' else ''}OWNER/NAME"
+        )
+    return str(text)
 
 
 def parse_uri(text: str, option: str = "run") -> HubURI:
