@@ -7,7 +7,7 @@ import os
 from dataclasses import asdict
 from pathlib import Path
 
-from pytest_pstbench.board.collect import Track, collect
+from pytest_pstbench.board.collect import LeftOut, Track, collect
 from pytest_pstbench.board.page import (
     GENERATOR,
     board_csv,
@@ -19,62 +19,83 @@ from pytest_pstbench.board.page import (
     slugs,
     track_page,
 )
-from pytest_pstbench.board.ranks import is_reference, primary_metric, rank
 from pytest_pstbench.board.reproduced import mark, read_reports
+from pytest_pstbench.board.ranks import is_reference, primary_metric, rank
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.options import Arg, add_args
 
-SELECTION_NOTE = (
-    "The random baseline and human reference rows of a selection track are not shown on the board yet; "
-    "`pstbench table` shows them."
-)
+IDENTITY_NOTE = "the content image unchanged (the kit's Identity run)"
 
 
 def _values(br, keys=None) -> dict:
     return br.kind.history_values(br.run, br.protocol, keys)
 
 
-def track_data(t: Track, metric: str | None, reports: list | None = None) -> dict:
-    """One track's board as data: its rows (reference rows first, then methods by rank), values, ranks, tests;
-    `reports`: the reproduce reports of `--reproduced` (each row's provenance then says whether it was reproduced)."""
-    protocol = t.protocol
-    refs = [r for r in t.runs if is_reference(r.run)]
-    methods = [r for r in t.runs if not is_reference(r.run)]
+def _row(name: str, values: dict, provenance: dict, note: str | None = None, ranking=None) -> dict:
+    ranked = ranking is not None and name in ranking.ranks
+    return {
+        "name": name,
+        "reference": not ranked,
+        "rank": ranking.ranks[name] if ranked else None,
+        "better_than_it": sorted(ranking.better.get(name, [])) if ranked else [],
+        "values": values,
+        "note": note,
+        "provenance": provenance,
+    }
+
+
+def track_data(
+    t: Track, metric: str | None, left_out: list[LeftOut] | None = None, reports: list | None = None
+) -> dict:
+    """One track's board as data: its rows (reference rows first, then methods by rank), values, ranks, tests. The
+    reference rows: the kit's Identity runs, then those the kind adds that are not runs (`RunKind.board_references`:
+    a selection track's random baseline and human row); a run named as one of these is left out (`left_out`).
+    `reports`: the reproduce reports of `--reproduced` (each run row's provenance then says whether it was reproduced)."""
+    protocol, kind = t.protocol, t.runs[0].kind
     values = {r.name: _values(r) for r in t.runs}
     keys = list(values[t.runs[0].name])
     primary = primary_metric(keys, metric, t.track)
+    extra, notes = kind.board_references([r.run for r in t.runs], protocol, keys) if kind.board_references else ([], [])
+    taken = {x["name"] for x in extra}
+    for r in t.runs:
+        if r.name in taken and left_out is not None:
+            left_out.append(
+                LeftOut(
+                    str(r.source),
+                    f"track {t.track}: run name {r.name!r} is the name of a reference row; "
+                    "fix: give the run another name",
+                )
+            )
+    refs = [r for r in t.runs if is_reference(r.run) and r.name not in taken]
+    methods = [r for r in t.runs if not is_reference(r.run) and r.name not in taken]
     means = {r.name: (values[r.name].get(primary) or {}).get("mean") for r in methods}
-    ranking = rank([r.run for r in methods], protocol, t.runs[0].kind, primary, means)
+    ranking = rank([r.run for r in methods], protocol, kind, primary, means)
     by_name = {r.name: r for r in t.runs}
-    rows = [
-        {
-            "name": name,
-            "reference": name not in ranking.ranks,
-            "rank": ranking.ranks.get(name),
-            "better_than_it": sorted(ranking.better.get(name, [])),
-            "values": values[name],
-            "provenance": {
-                **provenance(by_name[name]),
-                **({"reproduced": mark(by_name[name], reports)} if reports is not None else {}),
-            },
-        }
-        for name in [r.name for r in refs] + ranking.order
-    ]
+
+    def run_provenance(r) -> dict:
+        return {**provenance(r), **({"reproduced": mark(r, reports)} if reports is not None else {})}
+
     record = t.runs[0].run.record
-    return {
-        "track": t.track,
-        "kind": t.kind,
+    track_provenance = {
         "protocol": record.protocol_id,
         "protocol_sha256": record.protocol_sha256,
         "dataset": record.dataset_id,
         "dataset_revision": record.dataset_revision,
+    }
+    rows = [_row(r.name, values[r.name], run_provenance(r), IDENTITY_NOTE) for r in refs]
+    rows += [_row(x["name"], x["values"], dict(track_provenance), x.get("note")) for x in extra]
+    rows += [_row(name, values[name], run_provenance(by_name[name]), ranking=ranking) for name in ranking.order]
+    return {
+        "track": t.track,
+        "kind": t.kind,
+        **track_provenance,
         "primary": primary,
         "metrics": keys,
         "labels": {m: label(protocol, m) for m in keys},
         "decimals": {m: decimals(protocol, m) for m in keys},
         "ranking": {k: v for k, v in asdict(ranking).items() if k not in ("ranks", "better")},
         "rows": rows,
-        "notes": [SELECTION_NOTE] if "." in primary else [],
+        "notes": notes,
     }
 
 
@@ -122,7 +143,7 @@ def build_board(
             f"no run to put on the board ({reasons or 'no run folder found'}); fix: give run folders, "
             "a results folder or a published path holding runs"
         )
-    data = [track_data(t, metric, reports) for t in tracks]
+    data = [track_data(t, metric, left, reports) for t in tracks]
     for t, folder in zip(data, slugs([t["track"] for t in data])):
         t["folder"] = folder
     left_out = [{"run": x.what, "reason": x.reason} for x in left]

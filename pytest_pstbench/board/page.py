@@ -180,8 +180,10 @@ def track_page(t: dict, left_out: list[dict], css: str) -> str:
         cls = ' class="ref"' if row["reference"] else ""
         w(f'<tr{cls}><td class="rank">{rank}</td><td>{esc(row["name"])}</td>{cells}</tr>')
     w("</tbody></table>")
-    if any(row["reference"] for row in t["rows"]):
-        w('<p class="hint">ref.: a reference row (Identity: the content image unchanged), not ranked nor tested.</p>')
+    refs = [row for row in t["rows"] if row["reference"]]
+    if refs:
+        what = "; ".join(f"{esc(row['name'])}: {esc(row.get('note') or 'a reference')}" for row in refs)
+        w(f'<p class="hint" id="references-note">ref.: a reference row, not ranked nor tested ({what}).</p>')
     for note in t["notes"]:
         w(f'<p class="hint">{esc(note)}</p>')
     w(

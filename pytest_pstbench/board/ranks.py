@@ -1,7 +1,9 @@
 """Rank groups the tests support: a method's rank is 1 + the number of methods significantly better than it on the
-board's primary metric, by its kind's own paired test between two runs (the registry's `RunKind.compare_two`),
-Holm over all the board's pairwise tests of the track (`RunKind.history_finish`, else `finish`). Methods the tests
-cannot separate share a rank; reference rows (the kit's Identity run) are shown, never ranked nor tested."""
+board's primary metric, by its kind's own paired test between two runs (the registry's `RunKind.pairwise_tests`:
+`compare_two`'s test, without the interval and detectable effect a ranking does not use; else `compare_two`), Holm
+over all the board's pairwise tests of the track (`RunKind.history_finish`, else `finish`). Methods the tests cannot
+separate share a rank; reference rows (the kit's Identity run; a kind's `board_references`, e.g. a selection track's
+random baseline and human row) are shown, never ranked nor tested."""
 
 from __future__ import annotations
 
@@ -53,17 +55,22 @@ def higher_is_better(protocol, metric: str) -> bool:
     return bool(entry.get("higher_is_better", True)) if isinstance(entry, dict) else True
 
 
-def rank(methods: list, protocol, kind, primary: str, means: dict[str, float | None]) -> Ranking:
-    """The ranks of `methods` (runs of one track) on `primary`, from every pair's test, Holm over all of them."""
+def pair_tests(methods: list, protocol, kind, primary: str) -> list:
+    """The test of every pair of `methods` on `primary` (the later run the candidate), Holm not applied: the kind's
+    `pairwise_tests` (only what a ranking uses), else its `compare_two` per pair (the rows on `primary`)."""
+    if kind.pairwise_tests is not None:
+        return kind.pairwise_tests(methods, protocol, primary)
     rows = []
     for i, a in enumerate(methods):
         for b in methods[i + 1 :]:
-            found = [
-                r
-                for r in kind.compare_two(a, b, protocol, [primary.partition(".")[0]], None)
-                if kind.history_step(r)[0] == primary
-            ]
-            rows.extend(found)
+            found = kind.compare_two(a, b, protocol, [primary.partition(".")[0]], None)
+            rows.extend(r for r in found if kind.history_step(r)[0] == primary)
+    return rows
+
+
+def rank(methods: list, protocol, kind, primary: str, means: dict[str, float | None]) -> Ranking:
+    """The ranks of `methods` (runs of one track) on `primary`, from every pair's test, Holm over all of them."""
+    rows = pair_tests(methods, protocol, kind, primary)
     finish = kind.history_finish or kind.finish
     comparison = finish(rows, protocol) if rows else None
     better: dict[str, list[str]] = {m.record.name: [] for m in methods}

@@ -132,6 +132,14 @@ class RunKind:
     # the history's finish (rows, protocol) -> a comparison, where it can skip what `finish` adds that a history
     # never shows (the paired kind's minimum detectable effects: most of a long history's time); None: `finish`
     history_finish: Callable[[list, Any], Any] | None = None
+    # `pstbench board`'s tests (board/ranks.py): (runs, protocol, history key) -> the test rows of every pair of runs
+    # (the later run the candidate) on that key, as `compare_two` makes them but without what a ranking does not use
+    # (intervals, detectable effects), each run's items read once; None: `compare_two` per pair
+    pairwise_tests: Callable[[list, Any, str], list] | None = None
+    # `pstbench board`'s reference rows of a track that are not runs: (runs, protocol, history keys) -> ([{"name",
+    # "values": {key: {mean, low, high}}, "note"}], [notes]), e.g. a selection track's random baseline and human row
+    # (as `pstbench table` shows them) and, where a row is missing, a note saying why; None: none
+    board_references: Callable[[list, Any, list], tuple[list, list]] | None = None
 
     # (row, baseline run, candidate run, protocol, n, item files or None) -> core.gate.WorstItems: for a test the
     # gate failed on, the n items the candidate lost most on (a failed gate's summaries); None: none are shown

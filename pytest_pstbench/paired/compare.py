@@ -206,10 +206,40 @@ def shifted_differences(diff, margin: float, higher_is_better: bool):
 def compare_two(
     baseline: Run, candidate: Run, protocol, metrics: list[str] | None = None, margins: dict[str, float] | None = None
 ) -> list[MetricComparison]:
-    """One paired test per metric. Without a margin (or margin 0): the protocol's Wilcoxon test of the
-    tied differences. With a margin > 0 for a metric: a one-sided Wilcoxon test of the differences
-    shifted by the margin (`shifted_differences`), ties by the protocol's threshold on the shifted
-    differences, with its zero_method and method; `statistic`/`pvalue` are that test's."""
+    """One paired test per metric (`metric_row`, with the mean difference's bootstrap interval). Without a margin
+    (or margin 0): the protocol's Wilcoxon test of the tied differences. With a margin > 0 for a metric: a one-sided
+    Wilcoxon test of the differences shifted by the margin (`shifted_differences`), ties by the protocol's threshold
+    on the shifted differences, with its zero_method and method; `statistic`/`pvalue` are that test's."""
+    import numpy as np
+
+    names = metrics or protocol.ranked_metrics
+    rows = []
+    pair_ids = list(baseline.scores)
+    clusters = _run_clusters(baseline, candidate, pair_ids, protocol)
+    for m in names:
+        check_metric(m, protocol)
+        a = np.array([baseline.scores[p][m] for p in pair_ids], dtype=np.float64)
+        b = np.array([candidate.scores[p][m] for p in pair_ids], dtype=np.float64)
+        margin = float((margins or {}).get(m, 0.0))
+        rows.append(metric_row(m, (baseline.name, a), (candidate.name, b), protocol, clusters, margin))
+    return rows
+
+
+def check_metric(m: str, protocol) -> None:
+    if m not in protocol.metrics:
+        raise UserError(
+            f"metric {m!r} is not in protocol {protocol.id} (metrics: {', '.join(protocol.metric_names)})"
+            f"{suggest(m, protocol.metric_names)}"
+        )
+
+
+def metric_row(
+    m: str, baseline: tuple, candidate: tuple, protocol, clusters, margin: float = 0.0, interval: bool = True
+) -> MetricComparison:
+    """The test of metric `m` between `baseline` and `candidate`, each (run name, its per-pair values in the same
+    pair order), `clusters` the pairs' clusters (or None): `compare_two`'s row, Holm not applied yet. `interval`
+    False: no bootstrap interval of the mean difference (diff_ci_low/high None; the test and every other field
+    unchanged), for a caller that uses the test only (`pairwise_tests`: the board's ranks)."""
     import numpy as np
     from scipy.stats import rankdata
 
@@ -217,66 +247,74 @@ def compare_two(
     from pytest_pstbench.paired.aggregation import per_pair_higher_is_better
 
     cfg = protocol.comparison
-    names = metrics or protocol.ranked_metrics
+    (base_name, a), (cand_name, b) = baseline, candidate
+    hib = per_pair_higher_is_better(protocol, m)  # per-pair MSE (pooled_mse) is lower-is-better
+    threshold = cfg.tie(m)
+    d = tie_differences(b - a, threshold)
+    if margin > 0:
+        shifted, alternative = shifted_differences(b - a, margin, hib)
+        tested = tie_differences(shifted, threshold)
+    else:
+        tested, alternative = d, cfg.alternative
+    test = _paired_test(tested, alternative, cfg, clusters)
+    if not interval or (cfg.bootstrap.clustered and cfg.bootstrap.too_few_clusters(len(set(clusters)))):
+        ci = MeanCI(float((b - a).mean()), None, None)  # no interval over too few clusters (min_clusters)
+    elif cfg.bootstrap.clustered:
+        ci = cluster_bootstrap_mean_ci(b - a, clusters, **cfg.bootstrap.kwargs())
+    else:
+        ci = bootstrap_mean_ci(b - a, **cfg.bootstrap.kwargs())
+    good = d > 0 if hib else d < 0
+    bad = d < 0 if hib else d > 0
+    row = MetricComparison(
+        metric=m,
+        baseline=base_name,
+        candidate=cand_name,
+        n=len(a),
+        higher_is_better=hib,
+        mean_baseline=float(a.mean()),
+        mean_candidate=float(b.mean()),
+        mean_diff=ci.mean,
+        diff_ci_low=ci.ci_low,
+        diff_ci_high=ci.ci_high,
+        wins=int(good.sum()),
+        ties=int((d == 0).sum()),
+        losses=int(bad.sum()),
+        statistic=test.statistic,
+        pvalue=test.pvalue,
+    )
+    if margin > 0:
+        row.margin = margin
+    if cfg.test == SIGN_FLIP:  # direction: the sign of the mean cluster difference (what the test is about)
+        row.clusters = len(set(clusters))
+        row.direction = test.statistic if hib else -test.statistic
+        return row  # no `differences`: the MDE (paired/power.py) simulates the Wilcoxon test only
+    # Direction of a significant result: the sign of the signed-rank sum (what the test is about).
+    nz = tested[tested != 0]
+    signed_rank_sum = float(np.sum(np.sign(nz) * rankdata(np.abs(nz)))) if nz.size else 0.0
+    row.direction = signed_rank_sum if hib else -signed_rank_sum
+    row.differences = b - a  # not a field (not in the JSON): what paired/power.py simulates from
+    return row
+
+
+def pairwise_tests(runs: list[Run], protocol, metric: str) -> list[MetricComparison]:
+    """Every pair of `runs` (the later run is the candidate, as `compare_runs`) tested on `metric` as `compare_two`
+    tests it (`metric_row`), without the bootstrap interval nor the detectable effect a ranking does not use (the
+    board's ranks): each run's values are read once."""
+    import numpy as np
+
+    check_metric(metric, protocol)
+    values = [{p: s[metric] for p, s in r.scores.items()} for r in runs]
+    arrays = [np.fromiter(v.values(), dtype=np.float64, count=len(v)) for v in values]
+    orders = [tuple(v) for v in values]
     rows = []
-    pair_ids = list(baseline.scores)
-    clusters = _run_clusters(baseline, candidate, pair_ids, protocol)
-    for m in names:
-        if m not in protocol.metrics:
-            raise UserError(
-                f"metric {m!r} is not in protocol {protocol.id} (metrics: {', '.join(protocol.metric_names)})"
-                f"{suggest(m, protocol.metric_names)}"
-            )
-        hib = per_pair_higher_is_better(protocol, m)  # per-pair MSE (pooled_mse) is lower-is-better
-        a = np.array([baseline.scores[p][m] for p in pair_ids], dtype=np.float64)
-        b = np.array([candidate.scores[p][m] for p in pair_ids], dtype=np.float64)
-        threshold = cfg.tie(m)
-        d = tie_differences(b - a, threshold)
-        margin = float((margins or {}).get(m, 0.0))
-        if margin > 0:
-            shifted, alternative = shifted_differences(b - a, margin, hib)
-            tested = tie_differences(shifted, threshold)
-        else:
-            tested, alternative = d, cfg.alternative
-        test = _paired_test(tested, alternative, cfg, clusters)
-        if cfg.bootstrap.clustered and cfg.bootstrap.too_few_clusters(len(set(clusters))):
-            ci = MeanCI(float((b - a).mean()), None, None)  # no interval over too few clusters (min_clusters)
-        elif cfg.bootstrap.clustered:
-            ci = cluster_bootstrap_mean_ci(b - a, clusters, **cfg.bootstrap.kwargs())
-        else:
-            ci = bootstrap_mean_ci(b - a, **cfg.bootstrap.kwargs())
-        good = d > 0 if hib else d < 0
-        bad = d < 0 if hib else d > 0
-        row = MetricComparison(
-            metric=m,
-            baseline=baseline.name,
-            candidate=candidate.name,
-            n=len(pair_ids),
-            higher_is_better=hib,
-            mean_baseline=float(a.mean()),
-            mean_candidate=float(b.mean()),
-            mean_diff=ci.mean,
-            diff_ci_low=ci.ci_low,
-            diff_ci_high=ci.ci_high,
-            wins=int(good.sum()),
-            ties=int((d == 0).sum()),
-            losses=int(bad.sum()),
-            statistic=test.statistic,
-            pvalue=test.pvalue,
-        )
-        if margin > 0:
-            row.margin = margin
-        if cfg.test == SIGN_FLIP:  # direction: the sign of the mean cluster difference (what the test is about)
-            row.clusters = len(set(clusters))
-            row.direction = test.statistic if hib else -test.statistic
-            rows.append(row)  # no `differences`: the MDE (paired/power.py) simulates the Wilcoxon test only
-            continue
-        # Direction of a significant result: the sign of the signed-rank sum (what the test is about).
-        nz = tested[tested != 0]
-        signed_rank_sum = float(np.sum(np.sign(nz) * rankdata(np.abs(nz)))) if nz.size else 0.0
-        row.direction = signed_rank_sum if hib else -signed_rank_sum
-        row.differences = b - a  # not a field (not in the JSON): what paired/power.py simulates from
-        rows.append(row)
+    for i, base in enumerate(runs):
+        pair_ids = list(orders[i])
+        for j in range(i + 1, len(runs)):
+            cand = runs[j]
+            same = orders[j] == orders[i]  # the same pair order: the arrays as they are
+            b = arrays[j] if same else np.array([values[j][p] for p in pair_ids], dtype=np.float64)
+            clusters = _run_clusters(base, cand, pair_ids, protocol)
+            rows.append(metric_row(metric, (base.name, arrays[i]), (cand.name, b), protocol, clusters, interval=False))
     return rows
 
 
@@ -459,6 +497,7 @@ def _make_kind():
         history_values=_history_values,
         history_step=_history_step,
         history_finish=finish_comparison,
+        pairwise_tests=pairwise_tests,
     )
 
 

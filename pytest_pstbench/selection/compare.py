@@ -28,6 +28,7 @@ from pathlib import Path
 from pytest_pstbench.core.compare import check_metric_names, check_runs_comparable, checked_runs, run_pairs
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.selection.protocol import comparison_params
+from pytest_pstbench.selection.references import board_references
 from pytest_pstbench.selection.runs import RUN_FILES, SelectionRunFiles, load_selection_run, load_selection_runs
 
 BETTER, WORSE, NO_DIFF = "better", "worse", "no significant difference"
@@ -231,50 +232,81 @@ def _units(
 def compare_two(
     baseline: SelectionRunFiles, candidate: SelectionRunFiles, protocol, metrics: list[str] | None = None
 ) -> list[McNemarComparison]:
-    """One test per metric and outcome (protocol order) for baseline vs candidate; Holm not applied yet. The
-    units are those both runs count (one denominator: a trial or task a run's summary leaves out is left out of
-    its pairs too)."""
+    """One test per metric and outcome (protocol order) for baseline vs candidate (`mcnemar_row`); Holm not applied
+    yet. The units are those both runs count (one denominator: a trial or task a run's summary leaves out is left
+    out of its pairs too)."""
     from pytest_pstbench.selection.protocol import SelectionParams
-    from pytest_pstbench.selection.run_check import rebuilt
 
     params = SelectionParams.of(protocol)
     cfg = comparison_params(protocol)
     task_ids = list(baseline.task_ids)  # paired by task id
-    records = []
-    for run in (baseline, candidate):  # the outcomes the run's files give (validated when the run was read)
-        tasks, outcomes, _ = rebuilt(run, params)
-        records.append({t.id: o for t, o in zip(tasks, outcomes)})
+    records = [run_records(run, params) for run in (baseline, candidate)]
     rows = []
     for m in check_metrics(metrics, params):
         for outcome in cfg.outcomes:
-            pairs = [
-                (u, v)
-                for u, v in zip(*(_units(r, m, task_ids, outcome, params.trials) for r in records))
-                if u is not None and v is not None
-            ]
-            x, y = [u for u, _ in pairs], [v for _, v in pairs]
-            n = len(x)
-            b = sum(1 for u, v in zip(x, y) if v and not u)
-            c = sum(1 for u, v in zip(x, y) if u and not v)
-            rr = sum(1 for u, v in zip(x, y) if u and v)
-            acc_b, acc_c = (sum(x) / n, sum(y) / n) if n else (0.0, 0.0)
-            rows.append(
-                McNemarComparison(
-                    metric=m,
-                    outcome=outcome,
-                    baseline=baseline.name,
-                    candidate=candidate.name,
-                    n=n,
-                    b=b,
-                    c=c,
-                    both_right=rr,
-                    both_wrong=n - b - c - rr,
-                    acc_baseline=acc_b,
-                    acc_candidate=acc_c,
-                    diff=(b - c) / n if n else 0.0,
-                    pvalue=mcnemar_exact(b, c),
-                )
-            )
+            units = [_units(r, m, task_ids, outcome, params.trials) for r in records]
+            rows.append(mcnemar_row(m, outcome, (baseline.name, units[0]), (candidate.name, units[1])))
+    return rows
+
+
+def run_records(run: SelectionRunFiles, params) -> dict[str, dict[str, list[dict]]]:
+    """Task id -> the run's per-metric trial outcomes, as its files give them (validated when the run was read)."""
+    from pytest_pstbench.selection.run_check import rebuilt
+
+    tasks, outcomes, _ = rebuilt(run, params)
+    return {t.id: o for t, o in zip(tasks, outcomes)}
+
+
+def mcnemar_row(metric: str, outcome: str, baseline: tuple, candidate: tuple) -> McNemarComparison:
+    """The exact McNemar test of one metric and outcome, `baseline` and `candidate` each (run name, its units'
+    correctness in the same unit order, None where the run does not count a unit): the units both count."""
+    pairs = [(u, v) for u, v in zip(baseline[1], candidate[1]) if u is not None and v is not None]
+    x, y = [u for u, _ in pairs], [v for _, v in pairs]
+    n = len(x)
+    b = sum(1 for u, v in zip(x, y) if v and not u)
+    c = sum(1 for u, v in zip(x, y) if u and not v)
+    rr = sum(1 for u, v in zip(x, y) if u and v)
+    acc_b, acc_c = (sum(x) / n, sum(y) / n) if n else (0.0, 0.0)
+    return McNemarComparison(
+        metric=metric,
+        outcome=outcome,
+        baseline=baseline[0],
+        candidate=candidate[0],
+        n=n,
+        b=b,
+        c=c,
+        both_right=rr,
+        both_wrong=n - b - c - rr,
+        acc_baseline=acc_b,
+        acc_candidate=acc_c,
+        diff=(b - c) / n if n else 0.0,
+        pvalue=mcnemar_exact(b, c),
+    )
+
+
+def pairwise_tests(runs: list[SelectionRunFiles], protocol, key: str) -> list[McNemarComparison]:
+    """Every pair of `runs` (the later run is the candidate, as `compare_selection_runs`) tested on `key`
+    (METRIC.OUTCOME) as `compare_two` tests it (`mcnemar_row`), each run's outcomes rebuilt from its files once
+    (not once per pair): the board's ranks."""
+    from pytest_pstbench.selection.protocol import SelectionParams
+
+    params = SelectionParams.of(protocol)
+    metric, _, outcome = key.partition(".")
+    check_metrics([metric], params)
+    if outcome not in comparison_params(protocol).outcomes:
+        raise UserError(f"{key}: {outcome!r} is not an outcome protocol {protocol.id} compares")
+    units = []
+    for run in runs:
+        records = run_records(run, params)
+        # paired by task id, in each baseline's order (check_comparable: the same tasks)
+        units.append({tid: _units(records, metric, [tid], outcome, params.trials) for tid in run.task_ids})
+    rows = []
+    for i, base in enumerate(runs):
+        order = list(base.task_ids)
+        x = [u for tid in order for u in units[i][tid]]
+        for j in range(i + 1, len(runs)):
+            y = [u for tid in order for u in units[j][tid]]
+            rows.append(mcnemar_row(metric, outcome, (base.name, x), (runs[j].name, y)))
     return rows
 
 
@@ -460,6 +492,9 @@ def _make_kind():
         gate_worst=_gate_worst,
         history_values=_history_values,
         history_step=lambda row: (f"{row.metric}.{row.outcome}", row.diff),
+        history_finish=finish_comparison,  # a history and a board show no detectable effect
+        pairwise_tests=pairwise_tests,
+        board_references=board_references,
     )
 
 

@@ -33,6 +33,7 @@ from pytest_pstbench.selection.compare import (
 from pytest_pstbench.selection.human import coverage, human_row
 from pytest_pstbench.selection.kind import KIND
 from pytest_pstbench.selection.protocol import SelectionParams, comparison_params
+from pytest_pstbench.selection.references import RANDOM, human_entry, overall_cell, random_baseline
 from pytest_pstbench.selection.runs import load_selection_runs
 
 SELECTION_DECIMALS = 3  # as the selection terminal tables
@@ -80,12 +81,10 @@ def _track_entry(track, protocol, group, human) -> dict:
     return entry
 
 
-def _run_cells(col, by_row, m, agg, protocol):
-    """Fill `col` with each run's overall value of metric `m`, aggregation `agg`; returns the random baseline's
-    value (the first run's that carries one)."""
-    random_value = None
+def _run_cells(col, by_row, m, agg, protocol) -> None:
+    """Fill `col` with each run's overall value of metric `m`, aggregation `agg`."""
     for name, run in by_row.items():
-        cell = next((c for c in run.summary.get("cells", []) if c.get("group") == "overall"), None)
+        cell = overall_cell(run.summary)
         if cell is None or m not in cell.get("metrics", {}) or agg not in cell["metrics"][m]:
             raise UserError(
                 f"{run.path / 'summary.json'}: no overall {m} {agg} entry; fix: score the run again under protocol {protocol.id}"
@@ -98,17 +97,13 @@ def _run_cells(col, by_row, m, agg, protocol):
             e.get("ci_high"),
             cell_text(e.get("mean"), e.get("pm"), SELECTION_DECIMALS),
         )
-        random_value = e.get("random") if random_value is None else random_value
-    return random_value
 
 
 def _reference_cells(random_value, human_overall, human_name, m, agg) -> dict:
     """The reference rows' cells of a column: Random, and the human reference row where there is one."""
-    reference_cells = {
-        "Random": Cell(random_value, None, None, None, cell_text(random_value, None, SELECTION_DECIMALS))
-    }
+    reference_cells = {RANDOM: Cell(random_value, None, None, None, cell_text(random_value, None, SELECTION_DECIMALS))}
     if human_overall is not None:
-        h = (human_overall.get("metrics", {}).get(m) or {}).get(agg) or {}
+        h = human_entry(human_overall, m, agg)
         reference_cells[human_name] = Cell(
             h.get("mean"),
             h.get("pm"),
@@ -121,7 +116,7 @@ def _reference_cells(random_value, human_overall, human_name, m, agg) -> dict:
 
 def _refuse_reference_against(against, human_name) -> None:
     """--against must name a run: the reference rows have no per-task outcomes."""
-    if against != "best" and against == "Random":
+    if against != "best" and against == RANDOM:
         raise UserError(
             "--against Random: the random baseline is not a run and has no per-task outcomes; fix: name a judge's run"
         )
@@ -136,7 +131,7 @@ def _metric_columns(track, group, protocol, params, cfg, names, human, human_nam
     """One track's columns (metric x aggregation) and their tests against the column's reference run:
     ([Column], [(column, row name, comparison row)])."""
     by_row = {r.name: r for r in group}
-    human_overall = next((c for c in human["cells"] if c.get("group") == "overall"), None) if human else None
+    human_overall = overall_cell(human) if human else None
     columns, tests = [], []
     for m in names:
         for agg in params.aggregations:
@@ -144,7 +139,8 @@ def _metric_columns(track, group, protocol, params, cfg, names, human, human_nam
             col = Column(
                 track, m, agg, f"{params.metrics[m].get('label', m)} {agg_label}", True, None, agg in cfg.outcomes
             )
-            random_value = _run_cells(col, by_row, m, agg, protocol)
+            _run_cells(col, by_row, m, agg, protocol)
+            random_value = random_baseline(by_row.values(), m, agg)
             col.cells = {**_reference_cells(random_value, human_overall, human_name, m, agg), **col.cells}
             rank_column(col, SELECTION_DECIMALS, exclude=references)  # reference rows: never ranked, never tested
             _refuse_reference_against(against, human_name)
@@ -244,7 +240,7 @@ def build_selection_table(
     runs = load_selection_runs(paths) if checked is None else list(checked[0])
     groups = group_by_track(runs, lambda r: r.record.track)
     humans, human_name = _human_rows(groups)
-    references = ["Random"] + ([human_name] if human_name else [])
+    references = [RANDOM] + ([human_name] if human_name else [])
     rows: list[str] = list(references)
     columns: list[Column] = []
     tracks: list[dict] = []
@@ -252,7 +248,7 @@ def build_selection_table(
     protocols = []
     for track, group in groups.items():
         unique_names(group, track)
-        refuse_row_name(group, "Random", "the random baseline row's")
+        refuse_row_name(group, RANDOM, "the random baseline row's")
         if human_name:
             refuse_row_name(group, human_name, "the human reference row's")
         human = humans[track]
@@ -290,7 +286,7 @@ def build_selection_table(
     return Table(
         KIND.name,
         rows,
-        "Random",
+        RANDOM,
         tracks,
         columns,
         alpha,

@@ -216,3 +216,106 @@ def test_page_renders_in_headless_chromium(tmp_path, capsys):
 
     img = np.asarray(Image.open(shot).convert("RGB"))
     assert img.shape[0] > 100 and len(np.unique(img.reshape(-1, 3), axis=0)) > 10  # something was drawn
+
+
+def compare_json(capsys, *args) -> dict:
+    assert cli_main(["compare", *map(str, args), "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_board_pvalues_are_compares(tmp_path, capsys):
+    """The board's tests (only the test, no interval) give the p-value `pstbench compare` gives for the same pair."""
+    results = paired_results(tmp_path / "results", n_methods=3)
+    assert board(capsys, results, "--out", tmp_path / "site")[0] == 0
+    (t,) = json.loads((tmp_path / "site" / "board.json").read_text())["tracks"]
+    tests = t["ranking"]["tests"]
+    assert len(tests) == 10  # 5 methods (identity is a reference row)
+    for x in tests[::4]:
+        got = compare_json(capsys, results / "t" / x["a"], results / "t" / x["b"], "--metrics", "psnr")
+        (row,) = got["tests"]
+        assert (row["baseline"], row["candidate"]) == (x["a"], x["b"])
+        assert row["pvalue"] == x["p"]
+        assert row["diff_ci_low"] is not None  # compare still computes its interval
+
+
+def uniform_random_accuracy(manifest: Path) -> dict[str, float]:
+    """Per METRIC.OUTCOME, the expected accuracy of a judge picking uniformly at random among each task's candidates
+    (read from the track's manifest): best or worst right with p = 1/k, both with 1/(k(k-1)) (an ordered pair of two
+    distinct candidates); pass^3: all three independent trials right, p^3; averaged over the tasks."""
+    ks = [len(task["candidates"]) for task in yaml.safe_load(manifest.read_text())["tasks"]]
+    p = {"top1": [1 / k for k in ks], "bot1": [1 / k for k in ks], "tb1": [1 / (k * (k - 1)) for k in ks]}
+    out = {}
+    for m, ps in p.items():
+        out[f"{m}.ap@1"] = sum(ps) / len(ps)
+        out[f"{m}.pass^3"] = sum(x**3 for x in ps) / len(ps)
+    return out
+
+
+def test_selection_reference_rows(selection, tmp_path, capsys):  # noqa: F811
+    from pytest_pstbench.selection.demo import build_vab_demo
+
+    runs = list(selection.values())
+    assert board(capsys, *runs, "--out", tmp_path / "site")[0] == 0
+    data = json.loads((tmp_path / "site" / "board.json").read_text())
+    (t,) = data["tracks"]
+    refs = [r for r in t["rows"] if r["reference"]]
+    assert [r["name"] for r in refs] == ["Random", "Human (leave-one-out, 10 experts)"]
+    assert t["rows"][:2] == refs and all(r["rank"] is None for r in refs)  # first, not ranked
+    tested = {name for x in t["ranking"]["tests"] for name in (x["a"], x["b"])}
+    assert tested == {"good", "bad", "good2"}  # nor tested
+    random_row, human_row = refs
+    expected = uniform_random_accuracy(build_vab_demo())
+    for key in t["metrics"]:
+        assert random_row["values"][key]["mean"] == pytest.approx(expected[key], rel=1e-12)
+        assert random_row["values"][key]["low"] is None
+    # the same numbers as `pstbench table` shows for the same runs
+    assert cli_main(["table", *map(str, runs), "--format", "json", "--out", str(tmp_path / "table.json")]) == 0
+    capsys.readouterr()
+    table = json.loads((tmp_path / "table.json").read_text())
+    assert table["reference_rows"] == [r["name"] for r in refs]
+    for col in table["columns"]:
+        key = f"{col['metric']}.{col['aggregation']}"
+        if key not in t["metrics"]:
+            continue
+        for row in refs:
+            cell = col["cells"][row["name"]]
+            v = row["values"][key]
+            assert (v["mean"], v["low"], v["high"]) == (cell["value"], cell["ci_low"], cell["ci_high"])
+    assert {f"{c['metric']}.{c['aggregation']}" for c in table["columns"]} >= set(t["metrics"])
+    page = (tmp_path / "site" / t["folder"] / "index.html").read_text()
+    assert '<tr class="ref"><td class="rank">ref.</td><td>Random</td>' in page
+    assert "not ranked nor tested" in page and t["notes"] == []
+    lines = list(csv.DictReader(io.StringIO((tmp_path / "site" / "board.csv").read_text())))
+    assert {(x["row"], x["reference"], x["rank"]) for x in lines if x["row"] == "Random"} == {("Random", "1", "")}
+    page_numbers_match(tmp_path / "site", data)
+
+
+def test_selection_track_without_votes_says_so(tmp_path, capsys):
+    """A track whose runs carry no human row: the board shows Random only and says why there is no human row."""
+    from helpers.selection_runs import BAD, GOOD, pattern, write_answers
+
+    from pytest_pstbench.core.protocol import load_protocol
+    from pytest_pstbench.selection.demo import build_vab_demo
+    from pytest_pstbench.selection.protocol import SelectionParams
+    from pytest_pstbench.selection.tracks import resolve_selection_track
+
+    track = tmp_path / "track"
+    shutil.copytree(build_vab_demo().parent, track)
+    manifest = track / "track.yaml"
+    manifest.write_text("".join(ln for ln in manifest.read_text().splitlines(True) if not ln.startswith("votes:")))
+    demo = resolve_selection_track(str(manifest))
+    params = SelectionParams.of(load_protocol("vab"))
+    for name, seed, rates in (("good", 1, GOOD), ("bad", 2, BAD), ("Random", 3, BAD)):
+        answers = write_answers(tmp_path / f"{name}.jsonl", demo, params, pattern(seed, rates))
+        args = ["--track", str(manifest), "--answers", str(answers), "--name", name, "--results", tmp_path / "results"]
+        assert cli_main(["vab", "score", *map(str, args)]) == 0
+    capsys.readouterr()
+    code, _, err = board(capsys, tmp_path / "results", "--out", tmp_path / "site")
+    assert code == 1 and "run name 'Random' is the name of a reference row" in err  # left out, and said
+    data = json.loads((tmp_path / "site" / "board.json").read_text())
+    (t,) = data["tracks"]
+    assert [r["name"] for r in t["rows"]] == ["Random", "good", "bad"]
+    assert [r["name"] for r in t["rows"] if r["reference"]] == ["Random"]
+    assert t["rows"][0]["values"]["top1.ap@1"]["mean"] == pytest.approx(uniform_random_accuracy(manifest)["top1.ap@1"])
+    assert len(t["notes"]) == 1 and t["notes"][0].startswith("No human reference row: the track's runs carry no")
+    assert "No human reference row" in (tmp_path / "site" / t["folder"] / "index.html").read_text()
