@@ -19,8 +19,8 @@ from pytest_pstbench.board.page import (
     slugs,
     track_page,
 )
-from pytest_pstbench.board.reproduced import mark, read_reports
 from pytest_pstbench.board.ranks import is_reference, primary_metric, rank
+from pytest_pstbench.board.reproduced import mark, read_reports
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.options import Arg, add_args
 
