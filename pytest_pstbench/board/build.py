@@ -20,6 +20,7 @@ from pytest_pstbench.board.page import (
     track_page,
 )
 from pytest_pstbench.board.ranks import is_reference, primary_metric, rank
+from pytest_pstbench.board.sparkline import row_history
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.options import Arg, add_args
 
@@ -52,6 +53,7 @@ def track_data(t: Track, metric: str | None) -> dict:
             "better_than_it": sorted(ranking.better.get(name, [])),
             "values": values[name],
             "provenance": provenance(by_name[name]),
+            "history": row_history(by_name[name], primary),
         }
         for name in [r.name for r in refs] + ranking.order
     ]
@@ -113,7 +115,10 @@ def build_board(sources, out, *, metric: str | None = None, protocol_spec: str |
             f"no run to put on the board ({reasons or 'no run folder found'}); fix: give run folders, "
             "a results folder or a published path holding runs"
         )
-    data = [track_data(t, metric) for t in tracks]
+    from pytest_pstbench.core.store.published.commits import shared_logs
+
+    with shared_logs():  # the rows' histories: one commit listing per published revision
+        data = [track_data(t, metric) for t in tracks]
     for t, folder in zip(data, slugs([t["track"] for t in data])):
         t["folder"] = folder
     left_out = [{"run": x.what, "reason": x.reason} for x in left]
