@@ -180,3 +180,28 @@ def test_sparkline_in_headless_chromium(tmp_path, capsys, monkeypatch):
     text = "".join(parsed.text)
     assert "<script>alert(1)</script><img src=x onerror=alert(2)>" in text  # shown literally
     assert all(sha[:7] in text for sha in shas)
+
+
+def test_hostile_commit_listing_costs_one_bounded_failure(hub, tmp_path, capsys, monkeypatch):
+    """The runs pull, then the commit listing floods pages: every row is shown without history, the failure asked
+    once for the revision (shared by its runs), in bounded time."""
+    import time
+
+    monkeypatch.setenv("PSTBENCH_HUB_MAX_LISTING", "50")
+    monkeypatch.setenv("PSTBENCH_HUB_DEADLINE", "0.5")
+    files = {
+        f"t/{name}/{f}": data
+        for k, name in enumerate("abcdef")
+        for f, data in run_files(tmp_path / "w", name, 0.3 * k).items()
+    }
+    hub.add_commit("me/h", "a" * 40, files, refs=["main"], lfs=False)
+    hub.hostile, hub.hostile_paths = "floods-pages", {"/commits/"}
+    start = time.monotonic()
+    code, _, err = board(capsys, "hf://datasets/me/h@main/t", "--out", tmp_path / "site")
+    took = time.monotonic() - start
+    assert code == 0, err
+    rows = json.loads((tmp_path / "site" / "board.json").read_text())["tracks"][0]["rows"]
+    assert len(rows) == 6 and all(r["history"] is None for r in rows)
+    listings = [path for method, path, *_ in hub.log if method == "GET" and "/commits/" in path]
+    assert 0 < len(listings) <= 51  # one capped listing (50 pages at most), not one per run
+    assert took < 30
