@@ -21,6 +21,7 @@ from pytest_pstbench.board.page import (
 )
 from pytest_pstbench.board.ranks import is_reference, primary_metric, rank
 from pytest_pstbench.board.reproduced import mark, read_reports
+from pytest_pstbench.board.sparkline import row_history
 from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.options import Arg, add_args
 
@@ -31,7 +32,7 @@ def _values(br, keys=None) -> dict:
     return br.kind.history_values(br.run, br.protocol, keys)
 
 
-def _row(name: str, values: dict, provenance: dict, note: str | None = None, ranking=None) -> dict:
+def _row(name: str, values: dict, provenance: dict, note: str | None = None, ranking=None, history=None) -> dict:
     ranked = ranking is not None and name in ranking.ranks
     return {
         "name": name,
@@ -41,6 +42,7 @@ def _row(name: str, values: dict, provenance: dict, note: str | None = None, ran
         "values": values,
         "note": note,
         "provenance": provenance,
+        "history": history,
     }
 
 
@@ -82,9 +84,20 @@ def track_data(
         "dataset": record.dataset_id,
         "dataset_revision": record.dataset_revision,
     }
-    rows = [_row(r.name, values[r.name], run_provenance(r), IDENTITY_NOTE) for r in refs]
+    rows = [
+        _row(r.name, values[r.name], run_provenance(r), IDENTITY_NOTE, history=row_history(r, primary)) for r in refs
+    ]
     rows += [_row(x["name"], x["values"], dict(track_provenance), x.get("note")) for x in extra]
-    rows += [_row(name, values[name], run_provenance(by_name[name]), ranking=ranking) for name in ranking.order]
+    rows += [
+        _row(
+            name,
+            values[name],
+            run_provenance(by_name[name]),
+            ranking=ranking,
+            history=row_history(by_name[name], primary),
+        )
+        for name in ranking.order
+    ]
     return {
         "track": t.track,
         "kind": t.kind,
@@ -143,7 +156,10 @@ def build_board(
             f"no run to put on the board ({reasons or 'no run folder found'}); fix: give run folders, "
             "a results folder or a published path holding runs"
         )
-    data = [track_data(t, metric, left, reports) for t in tracks]
+    from pytest_pstbench.core.store.published.commits import shared_logs
+
+    with shared_logs():  # the rows' histories: one commit listing per published revision
+        data = [track_data(t, metric, left, reports) for t in tracks]
     for t, folder in zip(data, slugs([t["track"] for t in data])):
         t["folder"] = folder
     left_out = [{"run": x.what, "reason": x.reason} for x in left]

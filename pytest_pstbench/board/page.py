@@ -10,6 +10,7 @@ import io
 import json
 import re
 
+from pytest_pstbench.board.sparkline import MAX_POINTS, sparkline_svg
 from pytest_pstbench.core.store.reader import run_field
 from pytest_pstbench.core.text import html_escape as esc
 
@@ -169,17 +170,28 @@ def track_page(t: dict, left_out: list[dict], css: str) -> str:
         f"share a rank. <b>{r['separable']} of {max(n_methods - 1, 0)}</b> adjacent pairs are separable. "
         f"Values: mean [interval] as each run's summary.json gives them.</p>"
     )
+    spark = any(row.get("history") for row in t["rows"])
     w(
         "<table><thead><tr><th>rank</th><th>method</th>"
         + "".join(f"<th>{esc(t['labels'][m])}</th>" for m in t["metrics"])
+        + ("<th>history</th>" if spark else "")
         + "</tr></thead><tbody>"
     )
+    dec = t["decimals"][t["primary"]]
     for row in t["rows"]:
         cells = "".join(value_cell(row["values"].get(m), t["decimals"][m]) for m in t["metrics"])
+        if spark:
+            cells += f"<td>{sparkline_svg(row.get('history'), dec)}</td>"
         rank = "ref." if row["reference"] else str(row["rank"])
         cls = ' class="ref"' if row["reference"] else ""
         w(f'<tr{cls}><td class="rank">{rank}</td><td>{esc(row["name"])}</td>{cells}</tr>')
     w("</tbody></table>")
+    if spark:
+        w(
+            f'<p class="hint">history: the row\'s {esc(t["labels"][t["primary"]])} at each commit of its run (git '
+            f"commits of a run folder in a repository, Hub commits of a published run), oldest first, the newest "
+            f"{MAX_POINTS} at most; hover a line for its points.</p>"
+        )
     refs = [row for row in t["rows"] if row["reference"]]
     if refs:
         what = "; ".join(f"{esc(row['name'])}: {esc(row.get('note') or 'a reference')}" for row in refs)

@@ -157,10 +157,11 @@ def _item_digest(folder, kind) -> str | None:
         return None
 
 
-def read_history(sources, *, metrics=None, say=None) -> History:
+def read_history(sources, *, metrics=None, say=None, newest: int | None = None) -> History:
     """The history of SOURCE... as `pstbench history` reads it (and `pstbench report --history`): several sources
-    are a series in order (each must be readable), one Hub URI its revision's commits, one folder its git commits.
-    No readable version at all is one line."""
+    are a series in order (each must be readable), one Hub URI its revision's commits, one folder its git commits
+    (with `newest`, only the newest that many versions: a board's sparkline). No readable version at all is one
+    line."""
     import tempfile
     from pathlib import Path
 
@@ -171,7 +172,7 @@ def read_history(sources, *, metrics=None, say=None) -> History:
     said: list[str] = []
     sources = [str(s) for s in sources]
     with tempfile.TemporaryDirectory(prefix="pstbench-history-") as work:
-        versions = run_versions(sources, Path(work), notes, say, said)
+        versions = run_versions(sources, Path(work), notes, say, said, newest)
         history = build_history(versions, metrics=metrics, say=say, strict=len(sources) > 1)
     history.notes.extend(notes)
     history.said.extend(said)

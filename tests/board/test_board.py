@@ -10,6 +10,7 @@ import io
 import json
 import shutil
 import subprocess
+from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
@@ -193,29 +194,55 @@ def test_published_path_of_many_runs(hub, tmp_path, capsys):
     assert f"hf://datasets/me/board@{sha}/t/pub00" in page
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not installed")
-def test_page_renders_in_headless_chromium(tmp_path, capsys):
-    paired_results(tmp_path / "results", n_methods=3)
-    assert board(capsys, tmp_path / "results", "--out", tmp_path / "site")[0] == 0
-    shot = tmp_path / "shot.png"
-    subprocess.run(
-        [
-            "chromium",
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            f"--screenshot={shot}",
-            "--window-size=1200,800",
-            (tmp_path / "site" / "t" / "index.html").as_uri(),
-        ],
+SCRIPT_NAME = "<script>alert(1)"  # an unescaped name would open a script element that swallows the page
+
+
+class Elements(HTMLParser):
+    """The start tags and the text of a document (what Chromium's --dump-dom serializes)."""
+
+    def __init__(self):
+        super().__init__()
+        self.tags: list[str] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def chromium(*args) -> str:
+    return subprocess.run(
+        ["chromium", "--headless", "--no-sandbox", "--disable-gpu", *args],
         check=True,
         timeout=120,
         capture_output=True,
-    )
+        text=True,
+    ).stdout
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not installed")
+def test_page_renders_in_headless_chromium(tmp_path, capsys):
+    paired_results(tmp_path / "results", n_methods=3)
+    write_run(tmp_path / "results", SCRIPT_NAME, method_scores(7, 0.1))
+    assert board(capsys, tmp_path / "results", "--out", tmp_path / "site")[0] == 0
+    page = (tmp_path / "site" / "t" / "index.html").as_uri()
+    parsed = Elements()
+    parsed.feed(chromium("--dump-dom", page))
+    # the DOM Chromium built: no element came from a run name, each name is shown literally, the table is whole
+    assert "script" not in parsed.tags and "img" not in parsed.tags
+    text = "".join(parsed.text)
+    assert HOSTILE.replace("\u202e", "\\u202e") in text and SCRIPT_NAME in text  # the override shown as an escape
+    assert parsed.tags.count("tr") == 2 * (1 + 3 + 1 + 1 + 1) + 2  # board and provenance: 7 rows and a header each
+    shot = tmp_path / "shot.png"
+    chromium(f"--screenshot={shot}", "--window-size=1200,800", page)
     from PIL import Image
 
     img = np.asarray(Image.open(shot).convert("RGB"))
-    assert img.shape[0] > 100 and len(np.unique(img.reshape(-1, 3), axis=0)) > 10  # something was drawn
+    assert img.shape[:2] == (800, 1200) and len(np.unique(img.reshape(-1, 3), axis=0)) > 10
+    inked = (img.min(axis=2) < 200).mean(axis=1) > 0.01  # rows of the screenshot with text or rules on them
+    assert inked.sum() > 200  # the header, the note and the table's rows, not a blank or an error page
 
 
 def compare_json(capsys, *args) -> dict:

@@ -300,6 +300,17 @@ FORMS: list[Form] = [
         (*PAIRED_RUN, "protocol"),
         writes=("out/board",),
     ),
+    # a published path among the sources, on a hostile Hub: its run is left out with one line, the board written over
+    # the others, in bounded time (the rows' history listings are the clean run's)
+    Form(
+        "board",
+        "board-hub",
+        ("board", HUB_URI, "results/small/b", "--out", "out/board-hub"),
+        writes=("out/board-hub", "cache/hub-runs", "cache/history-seen"),
+        fresh=True,
+        hub=True,
+        servers_only=True,
+    ),
     # a series given in order reads each run strictly (a damaged one is an error); --plot replaces its folder whole
     Form(
         "history",

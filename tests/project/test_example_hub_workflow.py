@@ -1,6 +1,7 @@
 """examples/method-repo/.github/workflows/pstbench-hub.yml: its `run:` steps, run as they are in a temporary
 copy of the example, against the local Hub server (tests/helpers/hub_server.py): the release job publishes a
-baseline run, the pull-request job gates on the pinned URI it printed.
+baseline run, the board job rebuilds the leaderboard from the published path (the site GitHub Pages deploys), the
+pull-request job gates on the pinned URI it printed.
 
 As in tests/project/test_example_ci_workflow.py: PSTBENCH_TRACK points at a local track with id pst50-paired,
 and the `pip install` step is not run. Two more things stand in for GitHub: the `${{ secrets.HF_TOKEN }}` and
@@ -42,6 +43,15 @@ def test_workflow_pins_the_baseline_and_publishes_to_a_branch():
     cache = next(s for s in wf["jobs"]["gate"]["steps"] if str(s.get("uses", "")).startswith("actions/cache"))
     assert "PSTBENCH_BASELINE" in cache["with"]["key"]
     assert any("secrets.HF_TOKEN" in str(s.get("env", {})) for s in wf["jobs"]["publish"]["steps"])
+    # the board: after the push, built from the published track path, uploaded as the Pages artifact and deployed
+    board = wf["jobs"]["board"]
+    assert board["needs"] == "publish" and board["permissions"] == {"pages": "write", "id-token": "write"}
+    assert wf["env"]["PSTBENCH_PUBLISH"].startswith(wf["env"]["PSTBENCH_BOARD"].replace("@main", "") + "/")
+    run = next(s["run"] for s in _steps(wf, "board"))
+    out = re.search(r"--out (\S+)", run).group(1)
+    uses = {str(s.get("uses", "")).split("@")[0]: s for s in board["steps"]}
+    assert uses["actions/upload-pages-artifact"]["with"]["path"] == out and "actions/deploy-pages" in uses
+    assert not any("HF_TOKEN" in str(s.get("env", {})) for s in board["steps"])  # reads public runs only
 
 
 def test_publish_then_gate_against_the_local_hub(tmp_path):
@@ -64,6 +74,8 @@ def _run(tmp_path: Path, hub: FakeHub) -> None:
         **{k: str(v) for k, v in wf["env"].items()},
         "PSTBENCH_TRACK": str(manifest),
         "PSTBENCH_PUBLISH": wf["env"]["PSTBENCH_PUBLISH"].replace("OWNER", "me"),
+        "PSTBENCH_BOARD": wf["env"]["PSTBENCH_BOARD"].replace("OWNER", "me"),
+        "PSTBENCH_CACHE": str(tmp_path / "cache"),
         "GITHUB_OUTPUT": str(tmp_path / "github_output"),
         "GITHUB_STEP_SUMMARY": str(summary),
         "PSTBENCH_DATA": str(tmp_path / "data"),
@@ -87,6 +99,16 @@ def _run(tmp_path: Path, hub: FakeHub) -> None:
     assert {p: files[p] for p in files if p.startswith("pst50-paired/")} == {
         f"pst50-paired/baseline/{n}": (local / n).read_bytes() for n in ("metrics.csv", "run.json", "summary.json")
     }
+
+    # the board job: the site from the published path, the baseline's row pinned to the commit, its history one point
+    for step in _steps(wf, "board"):
+        proc = _bash(step["run"], repo, {**env, **_step_env(step)})
+        assert proc.returncode == 0, f"step {step['run']!r} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    board = json.loads((repo / "site" / "board.json").read_text())
+    (row,) = board["tracks"][0]["rows"]
+    assert row["name"] == "baseline" and row["provenance"]["uri"] == pinned
+    assert [p["commit"] for p in row["history"]] == [commit]
+    assert (repo / "site" / board["tracks"][0]["folder"] / "index.html").is_file()
 
     # the pull-request job, on the pinned URI
     env["PSTBENCH_BASELINE"] = pinned

@@ -79,10 +79,10 @@ class LocalFolders:
         return [RunSource(Path(address))]
 
     @staticmethod
-    def versions(address, work: Path, notes: list[str], say, said: list[str] | None = None) -> list:
+    def versions(address, work: Path, notes: list[str], say, said: list[str] | None = None, newest=None) -> list:
         from pytest_pstbench.core.store.versions import git_versions
 
-        return git_versions(address, work, notes, say, said)
+        return git_versions(address, work, notes, say, said, newest=newest)
 
 
 class HubRuns:
@@ -114,10 +114,10 @@ class HubRuns:
         return [RunSource(r.path, r.uri, r.repo_id, r.commit, r.path_in_repo, str(address)) for r in runs]
 
     @staticmethod
-    def versions(address, work: Path, notes: list[str], say, said: list[str] | None = None) -> list:
+    def versions(address, work: Path, notes: list[str], say, said: list[str] | None = None, newest=None) -> list:
         from pytest_pstbench.core.store.published.versions import hub_versions
 
-        return hub_versions(str(address), say, said)
+        return hub_versions(str(address), say, said, newest=newest)
 
 
 BACKENDS = (HubRuns, LocalFolders)  # asked in order; the local folder takes whatever no other claims
@@ -155,10 +155,13 @@ def run_paths(args, **kwargs) -> list[Path]:
     return [s.path for s in resolve_runs(args, **kwargs)]
 
 
-def versions(sources, work: Path, notes: list[str], say, said: list[str] | None = None) -> list:
+def versions(
+    sources, work: Path, notes: list[str], say, said: list[str] | None = None, newest: int | None = None
+) -> list:
     """The versions of a run over time (`core.store.versions.Version`, oldest first): several sources are a
     series in the order given (each resolved like any run address); one source is asked of its backend (a
-    folder: its git commits, with its run files written under `work`; a Hub URI: its revision's commits)."""
+    folder: its git commits, with its run files written under `work`; a Hub URI: its revision's commits), only
+    the `newest` versions read when given (a board's sparkline)."""
     from pytest_pstbench.core.store.versions import Version
 
     sources = [str(s) for s in sources]
@@ -168,7 +171,7 @@ def versions(sources, work: Path, notes: list[str], say, said: list[str] | None 
             s = resolve_runs([a], option="SOURCE", one=True, progress=say)[0]
             out.append(Version(str(a), s.commit, None, None, s.path))
         return out
-    return backend_for(sources[0]).versions(sources[0], work, notes, say, said)
+    return backend_for(sources[0]).versions(sources[0], work, notes, say, said, newest)
 
 
 def check_published(address, option: str) -> None:

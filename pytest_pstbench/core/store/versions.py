@@ -185,9 +185,12 @@ def rewritten(key: str, where: str, shas: list[str], say, notes: list[str] | Non
         pass  # not kept: the next call cannot say what changed, and reads as before
 
 
-def git_versions(folder, work: Path, notes: list[str], say, said: list[str] | None = None) -> list[Version]:
+def git_versions(
+    folder, work: Path, notes: list[str], say, said: list[str] | None = None, *, newest: int | None = None
+) -> list[Version]:
     """The versions of the run folder `folder` in its git repository (see the module docstring); each
-    commit's run files are written under `work`. A commit git cannot read is a Version with its problem."""
+    commit's run files are written under `work`, only the `newest` commits' when given (all are listed, for
+    `rewritten`). A commit git cannot read is a Version with its problem."""
     place = git_place(Path(folder))
     if place is None:
         raise UserError(
@@ -223,6 +226,8 @@ def git_versions(folder, work: Path, notes: list[str], say, said: list[str] | No
     shallow = shallow_note(top, f"SOURCE {folder}", len(commits))
     if shallow:
         notes.append(shallow)
+    if newest is not None:
+        commits = commits[-newest:]
     out = []
     prefix = rel + "/" if rel else ""
     names = run_files()

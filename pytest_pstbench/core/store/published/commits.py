@@ -2,7 +2,9 @@
 (`branch_log`: the commit listing huggingface_hub's `list_repo_commits` reads, through the client's one
 bounded, capped listing `listing.pages`), and what the run path holds at each commit (`path_state`: the run
 files' git blob ids, from the tree listing `pull.list_runs` reads), cached by commit: a path at a commit never
-changes, so a second call asks the Hub only for the commits it has not seen.
+changes, so a second call asks the Hub only for the commits it has not seen. Inside `shared_logs()` (a board
+reading the history of many runs of one repository) a revision's listing is asked once, its answer (or its
+failure) shared by every run path.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from pytest_pstbench.core.errors import UserError
@@ -36,9 +40,40 @@ def _text(value, name: str, sha: str) -> str:
     return value[:_FIELD]
 
 
+_SHARED: ContextVar[dict | None] = ContextVar("pstbench_shared_logs", default=None)
+
+
+@contextmanager
+def shared_logs():
+    """While inside, `branch_log` asks the Hub once per (endpoint, repository, revision): its commits or its
+    failure are kept for the other run paths of that revision."""
+    token = _SHARED.set({})
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
+
 def branch_log(uri: HubURI) -> list[HubCommit]:
     """The commits of `uri`'s revision (default main), oldest first, as the Hub's commit listing gives them
     (newest first, paginated; capped like every listing). Tried once: a failure is one line."""
+    from pytest_pstbench.core.store.published.cache import endpoint_key
+
+    shared = _SHARED.get()
+    if shared is None:
+        return _branch_log(uri)
+    key = (endpoint_key(), uri.repo_id, uri.revision or "main")
+    if key not in shared:
+        try:
+            shared[key] = _branch_log(uri)
+        except UserError as exc:
+            shared[key] = exc
+    if isinstance(shared[key], UserError):
+        raise shared[key]
+    return shared[key]
+
+
+def _branch_log(uri: HubURI) -> list[HubCommit]:
     rev = uri.revision or "main"
     what = f"listing the commits of {rev}"
 
