@@ -166,7 +166,8 @@ def track_page(t: dict, left_out: list[dict], css: str) -> str:
     w(
         f'<p class="hint" id="ranks-note">Rank: 1 + the number of methods significantly better on '
         f"<b>{esc(t['labels'][t['primary']])}</b> ({esc(t['kind'])} kind's paired test between runs, Holm over the "
-        f"board's {r['n_tests']} test(s) of this track, alpha {esc(r['alpha'])}); methods the tests cannot separate "
+        f"board's {r['n_tests']} test(s) of this track"
+        f"{'' if r['alpha'] is None else ', alpha ' + esc(r['alpha'])}); methods the tests cannot separate "
         f"share a rank. <b>{r['separable']} of {max(n_methods - 1, 0)}</b> adjacent pairs are separable. "
         f"Values: mean [interval] as each run's summary.json gives them.</p>"
     )
@@ -199,7 +200,8 @@ def track_page(t: dict, left_out: list[dict], css: str) -> str:
     for note in t["notes"]:
         w(f'<p class="hint">{esc(note)}</p>')
     w(
-        '</section><section id="provenance"><h2>Provenance</h2><table><thead><tr><th>row</th>'
+        '</section><section id="provenance"><h2>Provenance</h2><div style="overflow-x:auto">'
+        "<table><thead><tr><th>row</th>"
         + "".join(f"<th>{esc(lab)}</th>" for _, lab in PROVENANCE_FIELDS)
         + "</tr></thead><tbody>"
     )
@@ -209,7 +211,7 @@ def track_page(t: dict, left_out: list[dict], css: str) -> str:
             f"<td>{'' if p.get(k) is None else '<code>' + esc(p[k]) + '</code>'}</td>" for k, _ in PROVENANCE_FIELDS
         )
         w(f"<tr><td>{esc(row['name'])}</td>{vals}</tr>")
-    w("</tbody></table></section>")
+    w("</tbody></table></div></section>")
     out += _left_out_html(left_out)
     w("</main></body></html>")
     return "\n".join(out) + "\n"
