@@ -5,8 +5,6 @@ scoring entry point (its KindSpec's `reproduce` hook) and hands back a `Reproduc
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -131,26 +129,28 @@ def _at(track) -> str:
     return f" ({manifest})" if manifest else ""
 
 
-def csv_differences(old: str, new: str, id_field: str) -> list[dict]:
-    """The rows of two CSV texts that differ: {"item": id, "fields": the columns whose cells differ}; a row
-    on one side only is {"item": id, "fields": ["missing"|"added"]}, a changed header {"item": "header"}."""
-    a, b = list(csv.reader(io.StringIO(old))), list(csv.reader(io.StringIO(new)))
-    if not a or not b or a[0] != b[0] or id_field not in a[0]:
-        return [{"item": "header", "fields": ["columns"]}] if a[:1] != b[:1] else []
-    header, key = a[0], a[0].index(id_field)
-    rows_a = {r[key]: r for r in a[1:] if len(r) > key}
-    rows_b = {r[key]: r for r in b[1:] if len(r) > key}
+def csv_differences(old: Path, new: Path, id_field: str) -> list[dict]:
+    """The rows of two CSV files (a run's item file and its rescore's) that differ: {"item": id, "fields": the columns
+    whose cells differ}; a row on one side only is {"item": id, "fields": ["missing"|"added"]}, a changed header
+    {"item": "header"}, the same rows in another order {"item": "order"}."""
+    from pytest_pstbench.core.files.csvfile import read_csv
+
+    def rows(path) -> list:
+        return read_csv(path, what="run file", columns=(id_field,), fix="score the run again", fix_all="score it again")
+
+    a, b = rows(old), rows(new)
+    if [list(r.cells) for r in a[:1]] != [list(r.cells) for r in b[:1]]:
+        return [{"item": "header", "fields": ["columns"]}]
+    rows_a = {r.cells[id_field]: r.cells for r in a}
+    rows_b = {r.cells[id_field]: r.cells for r in b}
     out = []
     for item in list(rows_a) + [i for i in rows_b if i not in rows_a]:
         ra, rb = rows_a.get(item), rows_b.get(item)
         if ra is None or rb is None:
             out.append({"item": item, "fields": ["added" if ra is None else "missing"]})
         elif ra != rb:
-            n = max(len(ra), len(rb))
-            cells = [(ra + [None] * n)[:n], (rb + [None] * n)[:n]]
-            names = [header[i] if i < len(header) else f"column {i + 1}" for i in range(n)]
-            out.append({"item": item, "fields": [names[i] for i in range(n) if cells[0][i] != cells[1][i]]})
-    if not out and a != b:  # the same rows in another order
+            out.append({"item": item, "fields": [k for k in ra if ra[k] != rb.get(k)]})
+    if not out and [r.cells for r in a] != [r.cells for r in b]:  # the same rows in another order
         out.append({"item": "order", "fields": ["rows"]})
     return out
 
@@ -173,7 +173,7 @@ def file_differences(run_dir: Path, again_dir: Path, item_file: str, id_field: s
     out = []
     old, new = (Path(run_dir) / item_file).read_bytes(), (Path(again_dir) / item_file).read_bytes()
     if old != new:
-        out += csv_differences(old.decode("utf-8", "replace"), new.decode("utf-8", "replace"), id_field)
+        out += csv_differences(Path(run_dir) / item_file, Path(again_dir) / item_file, id_field)
         out = out or [{"item": item_file, "fields": ["bytes"]}]
     old, new = (Path(run_dir) / "summary.json").read_bytes(), (Path(again_dir) / "summary.json").read_bytes()
     if old != new:

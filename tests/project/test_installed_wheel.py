@@ -9,6 +9,7 @@ processed: `pytest_pstbench` can only come from the installed wheel, which the t
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -131,26 +132,22 @@ def test_demo_score_and_plugin_run_from_the_installed_wheel(installed, tmp_path)
         for name in ("metrics.csv", "summary.json"):
             assert_matches_pin(tmp_path / "res" / "demo" / method / name, GOLDEN / method / name)
 
-    score = _run(
+    # `pstbench reproduce` scores the run again (no cache) under what run.json records: byte-identical run files
+    again = _run(
         [
             str(bin_dir / "pstbench"),
-            "score",
-            "--track",
-            "demo",
+            "reproduce",
+            str(reinhard),
             "--outputs",
             str(reinhard / "outputs"),
-            "--name",
-            "again",
-            "--results",
-            "res",
-            "--no-cache",
+            "--report",
+            str(tmp_path / "reports" / "reinhard.json"),
         ],
         tmp_path,
         env,
     )
-    assert score.returncode == 0, score.stdout + score.stderr
-    # the CLI scoring the same outputs again gives the same per-pair numbers
-    assert (tmp_path / "res" / "demo" / "again" / "metrics.csv").read_bytes() == (reinhard / "metrics.csv").read_bytes()
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "reproduced" in again.stdout and json.loads((tmp_path / "reports" / "reinhard.json").read_text())
 
     plug = tmp_path / "plug"
     plug.mkdir()
@@ -180,3 +177,24 @@ def test_demo_score_and_plugin_run_from_the_installed_wheel(installed, tmp_path)
     assert (tmp_path / "res" / "demo" / "viaplugin" / "summary.json").read_text().replace(
         '"viaplugin"', '"reinhard"'
     ) == (reinhard / "summary.json").read_text()
+
+    # the board over the demo's runs: the plugin's run has reinhard's outputs, so the two share a rank
+    board = _run(
+        [
+            str(bin_dir / "pstbench"),
+            "board",
+            "res",
+            "--out",
+            "site",
+            "--reproduced",
+            str(tmp_path / "reports"),
+        ],
+        tmp_path,
+        env,
+    )
+    assert board.returncode == 0, board.stdout + board.stderr
+    (track,) = json.loads((tmp_path / "site" / "board.json").read_text())["tracks"]
+    rows = {row["name"]: row for row in track["rows"]}
+    assert rows["identity"]["reference"] and rows["reinhard"]["rank"] == rows["viaplugin"]["rank"] == 1
+    assert rows["reinhard"]["provenance"]["reproduced"] == "reproduced"
+    assert rows["viaplugin"]["provenance"].get("reproduced") is None  # no report about that run

@@ -52,7 +52,8 @@ def reproduce(request):
         compared=("per_task.csv",),
         differences=[]
         if old == new
-        else csv_differences(old, new, "task_id") or [{"item": "per_task.csv", "fields": ["bytes"]}],
+        else csv_differences(Path(run.path) / "per_task.csv", Path(outcome.run_dir) / "per_task.csv", "task_id")
+        or [{"item": "per_task.csv", "fields": ["bytes"]}],
         then=then,
         now=outcome.run.get("environment") or {},
         failures=failure_lines(outcome.run, "task"),
