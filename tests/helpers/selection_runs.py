@@ -94,3 +94,27 @@ def selection(tmp_path_factory):
         name: score(root, name, demo, params, pattern(seed, rates))
         for name, seed, rates in (("good", 1, GOOD), ("bad", 2, BAD), ("good2", 3, GOOD))
     }
+
+
+def vab_run_args(track, base: str, out: Path, key_env: str, *extra: str) -> list[str]:
+    """`pstbench vab run` against the fake endpoint at `base` (model m1, the key in `key_env`), answers in
+    OUT/answers.jsonl and runs in OUT/results, a 5 s timeout; `extra` last (a later option wins)."""
+    return [
+        "vab",
+        "run",
+        "--track",
+        str(track),
+        "--model",
+        "m1",
+        "--api-base",
+        base,
+        "--api-key-env",
+        key_env,
+        "--answers",
+        str(Path(out) / "answers.jsonl"),
+        "--results",
+        str(Path(out) / "results"),
+        "--timeout",
+        "5",
+        *extra,
+    ]

@@ -17,6 +17,7 @@ import re
 
 import pytest
 from helpers.openai_server import BatchService, OpenAIServer, make_selection_track
+from helpers.selection_runs import vab_run_args
 
 from pytest_pstbench.cli import main as cli_main
 from pytest_pstbench.selection.ask import chat_api
@@ -42,30 +43,7 @@ def prices_file(tmp_path, batch=True):
 
 
 def run(track, base, out, *extra):
-    return cli_main(
-        [
-            "vab",
-            "run",
-            "--track",
-            str(track),
-            "--model",
-            "m1",
-            "--api-base",
-            base,
-            "--api-key-env",
-            "BATCH_BUDGET_KEY",
-            "--answers",
-            str(out / "answers.jsonl"),
-            "--results",
-            str(out / "results"),
-            "--max-tokens",
-            str(MAX_TOKENS),
-            "--timeout",
-            "5",
-            "-q",
-            *extra,
-        ]
-    )
+    return cli_main(vab_run_args(track, base, out, "BATCH_BUDGET_KEY", "--max-tokens", str(MAX_TOKENS), "-q", *extra))
 
 
 def exported(tmp_path, track) -> list[tuple[str, bytes]]:

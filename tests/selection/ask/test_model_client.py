@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers.selection_runs import vab_run_args
 
 from pytest_pstbench.cli import main as cli_main
 from pytest_pstbench.selection.ask import chat_api
@@ -208,28 +209,7 @@ def make_track(root: Path, ks=(3, 2), exif: dict | None = None) -> Path:
 
 
 def run_args(track, base, tmp_path, *extra):
-    return [
-        "vab",
-        "run",
-        "--track",
-        str(track),
-        "--model",
-        "m1",
-        "--api-base",
-        base,
-        "--api-key-env",
-        "T22_KEY",
-        "--answers",
-        str(tmp_path / "answers.jsonl"),
-        "--results",
-        str(tmp_path / "results"),
-        "-q",
-        "--concurrency",
-        "2",
-        "--timeout",
-        "5",
-        *extra,
-    ]
+    return vab_run_args(track, base, tmp_path, "T22_KEY", "-q", "--concurrency", "2", *extra)
 
 
 # ---- the official pipeline's rules, checked against the reference -------------------------------------

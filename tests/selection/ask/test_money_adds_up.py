@@ -11,6 +11,7 @@ import re
 
 import pytest
 from helpers.openai_server import OpenAIServer, make_selection_track
+from helpers.selection_runs import vab_run_args
 
 from pytest_pstbench.cli import main as cli_main
 from pytest_pstbench.selection.ask import chat_api
@@ -27,30 +28,7 @@ def quiet(monkeypatch, tmp_path):
 
 def run(track, base, out, *extra):
     return cli_main(
-        [
-            "vab",
-            "run",
-            "--track",
-            str(track),
-            "--model",
-            "m1",
-            "--api-base",
-            base,
-            "--api-key-env",
-            "MONEY_KEY",
-            "--answers",
-            str(out / "answers.jsonl"),
-            "--results",
-            str(out / "results"),
-            "--concurrency",
-            "3",
-            "--timeout",
-            "5",
-            "--max-tokens",
-            "40",
-            *PRICES,
-            *extra,
-        ]
+        vab_run_args(track, base, out, "MONEY_KEY", "--concurrency", "3", "--max-tokens", "40", *PRICES, *extra)
     )
 
 

@@ -9,6 +9,7 @@ import json
 
 import pytest
 from helpers.openai_server import BatchService, OpenAIServer, make_selection_track, usage_for
+from helpers.selection_runs import vab_run_args
 
 from pytest_pstbench.cli import main as cli_main
 from pytest_pstbench.selection.ask import chat_api
@@ -27,32 +28,7 @@ def _answer(body):
 
 
 def _run(track, base, out, *extra):
-    return cli_main(
-        [
-            "vab",
-            "run",
-            "--track",
-            str(track),
-            "--model",
-            "m1",
-            "--api-base",
-            base,
-            "--api-key-env",
-            "BATCH_KEY",
-            "--answers",
-            str(out / "answers.jsonl"),
-            "--results",
-            str(out / "results"),
-            "--name",
-            "r",
-            "-q",
-            "--concurrency",
-            "2",
-            "--timeout",
-            "5",
-            *extra,
-        ]
-    )
+    return cli_main(vab_run_args(track, base, out, "BATCH_KEY", "--name", "r", "-q", "--concurrency", "2", *extra))
 
 
 def _lines(path):
