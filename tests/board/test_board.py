@@ -9,13 +9,13 @@ import csv
 import io
 import json
 import shutil
-import subprocess
-from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
+from helpers.dom import HAS_CHROMIUM, Elements, chromium
+from helpers.hub_server import hub  # noqa: F401 (a fixture)
 from helpers.paired_runs import scores_from, write_run
 from helpers.selection_runs import selection  # noqa: F401 (a module fixture)
 from scipy.stats import wilcoxon
@@ -163,17 +163,6 @@ def test_selection_board(selection, tmp_path, capsys):  # noqa: F811
     assert code != 0 and "--metric nope" in err
 
 
-@pytest.fixture
-def hub(tmp_path, monkeypatch):
-    from helpers.hub_server import FakeHub, point_at
-
-    h = FakeHub().start()
-    point_at(h, tmp_path, monkeypatch)
-    monkeypatch.setenv("PSTBENCH_CACHE", str(tmp_path / "cache"))
-    yield h
-    h.stop()
-
-
 def test_published_path_of_many_runs(hub, tmp_path, capsys):
     results = tmp_path / "results"
     paired_results(results, n_methods=0)
@@ -197,32 +186,7 @@ def test_published_path_of_many_runs(hub, tmp_path, capsys):
 SCRIPT_NAME = "<script>alert(1)"  # an unescaped name would open a script element that swallows the page
 
 
-class Elements(HTMLParser):
-    """The start tags and the text of a document (what Chromium's --dump-dom serializes)."""
-
-    def __init__(self):
-        super().__init__()
-        self.tags: list[str] = []
-        self.text: list[str] = []
-
-    def handle_starttag(self, tag, attrs):
-        self.tags.append(tag)
-
-    def handle_data(self, data):
-        self.text.append(data)
-
-
-def chromium(*args) -> str:
-    return subprocess.run(
-        ["chromium", "--headless", "--no-sandbox", "--disable-gpu", *args],
-        check=True,
-        timeout=120,
-        capture_output=True,
-        text=True,
-    ).stdout
-
-
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not installed")
+@pytest.mark.skipif(not HAS_CHROMIUM, reason="chromium is not installed")
 def test_page_renders_in_headless_chromium(tmp_path, capsys):
     paired_results(tmp_path / "results", n_methods=3)
     write_run(tmp_path / "results", SCRIPT_NAME, method_scores(7, 0.1))

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers.dom import HAS_CHROMIUM, Elements, chromium
 from helpers.hostile_git import git, init, put_files, raw_commit
+from helpers.hub_server import hub  # noqa: F401 (a fixture)
 from helpers.paired_runs import scores_from, write_run
 
 from pytest_pstbench.board.sparkline import MAX_POINTS
@@ -94,17 +94,6 @@ def test_results_folder_outside_git_reads_no_history(tmp_path, capsys, monkeypat
     assert "<svg" not in (tmp_path / "site" / "t" / "index.html").read_text()
 
 
-@pytest.fixture
-def hub(tmp_path, monkeypatch):
-    from helpers.hub_server import FakeHub, point_at
-
-    h = FakeHub().start()
-    point_at(h, tmp_path, monkeypatch)
-    monkeypatch.setenv("PSTBENCH_CACHE", str(tmp_path / "cache"))
-    yield h
-    h.stop()
-
-
 def test_hub_history_sparkline_one_listing(hub, tmp_path, capsys):
     files: dict[str, bytes] = {}
     shas, parent, summaries = [], None, []
@@ -147,32 +136,12 @@ def test_newest_points_only(tmp_path, capsys, monkeypatch):
     assert [p["commit"] for p in row["history"]] == newest
 
 
-class Elements(HTMLParser):
-    def __init__(self):
-        super().__init__()
-        self.tags: list[str] = []
-        self.text: list[str] = []
-
-    def handle_starttag(self, tag, attrs):
-        self.tags.append(tag)
-
-    def handle_data(self, data):
-        self.text.append(data)
-
-
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not installed")
+@pytest.mark.skipif(not HAS_CHROMIUM, reason="chromium is not installed")
 def test_sparkline_in_headless_chromium(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("PSTBENCH_CACHE", str(tmp_path / "cache"))
     repo, shas = git_board_repo(tmp_path)
     assert board(capsys, repo / "results", "--out", tmp_path / "site")[0] == 0
-    dom = subprocess.run(
-        ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom"]
-        + [(tmp_path / "site" / "t" / "index.html").as_uri()],
-        check=True,
-        timeout=120,
-        capture_output=True,
-        text=True,
-    ).stdout
+    dom = chromium("--dump-dom", (tmp_path / "site" / "t" / "index.html").as_uri())
     parsed = Elements()
     parsed.feed(dom)
     assert "script" not in parsed.tags and "img" not in parsed.tags  # none came from the commit subject

@@ -64,6 +64,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import numpy as np
+import pytest
 from PIL import Image
 
 
@@ -842,3 +843,13 @@ def make_acetone_files(n: int = 6, size=(40, 56), seed: int = 1, fmt: str = "png
         files[f"ref_image/{i:05d}.{ext}"] = enc(_look(_scene(rng, h, w), gains))
         files[f"gt_image/{i:05d}.{ext}"] = enc(_look(raw, gains))
     return files
+
+
+@pytest.fixture
+def hub(tmp_path, monkeypatch):
+    """A fake Hub on 127.0.0.1 that huggingface_hub talks to (`point_at`), with the kit's cache in tmp_path."""
+    h = FakeHub().start()
+    point_at(h, tmp_path, monkeypatch)
+    monkeypatch.setenv("PSTBENCH_CACHE", str(tmp_path / "cache"))
+    yield h
+    h.stop()
