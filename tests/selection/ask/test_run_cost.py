@@ -12,6 +12,7 @@ from collections import defaultdict
 
 import pytest
 from helpers.openai_server import OpenAIServer, make_selection_track, usage_for
+from helpers.selection_runs import vab_run_args
 
 from pytest_pstbench.cli import main as cli_main
 from pytest_pstbench.selection.ask import chat_api
@@ -20,28 +21,8 @@ P_IN, P_OUT, P_CACHED = 2.5, 10.0, 1.25
 
 
 def _args(track, base, tmp_path, *extra, answers="answers.jsonl", results="results"):
-    return [
-        "vab",
-        "run",
-        "--track",
-        str(track),
-        "--model",
-        "m1",
-        "--api-base",
-        base,
-        "--api-key-env",
-        "COST_KEY",
-        "--answers",
-        str(tmp_path / answers),
-        "--results",
-        str(tmp_path / results),
-        "-q",
-        "--concurrency",
-        "3",
-        "--timeout",
-        "5",
-        *extra,
-    ]
+    where = ["--answers", str(tmp_path / answers), "--results", str(tmp_path / results)]
+    return vab_run_args(track, base, tmp_path, "COST_KEY", "-q", "--concurrency", "3", *where, *extra)
 
 
 PRICES = ("--price-in", str(P_IN), "--price-out", str(P_OUT), "--price-cached-in", str(P_CACHED))

@@ -8,34 +8,14 @@ from collections import defaultdict
 
 import pytest
 from helpers.openai_server import OpenAIServer, make_selection_track, usage_for
+from helpers.selection_runs import vab_run_args
 
 from pytest_pstbench.cli import main as cli_main
 from pytest_pstbench.selection.ask import chat_api
 
 
 def _args(track, base, tmp_path, *extra):
-    return [
-        "vab",
-        "run",
-        "--track",
-        str(track),
-        "--model",
-        "m1",
-        "--api-base",
-        base,
-        "--api-key-env",
-        "USAGE_KEY",
-        "--answers",
-        str(tmp_path / "answers.jsonl"),
-        "--results",
-        str(tmp_path / "results"),
-        "-q",
-        "--concurrency",
-        "3",
-        "--timeout",
-        "5",
-        *extra,
-    ]
+    return vab_run_args(track, base, tmp_path, "USAGE_KEY", "-q", "--concurrency", "3", *extra)
 
 
 def _lines(tmp_path):
