@@ -142,3 +142,26 @@ def test_a_selection_run_is_reproduced_from_its_answers_and_names_a_changed_task
     body = out.splitlines()
     assert body[0].startswith("not reproduced:") and "1 of 30 tasks differ" in body[0]
     assert body[1].split(":")[0].strip() == first["task_id"] and f"best_t{first['trial']}" in body[1]
+
+
+def test_a_thread_count_no_machine_has_is_not_applied(paired, tmp_path):
+    """A stranger's run.json that records torch_threads 100000: torch given that many threads crashes the process
+    (a segmentation fault in its first matrix product), so reproduce scores with this machine's count and says the
+    environment differs. Run in a subprocess: the crash is the failure this pins."""
+    import subprocess
+    import sys
+
+    _root, run, outputs = paired
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    record = json.loads((copy / "run.json").read_text())
+    record["environment"]["torch_threads"] = 100000
+    (copy / "run.json").write_text(json.dumps(record, indent=2))
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest_pstbench.cli", "reproduce", str(copy), "--outputs", str(outputs)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode in (0, 1), r.stdout + r.stderr  # not -11 (SIGSEGV)
+    assert "torch_threads" in r.stdout + r.stderr  # the difference is named

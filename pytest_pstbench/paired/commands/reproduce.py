@@ -5,17 +5,31 @@ folder; metrics.csv and summary.json must then be byte-identical to the run's.""
 
 from __future__ import annotations
 
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 
 from pytest_pstbench.core.errors import UserError
 
+# The most torch threads a recorded run may ask for: run.json is a stranger's text, and torch given 100,000
+# threads crashes the process (a segmentation fault in its first matrix product); no machine scores with more.
+MAX_THREADS = 1024
+
 
 @contextmanager
-def _torch_threads(threads):
+def _torch_threads(threads, where: str = "run.json"):
     """torch's intra-op thread count set to the run's recorded one while it is scored again (LPIPS's last digits
-    depend on it: paired.scorecache.compute_threads); unchanged where the run records none."""
+    depend on it: paired.scorecache.compute_threads); unchanged where the run records none, or more than
+    MAX_THREADS (said on stderr; the report's environment then names the difference)."""
     if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+        yield
+        return
+    if threads > MAX_THREADS:
+        print(
+            f"pstbench: warning: {where} records torch_threads {threads}, more than {MAX_THREADS}: not applied, "
+            "scored with this machine's thread count (LPIPS's last digits may differ)",
+            file=sys.stderr,
+        )
         yield
         return
     import torch
@@ -70,7 +84,7 @@ def reproduce(request):
         protocol,
         track,
     )
-    with _torch_threads(then.get("torch_threads") if device == "cpu" else None):
+    with _torch_threads(then.get("torch_threads") if device == "cpu" else None, str(Path(run.path) / "run.json")):
         outcome = score_run(scoring.session, scoring.outputs, progress=request.progress)
     return Reproduction(
         kind="paired",
