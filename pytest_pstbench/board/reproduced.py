@@ -39,7 +39,8 @@ def read_reports(folder) -> list[dict]:
         run = data.get("run") if isinstance(data, dict) else None
         digests = run.get("sha256") if isinstance(run, dict) else None
         if (
-            data.get("generator") != REPORT_GENERATOR
+            not isinstance(data, dict)
+            or data.get("generator") != REPORT_GENERATOR
             or not isinstance(digests, dict)
             or data.get("verdict") not in ("reproduced", "not reproduced")
         ):

@@ -8,9 +8,14 @@ from __future__ import annotations
 import json
 
 from helpers.selection_runs import BAD, GOOD, pattern, score
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from pytest_pstbench.board.reproduced import read_reports
 from pytest_pstbench.cli import main
+from pytest_pstbench.core.errors import UserError
 from pytest_pstbench.core.protocol import load_protocol
+from pytest_pstbench.core.reproduce import REPORT_GENERATOR
 
 
 def _cli(capsys, *argv) -> tuple[int, str, str]:
@@ -64,3 +69,35 @@ def test_board_marks_exactly_the_reproduced_row_and_not_a_stale_report(tmp_path,
     code, out, err = _cli(capsys, "board", *runs.values(), "--out", tmp_path / "none", "--reproduced", reports)
     assert code == 2 and len(err.strip().splitlines()) == 1 and "note.json" in err
     assert not (tmp_path / "none").exists()
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
+    max_leaves=12,
+)
+REPORTISH = st.fixed_dictionaries(
+    {},
+    optional={
+        "generator": st.sampled_from([REPORT_GENERATOR, "other"]) | JSON,
+        "verdict": st.sampled_from(["reproduced", "not reproduced"]) | JSON,
+        "run": st.fixed_dictionaries({}, optional={"sha256": st.dictionaries(st.text(max_size=12), JSON), "kind": JSON})
+        | JSON,
+    },
+)
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=JSON | REPORTISH)
+def test_any_json_in_the_reports_folder_is_read_or_one_line(tmp_path, data):
+    """A reports folder is text someone else may have written: any JSON value in it is a report the marks can read
+    (a dict with the generator, run.sha256 and a verdict) or one UserError naming the file, never another error."""
+    folder = tmp_path / "reports"
+    folder.mkdir(exist_ok=True)
+    (folder / "r.json").write_text(json.dumps(data))
+    try:
+        (report,) = read_reports(folder)
+    except UserError as exc:
+        assert str(folder / "r.json") in str(exc) and "\n" not in str(exc)
+    else:
+        assert report["generator"] == REPORT_GENERATOR and isinstance(report["run"]["sha256"], dict)
