@@ -282,6 +282,8 @@ PRICE_EDGE = st.sampled_from([-1, -0.01, -(10**30), MAX_PRICE + 1, 10**30, math.
 def row_one_edge(draw) -> dict:
     """A well-formed row, then one of its prices set to an edge value."""
     row = {"in": draw(st.floats(0, 10)), "out": draw(st.floats(0, 10)), "cached_in": draw(st.floats(0, 10))}
+    if draw(st.booleans()):  # with a batch price (vab run --batch)
+        row |= {"batch_in": draw(st.floats(0, 10)), "batch_out": draw(st.floats(0, 10))}
     row[draw(st.sampled_from(sorted(row)))] = draw(PRICE_EDGE)
     return row
 
@@ -294,7 +296,13 @@ ROW = st.one_of(
     ),
     st.fixed_dictionaries(
         {"in": PRICE, "out": PRICE},
-        optional={"cached_in": PRICE, "currency": st.one_of(st.sampled_from(["USD", "EUR"]), ANY_TEXT, JUNK)},
+        optional={
+            "cached_in": PRICE,
+            "currency": st.one_of(st.sampled_from(["USD", "EUR"]), ANY_TEXT, JUNK),
+            "batch_in": PRICE,
+            "batch_out": PRICE,
+            "batch_cached_in": PRICE,
+        },
     ),
 )
 
@@ -325,6 +333,9 @@ def test_a_price_file_is_read_or_refused_in_one_line_and_never_prices_below_zero
     for name, price in table.rows.items():
         assert isinstance(name, str) and name and name != "*"
         assert all(_price_ok(p) for p in (price.in_, price.out, price.cached_in)), price
+        if price.batch is not None:  # a batch price is held to the same rules, in the row's currency
+            assert all(_price_ok(p) for p in (price.batch.in_, price.batch.out, price.batch.cached_in)), price
+            assert price.batch.currency == price.currency and call_cost({"prompt_tokens": 7}, price.batch) >= 0
         assert price.currency.isprintable() and price.currency.strip() == price.currency and price.currency
         # the cost of any counts a server could send is never below zero
         for counts in (
