@@ -119,18 +119,7 @@ def minimum_detectable_effect(residuals, clusters, k: int, plan, settings, *, st
     if float(np.std(draws.residuals)) <= 1e-12 * max(1.0, float(np.max(np.abs(residuals)))):  # power.constant
         return float("nan")
     scale = max(float(np.std(draws.residuals)), plan.threshold)
-    lo, hi = 0.0, scale
-    while power(draws, hi, plan) < settings.target:
-        lo, hi = hi, hi * 2
-    for _ in range(steps):
-        if hi - lo <= 1e-3 * hi:
-            break
-        mid = (lo + hi) / 2
-        if power(draws, mid, plan) >= settings.target:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return smallest_effect(lambda x: power(draws, x, plan) >= settings.target, scale, steps)
 
 
 def clusters_needed(residuals, clusters, effect: float, plan, settings, max_clusters: int) -> int | None:
@@ -141,6 +130,23 @@ def clusters_needed(residuals, clusters, effect: float, plan, settings, max_clus
         return power(ClusterDraws(residuals, clusters, k, settings), effect, plan) >= settings.target
 
     return smallest_reaching(reaches, max_clusters)
+
+
+def smallest_effect(reaches, scale: float, steps: int) -> float:
+    """The smallest shift for which the monotone `reaches(shift)` holds, to 0.1% (doubling from `scale`, then at
+    most `steps` bisections). Shared by the pair and cluster MDEs (paired/power.py)."""
+    lo, hi = 0.0, scale
+    while not reaches(hi):
+        lo, hi = hi, hi * 2
+    for _ in range(steps):
+        if hi - lo <= 1e-3 * hi:
+            break
+        mid = (lo + hi) / 2
+        if reaches(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
 
 
 def smallest_reaching(reaches, upper: int) -> int | None:

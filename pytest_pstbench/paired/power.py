@@ -162,18 +162,9 @@ def minimum_detectable_effect(residuals, n: int, plan: Plan, settings, *, steps:
     scale = max(float(np.std(e)), plan.threshold)
     if power(draws, scale * 1e6, plan) < settings.target:
         return None
-    lo, hi = 0.0, scale
-    while power(draws, hi, plan) < settings.target:
-        lo, hi = hi, hi * 2
-    for _ in range(steps):
-        if hi - lo <= 1e-3 * hi:
-            break
-        mid = (lo + hi) / 2
-        if power(draws, mid, plan) >= settings.target:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    from pytest_pstbench.paired.cluster_power import smallest_effect
+
+    return smallest_effect(lambda x: power(draws, x, plan) >= settings.target, scale, steps)
 
 
 def pairs_needed(residuals, effect: float, plan: Plan, settings, max_pairs: int = MAX_PAIRS) -> int | None:
