@@ -49,13 +49,19 @@ class Reproduction:
 
 
 def recorded_protocol(run, spec: str | None = None):
-    """The protocol file the run was made under: `spec` (`--protocol`), else the protocol id run.json records,
-    else the path it records; its sha256 must be run.json's. Otherwise one line naming both digests and the fix."""
+    """The protocol file the run was made under, found as every reader of runs finds it (`core.compare.protocol_for`:
+    `spec` (`--protocol`), else the protocol id run.json records, else the path it records, matched by sha256).
+    Where none matches: one line naming the run's digest and those of the files here, and the fix."""
     import os
 
+    from pytest_pstbench.core.compare import protocol_for
     from pytest_pstbench.core.protocol import load_protocol
     from pytest_pstbench.core.store.reader import run_field
 
+    try:
+        return protocol_for([run], spec)
+    except UserError:
+        pass  # no file with the run's digest: name the ones here
     want = run.record.protocol_sha256
     candidates = [spec] if spec else [run.record.protocol_id, run.record.protocol_path]
     found, refused = [], None
@@ -63,14 +69,10 @@ def recorded_protocol(run, spec: str | None = None):
         if not isinstance(c, str) or not c:
             continue
         try:
-            protocol = load_protocol(c)
+            found.append(load_protocol(c))
         except UserError as exc:
             if spec or c == run.record.protocol_path and os.path.lexists(c):  # a file there that cannot be read
                 refused = refused or exc
-            continue
-        if protocol.sha256 == want:
-            return protocol
-        found.append(protocol)
     if refused is not None:
         raise refused
     kit = run_field(run, "environment", "pytest_pstbench")
